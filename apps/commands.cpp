@@ -1,0 +1,416 @@
+#include "apps/commands.hpp"
+
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "apps/validate.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "models/transformer.hpp"
+#include "models/zoo.hpp"
+
+#ifndef HGSIM_VERSION
+#define HGSIM_VERSION "0.0.0"
+#endif
+
+namespace hgsim::apps {
+namespace {
+
+using core::Json;
+
+// ---- output helpers ----------------------------------------------------------------------
+
+// A plain text table: columns padded to their widest cell; numeric columns right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out, const std::string& indent = "") const {
+    std::vector<std::size_t> width(rows_.front().size(), 0);
+    for (const auto& row : rows_)
+      for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      std::string line = indent;
+      for (std::size_t i = 0; i < rows_[r].size(); ++i) {
+        const std::string& cell = rows_[r][i];
+        bool numeric = r > 0 && !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-');
+        std::string pad(width[i] - cell.size(), ' ');
+        line += numeric ? pad + cell : cell + pad;
+        if (i + 1 < rows_[r].size()) line += "  ";
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out << line << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// 6738415616 -> "6.74B"
+std::string count_text(double n) {
+  if (n >= 1e9) return fixed(n / 1e9, 2) + "B";
+  if (n >= 1e6) return fixed(n / 1e6, 1) + "M";
+  return fixed(n, 0);
+}
+
+std::string tflops(const std::optional<core::FlopsPerSecond>& rate) {
+  return rate ? core::shortest_decimal(std::round(rate->value() / 1e9) / 1e3) : "-";
+}
+
+void emit_yaml(YAML::Emitter& y, const Json& j) {
+  if (j.is_object()) {
+    y << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      y << YAML::Key << k << YAML::Value;
+      emit_yaml(y, v);
+    }
+    y << YAML::EndMap;
+  } else if (j.is_array()) {
+    bool scalars = std::all_of(j.begin(), j.end(), [](const Json& v) { return v.is_primitive(); });
+    y << (scalars ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
+    for (const auto& v : j) emit_yaml(y, v);
+    y << YAML::EndSeq;
+  } else if (j.is_string()) {
+    y << j.get<std::string>();
+  } else if (j.is_null()) {
+    y << YAML::Null;
+  } else {
+    y << j.dump();
+  }
+}
+
+std::string to_yaml(const Json& j) {
+  YAML::Emitter y;
+  emit_yaml(y, j);
+  return std::string(y.c_str()) + "\n";
+}
+
+Json diagnostics_json(const core::Diagnostics& diags) {
+  Json out = Json::array();
+  for (const core::Diagnostic& d : diags.all()) {
+    out.push_back({{"severity", d.severity == core::Severity::error ? "error" : "warning"},
+                   {"file", d.where.file},
+                   {"line", d.where.line},
+                   {"column", d.where.column},
+                   {"key", d.key_path},
+                   {"message", d.message},
+                   {"hint", d.hint}});
+  }
+  return out;
+}
+
+// Prints the diagnostics for a person (stderr), or as JSON (stdout) with --json.
+void report(const core::Diagnostics& diags, bool json, std::ostream& out, std::ostream& err) {
+  if (json) {
+    out << Json{{"valid", !diags.has_errors()}, {"diagnostics", diagnostics_json(diags)}}.dump(2) << "\n";
+    return;
+  }
+  err << diags.format();
+  if (diags.has_errors())
+    err << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", " << diags.warning_count()
+        << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
+}
+
+// ---- hgsim check -------------------------------------------------------------------------
+
+void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& out) {
+  const CheckedScenario& c = point.checked;
+  const core::Scenario& s = c.scenario;
+  const core::ModelConfig& m = c.model;
+  const double params = models::parameter_count(m);
+  const double tokens = double(s.training.global_batch) * s.training.seq_len;
+  const core::Flops work = models::training_flops(m, s.training.global_batch, s.training.seq_len, s.training.recompute);
+
+  out << "Scenario  " << s.name << "  (" << s.source_file << ")\n";
+  out << "Model     " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads ("
+      << m.kv_heads << " kv), ffn " << m.ffn_hidden << ", vocab " << m.vocab << "; " << count_text(params)
+      << " parameters [models/: computed]\n";
+  out << "Training  " << s.training.global_batch << " sequences x " << s.training.seq_len << " tokens = "
+      << fixed(tokens / 1e6, 2) << "M tokens per iteration; " << to_string(s.training.precision) << ", "
+      << to_string(s.training.optimizer) << ", recompute " << to_string(s.training.recompute) << "; "
+      << fixed(work.value() / 1e15, 1) << " PFLOP per iteration [models/: 6N + attention]\n\n";
+
+  Table clusters({"cluster", "gpu", "gpus", "peak/GPU " + to_string(s.training.precision), "memory/GPU", "nvlink",
+                  "nic"});
+  double total_peak = 0;
+  for (const core::Cluster& cl : s.clusters) {
+    const kernels::GpuSpec* gpu = kernels::find_gpu(cl.gpu);
+    auto rate = kernels::math_rate(*gpu, s.training.precision);
+    total_peak += rate ? rate->rate.value() * cl.gpu_count() : 0;
+    clusters.add({cl.name, gpu->name, std::to_string(cl.gpu_count()) + " (" + std::to_string(cl.nodes) + "x" +
+                                          std::to_string(cl.gpus_per_node) + ")",
+                  (rate ? core::human_compute_rate(rate->rate) : "-") + (rate && !rate->native ? " (emulated)" : ""),
+                  core::human_size(gpu->memory), core::human_bandwidth(cl.nvlink.bandwidth),
+                  core::human_bandwidth(cl.nic.bandwidth)});
+  }
+  clusters.print(out);
+  out << "  " << s.total_gpus() << " GPUs, " << fixed(total_peak / 1e15, 2)
+      << " PFLOPS peak together [kernels/gpus.yaml: datasheet]\n";
+  for (const core::WanLink& w : s.wan)
+    out << "  WAN " << w.from << " <-> " << w.to << ": " << core::human_bandwidth(w.bandwidth)
+        << (w.reverse_bandwidth ? " (back " + core::human_bandwidth(*w.reverse_bandwidth) + ")" : "") << ", "
+        << core::human_duration(w.latency) << (w.trace.empty() ? "" : ", trace " + w.trace) << "\n";
+  out << "  compression: WAN activations " << compress::describe(c.compression.wan_activations)
+      << ", WAN gradients " << compress::describe(c.compression.wan_gradients) << "\n\n";
+
+  if (s.strategy.automatic) {
+    out << "Strategy  auto: the planner chooses (hgsim plan; planner lands with issue #6)\n";
+  } else {
+    const core::Plan& plan = s.strategy.plan;
+    out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch
+        << (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " virtual stages" : "")
+        << ", grad sync " << to_string(plan.grad_sync.algorithm) << " (bucket "
+        << core::format_size(plan.grad_sync.bucket) << ")\n";
+    Table stages({"pipeline", "replicas", "stage", "cluster", "gpu", "tp", "dp", "layers", "params/GPU", "memory/GPU", "of", "fits"});
+    for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
+      const core::Pipeline& p = plan.pipelines[pi];
+      for (std::size_t si = 0; si < p.stages.size(); ++si) {
+        const core::Stage& st = p.stages[si];
+        const kernels::GpuSpec* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
+        models::StageSpec spec = models::stage_spec(plan, pi, si);
+        models::StageMemory mem = models::stage_memory(m, s.training, spec);
+        stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "", std::to_string(si),
+                    st.cluster, gpu->name, std::to_string(st.tp), std::to_string(st.dp), std::to_string(st.layers),
+                    count_text(models::stage_parameters(m, spec)), core::human_size(mem.total),
+                    core::human_size(gpu->memory), mem.total <= gpu->memory ? "yes" : "NO"});
+      }
+    }
+    stages.print(out, "  ");
+    out << "  memory/GPU: weights, gradients and optimizer state plus activations in flight for the schedule\n"
+           "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
+  }
+  if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
+  out << "\nSimulated time and throughput need the simulator (issue #3); this summary uses only\n"
+         "datasheet figures and closed-form model math.\n";
+}
+
+int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
+  auto points = check_scenario_file(path, diags);
+  if (!points) {
+    report(diags, json, out, err);
+    return kBadInput;
+  }
+  if (json) {
+    Json result{{"valid", true},
+                {"diagnostics", diagnostics_json(diags)},
+                {"sweep_points", points->size()},
+                {"scenario", core::scenario_to_json(points->front().checked.scenario)}};
+    out << result.dump(2) << "\n";
+    return kSuccess;
+  }
+  err << diags.format();
+  if (summary) {
+    print_summary(points->front(), points->size(), out);
+    return kSuccess;
+  }
+  out << "# " << path << ": valid";
+  if (points->size() > 1) out << ", " << points->size() << " sweep points";
+  out << "; the scenario with every default filled in:\n";
+  core::Scenario s = points->front().checked.scenario;
+  if (points->size() > 1 || !points->front().settings.empty()) {
+    // Show the scenario as written, not its first sweep point.
+    core::Diagnostics ignored;
+    if (auto written = core::load_scenario(path, ignored)) s = *written;
+  }
+  out << to_yaml(core::scenario_to_json(s));
+  return kSuccess;
+}
+
+// ---- hgsim models / gpus -----------------------------------------------------------------
+
+int cmd_models(bool json, std::ostream& out) {
+  if (json) {
+    Json list = Json::array();
+    for (const models::ZooEntry& e : models::zoo()) {
+      const core::ModelConfig& m = e.config;
+      list.push_back({{"name", m.name},
+                      {"params", models::parameter_count(m)},
+                      {"published_params", e.published_params},
+                      {"layers", m.layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"ffn_hidden", m.ffn_hidden},
+                      {"vocab", m.vocab},
+                      {"activation", to_string(m.activation)},
+                      {"norm", to_string(m.norm)},
+                      {"max_positions", m.max_positions},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"aliases", e.aliases},
+                      {"source", e.source}});
+    }
+    out << Json{{"models", list}}.dump(2) << "\n";
+    return kSuccess;
+  }
+  Table t({"name", "params", "published", "layers", "hidden", "heads", "kv", "ffn", "vocab", "mlp", "positions"});
+  for (const models::ZooEntry& e : models::zoo()) {
+    const core::ModelConfig& m = e.config;
+    t.add({m.name, count_text(models::parameter_count(m)), count_text(e.published_params), std::to_string(m.layers),
+           std::to_string(m.hidden), std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.ffn_hidden),
+           std::to_string(m.vocab), to_string(m.activation),
+           m.max_positions > 0 ? "learned " + std::to_string(m.max_positions) : "rotary"});
+  }
+  t.print(out);
+  out << "\nparams: computed by models/ from the shapes; published: the source's figure (hgsim models --json).\n";
+  return kSuccess;
+}
+
+int cmd_gpus(bool json, std::ostream& out) {
+  if (json) {
+    auto opt = [](const auto& q) { return q ? Json(q->value()) : Json(nullptr); };
+    Json list = Json::array();
+    for (const kernels::GpuSpec& g : kernels::gpu_catalog())
+      list.push_back({{"name", g.name},
+                      {"aliases", g.aliases},
+                      {"architecture", kernels::to_string(g.architecture)},
+                      {"memory_bytes", g.memory.value()},
+                      {"memory_bandwidth_bytes_per_s", g.memory_bandwidth.value()},
+                      {"nvlink_bandwidth_total_bytes_per_s", opt(g.nvlink_bandwidth_total)},
+                      {"peak_flops_per_s",
+                       {{"fp32", opt(g.peak_fp32)},
+                        {"tf32", opt(g.peak_tf32)},
+                        {"fp16", opt(g.peak_fp16)},
+                        {"bf16", opt(g.peak_bf16)},
+                        {"fp8", opt(g.peak_fp8)}}},
+                      {"source", g.source}});
+    out << Json{{"gpus", list}}.dump(2) << "\n";
+    return kSuccess;
+  }
+  Table t({"name", "arch", "memory", "mem BW", "NVLink", "fp32", "tf32", "fp16", "bf16", "fp8"});
+  for (const kernels::GpuSpec& g : kernels::gpu_catalog())
+    t.add({g.name, kernels::to_string(g.architecture), core::human_size(g.memory),
+           fixed(g.memory_bandwidth.value() / 1e9, 0) + " GB/s",
+           g.nvlink_bandwidth_total ? fixed(g.nvlink_bandwidth_total->value() / 1e9, 0) + " GB/s" : "-",
+           tflops(g.peak_fp32), tflops(g.peak_tf32), tflops(g.peak_fp16), tflops(g.peak_bf16), tflops(g.peak_fp8)});
+  t.print(out);
+  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions; all figures from datasheets\n"
+         "(kernels/gpus.yaml names the source of each row; hgsim gpus --json).\n";
+  return kSuccess;
+}
+
+// ---- hgsim sweep / run / plan ------------------------------------------------------------
+
+int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
+  auto points = check_scenario_file(path, diags);
+  if (!points) {
+    report(diags, json, out, err);
+    return kBadInput;
+  }
+  err << diags.format();
+  if (json) {
+    Json list = Json::array();
+    for (const CheckedPoint& p : *points) {
+      Json settings = Json::object();
+      for (const auto& [k, v] : p.settings) settings[k] = Json::parse(v);
+      list.push_back({{"settings", settings}});
+    }
+    out << Json{{"points", list}}.dump(2) << "\n";
+  } else {
+    out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s") << ", each valid:\n";
+    for (std::size_t i = 0; i < points->size(); ++i) {
+      out << "  " << std::setw(3) << i << "  ";
+      for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
+      out << "\n";
+    }
+  }
+  if (list_only) return kSuccess;
+  err << "hgsim sweep: running the points needs the simulator, which lands with issue #3; "
+         "use --list to only expand and check them\n";
+  return kInternalError;
+}
+
+int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue, bool json,
+                std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
+  if (!check_scenario_file(path, diags)) {
+    report(diags, json, out, err);
+    return kBadInput;
+  }
+  err << diags.format();
+  err << "hgsim " << command << ": the scenario is valid, but this command is not implemented yet (" << issue
+      << ")\n";
+  return kInternalError;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hgsim ") + HGSIM_VERSION);
+
+  std::string scenario;
+  bool json = false;
+  bool summary = false;
+  bool list_only = false;
+
+  CLI::App* check = app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
+  check->add_option("SCENARIO", scenario, "scenario file (YAML, or JSON)")->required();
+  check->add_flag("--json", json, "print the result (or the problems) as JSON");
+  check->add_flag("--summary", summary, "print a human-readable summary instead of the normalized scenario");
+
+  CLI::App* models_cmd = app.add_subcommand("models", "List the model zoo");
+  models_cmd->add_flag("--json", json, "print as JSON");
+
+  CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
+  gpus->add_flag("--json", json, "print as JSON");
+
+  CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan (issue #3)");
+  run->add_option("SCENARIO", scenario, "scenario file")->required();
+  run->add_flag("--json", json, "print as JSON");
+
+  CLI::App* plan = app.add_subcommand("plan", "Search a plan for a scenario (issue #6)");
+  plan->add_option("SCENARIO", scenario, "scenario file")->required();
+  plan->add_flag("--json", json, "print as JSON");
+
+  CLI::App* sweep = app.add_subcommand("sweep", "Expand a scenario's sweep grid and check every point");
+  sweep->add_option("SCENARIO", scenario, "scenario file")->required();
+  sweep->add_flag("--json", json, "print as JSON");
+  sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    out << (e.get_name() == "CallForVersion" ? std::string("hgsim ") + HGSIM_VERSION + "\n" : app.help());
+    if (e.get_name() != "CallForVersion") {
+      for (CLI::App* sub : app.get_subcommands())
+        if (sub->parsed()) out << sub->help();
+    }
+    return kSuccess;
+  } catch (const CLI::ParseError& e) {
+    err << "hgsim: " << e.what() << "\n";
+    CLI::App* failed = &app;
+    for (CLI::App* sub : app.get_subcommands())
+      if (sub->parsed()) failed = sub;
+    err << "run '" << (failed == &app ? "hgsim" : "hgsim " + failed->get_name()) << " --help' for usage\n";
+    return kBadInput;
+  }
+
+  try {
+    if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
+    if (models_cmd->parsed()) return cmd_models(json, out);
+    if (gpus->parsed()) return cmd_gpus(json, out);
+    if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
+    if (run->parsed()) return cmd_not_yet("run", scenario, "the simulator: issue #3", json, out, err);
+    if (plan->parsed()) return cmd_not_yet("plan", scenario, "the planner: issue #6", json, out, err);
+  } catch (const std::exception& e) {
+    err << "hgsim: internal error: " << e.what() << "\n";
+    return kInternalError;
+  }
+  return kBadInput;
+}
+
+}  // namespace hgsim::apps

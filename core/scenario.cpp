@@ -1,0 +1,599 @@
+// Reading a scenario: structure, types and units. The arithmetic of an explicit plan is
+// in plan.cpp, sweeps in sweep.cpp.
+#include "core/scenario.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace hgsim::core {
+
+// ---- enumerations ------------------------------------------------------------------------
+
+namespace {
+
+template <class E>
+struct Names;
+
+#define HGSIM_NAMES(E, ...)                                                   \
+  template <>                                                                 \
+  struct Names<E> {                                                           \
+    static const std::vector<std::pair<E, std::string>>& table() {           \
+      static const std::vector<std::pair<E, std::string>> t{__VA_ARGS__};    \
+      return t;                                                               \
+    }                                                                         \
+  };
+
+HGSIM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"},
+            {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"})
+HGSIM_NAMES(Optimizer, {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"}, {Optimizer::sgd, "sgd"})
+HGSIM_NAMES(Recompute, {Recompute::none, "none"}, {Recompute::selective, "selective"},
+            {Recompute::full, "full"})
+HGSIM_NAMES(Schedule, {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"},
+            {Schedule::interleaved, "interleaved"})
+HGSIM_NAMES(GradSyncAlgorithm, {GradSyncAlgorithm::ring, "ring"}, {GradSyncAlgorithm::tree, "tree"},
+            {GradSyncAlgorithm::halving_doubling, "halving_doubling"},
+            {GradSyncAlgorithm::hierarchical, "hierarchical"})
+HGSIM_NAMES(Activation, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"}, {Activation::relu, "relu"})
+HGSIM_NAMES(Norm, {Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"})
+#undef HGSIM_NAMES
+
+template <class E>
+std::string name_of(E value) {
+  for (const auto& [v, n] : Names<E>::table())
+    if (v == value) return n;
+  return "?";
+}
+
+template <class E>
+std::vector<std::string> names_of() {
+  std::vector<std::string> out;
+  for (const auto& entry : Names<E>::table()) out.push_back(entry.second);
+  return out;
+}
+
+template <class E>
+std::optional<E> as_enum(const Node& n, const std::string& path, Diagnostics& d, std::string_view what) {
+  auto text = as_choice(n, path, d, names_of<E>(), what);
+  if (!text) return std::nullopt;
+  for (const auto& [v, name] : Names<E>::table())
+    if (name == *text) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string to_string(Precision v) { return name_of(v); }
+std::string to_string(Optimizer v) { return name_of(v); }
+std::string to_string(Recompute v) { return name_of(v); }
+std::string to_string(Schedule v) { return name_of(v); }
+std::string to_string(GradSyncAlgorithm v) { return name_of(v); }
+std::string to_string(Activation v) { return name_of(v); }
+std::string to_string(Norm v) { return name_of(v); }
+
+int element_bytes(Precision p) {
+  switch (p) {
+    case Precision::fp32:
+    case Precision::tf32:
+      return 4;
+    case Precision::fp16:
+    case Precision::bf16:
+    case Precision::fp8:  // fp8 GEMMs, 16-bit tensors between layers (Transformer Engine)
+      return 2;
+  }
+  return 4;
+}
+
+// ---- small value types -------------------------------------------------------------------
+
+bool CodecConfig::operator==(const CodecConfig& o) const {
+  if (codec != o.codec || params.size() != o.params.size()) return false;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (params[i].first != o.params[i].first || to_json(params[i].second) != to_json(o.params[i].second))
+      return false;
+  return true;
+}
+
+bool SweepAxis::operator==(const SweepAxis& o) const {
+  if (path != o.path || values.size() != o.values.size()) return false;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (to_json(values[i]) != to_json(o.values[i])) return false;
+  return true;
+}
+
+int Plan::global_batch() const {
+  int total = 0;
+  for (const Pipeline& p : pipelines) total += p.replicas * p.micro_batches * micro_batch;
+  return total;
+}
+
+SourceLocation Scenario::where(const std::string& key_path) const {
+  // The deepest recorded prefix: a default value that was never written is reported
+  // where its enclosing mapping is.
+  std::string path = key_path;
+  while (true) {
+    auto it = locations.find(path);
+    if (it != locations.end()) return it->second;
+    auto cut = path.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    path.resize(cut);
+  }
+  auto root = locations.find("");
+  return root != locations.end() ? root->second : SourceLocation{source_file, 0, 0};
+}
+
+const Cluster* Scenario::find_cluster(const std::string& cluster_name) const {
+  for (const Cluster& c : clusters)
+    if (c.name == cluster_name) return &c;
+  return nullptr;
+}
+
+int Scenario::total_gpus() const {
+  int total = 0;
+  for (const Cluster& c : clusters) total += c.gpu_count();
+  return total;
+}
+
+bool Scenario::operator==(const Scenario& o) const {
+  return name == o.name && description == o.description && model == o.model && training == o.training &&
+         clusters == o.clusters && wan == o.wan && strategy == o.strategy && compression == o.compression &&
+         sweep == o.sweep;
+}
+
+// ---- the reader --------------------------------------------------------------------------
+
+namespace {
+
+void record_locations(const Node& n, const std::string& path, std::map<std::string, SourceLocation>& out) {
+  out[path] = n.where;
+  for (std::size_t i = 0; i < n.items.size(); ++i) record_locations(n.items[i], index_path(path, i), out);
+  for (const auto& [key, value] : n.entries) record_locations(value, child_path(path, key), out);
+}
+
+template <class Q>
+std::optional<Q> as_quantity(const Node& n, const std::string& path, Diagnostics& d, Parsed<Q> (*parse)(std::string_view),
+                             std::string_view what) {
+  if (!n.is_scalar()) {
+    d.error(n.where, path, "expected " + std::string(what) + ", found " + n.describe());
+    return std::nullopt;
+  }
+  Parsed<Q> p = parse(n.text);
+  if (!p) {
+    d.error(n.where, path, p.error);
+    return std::nullopt;
+  }
+  return p.value;
+}
+
+class ScenarioReader {
+ public:
+  ScenarioReader(Scenario& s, Diagnostics& d) : s_(s), d_(d) {}
+
+  void read(const Node& root);
+
+ private:
+  void read_model(const Node& n);
+  void read_training(const Node& n);
+  void read_clusters(const Node& n);
+  void read_wan(const Node& n);
+  void read_wan_link(const Node& n, const std::string& path);
+  void read_trace(WanLink& link, const Node& n, const std::string& path);
+  void read_compression(const Node& n);
+  void read_sweep(const Node& n);
+  std::optional<LinkSpec> read_link(const Node& n, const std::string& path);
+
+  // Sets `target` from `fields[key]` when present and valid.
+  template <class T, class Convert>
+  void set(Fields& f, std::string_view key, T& target, Convert convert) {
+    if (const Node* n = f.optional(key))
+      if (auto v = convert(*n, f.path_of(key))) target = *v;
+  }
+  template <class T, class Convert>
+  void set_required(Fields& f, std::string_view key, T& target, Convert convert) {
+    if (const Node* n = f.required(key))
+      if (auto v = convert(*n, f.path_of(key))) target = *v;
+  }
+
+  auto count() {
+    return [this](const Node& n, const std::string& p) { return as_positive_count(n, p, d_); };
+  }
+  auto text() {
+    return [this](const Node& n, const std::string& p) { return as_string(n, p, d_); };
+  }
+  auto boolean() {
+    return [this](const Node& n, const std::string& p) { return as_bool(n, p, d_); };
+  }
+  template <class E>
+  auto choice(std::string_view what) {
+    return [this, what](const Node& n, const std::string& p) { return as_enum<E>(n, p, d_, what); };
+  }
+  auto size() {
+    return [this](const Node& n, const std::string& p) { return as_quantity(n, p, d_, parse_size, "a size such as 25MB"); };
+  }
+  auto bandwidth() {
+    return [this](const Node& n, const std::string& p) {
+      return as_quantity(n, p, d_, parse_bandwidth, "a bandwidth such as 10Gbps");
+    };
+  }
+  auto duration() {
+    return [this](const Node& n, const std::string& p) {
+      return as_quantity(n, p, d_, parse_duration, "a duration such as 15ms");
+    };
+  }
+
+  Scenario& s_;
+  Diagnostics& d_;
+};
+
+void ScenarioReader::read(const Node& root) {
+  Fields f(root, "", d_);
+  if (!f.ok()) return;
+  set_required(f, "name", s_.name, text());
+  set(f, "description", s_.description, text());
+  if (const Node* n = f.required("model")) read_model(*n);
+  if (const Node* n = f.required("training")) read_training(*n);
+  if (const Node* n = f.required("clusters")) read_clusters(*n);
+  if (const Node* n = f.optional("wan")) read_wan(*n);
+  if (const Node* n = f.required("strategy")) {
+    if (n->is_scalar() && n->text == "auto") {
+      s_.strategy.automatic = true;
+    } else if (n->is_mapping()) {
+      s_.strategy.automatic = false;
+      if (auto plan = parse_plan(*n, "strategy", d_)) s_.strategy.plan = *plan;
+    } else {
+      d_.error(n->where, "strategy", "expected 'auto' or a plan (a mapping with schedule, pipelines, ...), found " +
+                                         n->describe());
+    }
+  }
+  if (const Node* n = f.optional("compression")) read_compression(*n);
+  if (const Node* n = f.optional("sweep")) read_sweep(*n);
+  f.reject_unknown();
+}
+
+void ScenarioReader::read_model(const Node& n) {
+  if (n.is_scalar()) {
+    s_.model.zoo_name = n.text;
+    return;
+  }
+  if (!n.is_mapping()) {
+    d_.error(n.where, "model", "expected a zoo model name (e.g. llama2-7b) or a mapping describing a model, found " +
+                                   n.describe());
+    return;
+  }
+  ModelConfig m;
+  Fields f(n, "model", d_);
+  set_required(f, "name", m.name, text());
+  set_required(f, "layers", m.layers, count());
+  set_required(f, "hidden", m.hidden, count());
+  set_required(f, "heads", m.heads, count());
+  set_required(f, "vocab", m.vocab, count());
+  m.kv_heads = m.heads;
+  set(f, "kv_heads", m.kv_heads, count());
+  m.ffn_hidden = 4 * m.hidden;
+  set(f, "ffn_hidden", m.ffn_hidden, count());
+  set(f, "activation", m.activation, choice<Activation>("activation"));
+  set(f, "norm", m.norm, choice<Norm>("norm"));
+  set(f, "tied_embeddings", m.tied_embeddings, boolean());
+  set(f, "bias", m.bias, boolean());
+  set(f, "dropout", m.dropout, boolean());
+  std::string positions = "learned";
+  if (const Node* p = f.optional("positions"))
+    if (auto v = as_choice(*p, "model.positions", d_, {"learned", "rotary"}, "position encoding")) positions = *v;
+  m.max_positions = -1;  // learned, length from training.seq_len unless given
+  set(f, "max_positions", m.max_positions, count());
+  if (positions == "rotary") {
+    if (f.has("max_positions"))
+      d_.error(f.optional("max_positions")->where, "model.max_positions",
+               "rotary positions have no position table", "remove max_positions or use positions: learned");
+    m.max_positions = 0;
+  }
+  f.reject_unknown();
+  s_.model.inline_config = m;
+}
+
+void ScenarioReader::read_training(const Node& n) {
+  Training& t = s_.training;
+  Fields f(n, "training", d_);
+  set_required(f, "global_batch", t.global_batch, count());
+  set_required(f, "seq_len", t.seq_len, count());
+  set_required(f, "precision", t.precision, choice<Precision>("precision"));
+  set(f, "optimizer", t.optimizer, choice<Optimizer>("optimizer"));
+  set(f, "recompute", t.recompute, choice<Recompute>("recompute mode"));
+  f.reject_unknown();
+}
+
+std::optional<LinkSpec> ScenarioReader::read_link(const Node& n, const std::string& path) {
+  Fields f(n, path, d_);
+  if (!f.ok()) return std::nullopt;
+  LinkSpec link;
+  set_required(f, "bandwidth", link.bandwidth, bandwidth());
+  set_required(f, "latency", link.latency, duration());
+  f.reject_unknown();
+  return link;
+}
+
+void ScenarioReader::read_clusters(const Node& n) {
+  if (!n.is_sequence() || n.items.empty()) {
+    d_.error(n.where, "clusters", "expected a list of at least one cluster, found " + n.describe());
+    return;
+  }
+  std::map<std::string, std::string> first_path_of_name;
+  for (std::size_t i = 0; i < n.items.size(); ++i) {
+    std::string path = index_path("clusters", i);
+    Cluster c;
+    Fields f(n.items[i], path, d_);
+    if (!f.ok()) continue;
+    set_required(f, "name", c.name, text());
+    set_required(f, "gpu", c.gpu, text());
+    set_required(f, "nodes", c.nodes, count());
+    set_required(f, "gpus_per_node", c.gpus_per_node, count());
+    if (const Node* l = f.required("nvlink"))
+      if (auto link = read_link(*l, f.path_of("nvlink"))) c.nvlink = *link;
+    if (const Node* l = f.required("nic"))
+      if (auto link = read_link(*l, f.path_of("nic"))) c.nic = *link;
+    f.reject_unknown();
+    if (!c.name.empty()) {
+      auto [it, fresh] = first_path_of_name.emplace(c.name, path);
+      if (!fresh)
+        d_.error(f.optional("name")->where, f.path_of("name"), "duplicate cluster name '" + c.name + "'",
+                 "already used by " + it->second + "; cluster names must be unique");
+    }
+    s_.clusters.push_back(c);
+  }
+}
+
+void ScenarioReader::read_wan(const Node& n) {
+  if (!n.is_sequence()) {
+    d_.error(n.where, "wan", "expected a list of links, found " + n.describe());
+    return;
+  }
+  for (std::size_t i = 0; i < n.items.size(); ++i) read_wan_link(n.items[i], index_path("wan", i));
+}
+
+void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
+  Fields f(n, path, d_);
+  if (!f.ok()) return;
+  WanLink link;
+  std::vector<std::string> names;
+  for (const Cluster& c : s_.clusters) names.push_back(c.name);
+  if (const Node* between = f.required("between")) {
+    std::string bpath = f.path_of("between");
+    if (!between->is_sequence() || between->items.size() != 2) {
+      d_.error(between->where, bpath, "expected two cluster names, [a, b], found " + between->describe());
+    } else {
+      for (std::size_t k = 0; k < 2; ++k) {
+        auto name = as_string(between->items[k], index_path(bpath, k), d_);
+        if (!name) continue;
+        (k == 0 ? link.from : link.to) = *name;
+        if (s_.find_cluster(*name) == nullptr)
+          d_.error(between->items[k].where, index_path(bpath, k), "unknown cluster '" + *name + "'",
+                   did_you_mean(*name, names));
+      }
+      if (!link.from.empty() && link.from == link.to)
+        d_.error(between->where, bpath, "a WAN link joins two different clusters, found '" + link.from + "' twice");
+    }
+  }
+  set_required(f, "bandwidth", link.bandwidth, bandwidth());
+  if (const Node* r = f.optional("reverse_bandwidth"))
+    link.reverse_bandwidth = bandwidth()(*r, f.path_of("reverse_bandwidth"));
+  set_required(f, "latency", link.latency, duration());
+  if (const Node* w = f.optional("tcp_window")) link.tcp_window = size()(*w, f.path_of("tcp_window"));
+  if (const Node* t = f.optional("trace")) read_trace(link, *t, f.path_of("trace"));
+  f.reject_unknown();
+  s_.wan.push_back(link);
+}
+
+// A bandwidth trace: CSV rows "time_s,bandwidth", '#' comments, an optional header row.
+void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string& path) {
+  auto written = as_string(n, path, d_);
+  if (!written) return;
+  link.trace = *written;
+  std::filesystem::path file(*written);
+  if (file.is_relative() && !s_.source_file.empty())
+    file = std::filesystem::path(s_.source_file).parent_path() / file;
+  std::ifstream in(file);
+  if (!in) {
+    d_.error(n.where, path, "cannot open bandwidth trace '" + file.string() + "'",
+             "the path is relative to the scenario file");
+    return;
+  }
+  std::string line;
+  int line_number = 0;
+  const std::string csv = file.string();
+  while (std::getline(in, line)) {
+    ++line_number;
+    std::string row = line.substr(0, line.find('#'));
+    if (row.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto comma = row.find(',');
+    SourceLocation at{csv, line_number, 1};
+    if (comma == std::string::npos) {
+      d_.error(at, path, "expected 'time_s,bandwidth', found '" + row + "'");
+      continue;
+    }
+    std::string time_text = row.substr(0, comma);
+    std::string rate_text = row.substr(comma + 1);
+    if (time_text.find("time") != std::string::npos) continue;  // header row
+    Node time_node;
+    time_node.kind = Node::Kind::scalar;
+    time_node.text = time_text.substr(time_text.find_first_not_of(" \t"));
+    time_node.text.erase(time_node.text.find_last_not_of(" \t\r") + 1);
+    time_node.where = at;
+    auto seconds = as_number(time_node, path, d_);
+    auto rate = parse_bandwidth(rate_text);
+    if (!rate) d_.error({csv, line_number, static_cast<int>(comma) + 2}, path, rate.error);
+    if (!seconds || !rate) continue;
+    if (*seconds < 0 || (!link.trace_steps.empty() && *seconds <= link.trace_steps.back().at.value())) {
+      d_.error(at, path, "times must start at 0 or later and increase strictly, found " + time_node.text);
+      continue;
+    }
+    if (link.trace_steps.empty() && *seconds != 0)
+      d_.error(at, path, "the first row must be at time 0, found " + time_node.text);
+    link.trace_steps.push_back({Seconds(*seconds), *rate.value});
+  }
+  if (link.trace_steps.empty()) d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
+}
+
+void ScenarioReader::read_compression(const Node& n) {
+  Fields f(n, "compression", d_);
+  if (!f.ok()) return;
+  auto read_codec = [&](std::string_view key, CodecConfig& out) {
+    const Node* c = f.optional(key);
+    if (c == nullptr) return;
+    std::string path = f.path_of(key);
+    if (c->is_scalar()) {
+      out.codec = c->text;
+      return;
+    }
+    if (!c->is_mapping()) {
+      d_.error(c->where, path, "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
+                                   c->describe());
+      return;
+    }
+    const Node* name = c->find("codec");
+    if (name == nullptr || !name->is_scalar()) {
+      d_.error(c->where, child_path(path, "codec"), "missing key 'codec'", "e.g. {codec: topk, ratio: 0.01}");
+      return;
+    }
+    out.codec = name->text;
+    for (const auto& [k, v] : c->entries)
+      if (k != "codec") out.params.emplace_back(k, v);
+  };
+  read_codec("wan_activations", s_.compression.wan_activations);
+  read_codec("wan_gradients", s_.compression.wan_gradients);
+  f.reject_unknown();
+}
+
+void ScenarioReader::read_sweep(const Node& n) {
+  Fields f(n, "sweep", d_);
+  if (!f.ok()) return;
+  for (std::size_t i = 0; i < n.entries.size(); ++i) {
+    const auto& [key, values] = n.entries[i];
+    std::string path = child_path("sweep", key);
+    if (!values.is_sequence() || values.items.empty()) {
+      d_.error(values.where, path, "expected a list of values to sweep, found " + values.describe());
+      continue;
+    }
+    s_.sweep.push_back({key, values.items});
+  }
+}
+
+}  // namespace
+
+std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file, Diagnostics& diags) {
+  Scenario s;
+  s.source_file = source_file;
+  record_locations(document, "", s.locations);
+  ScenarioReader(s, diags).read(document);
+  if (!document.is_mapping()) return std::nullopt;
+  if (s.model.inline_config && s.model.inline_config->max_positions < 0)
+    s.model.inline_config->max_positions = s.training.seq_len;
+  return s;
+}
+
+std::optional<Scenario> load_scenario(const std::string& path, Diagnostics& diags) {
+  auto document = load_document(path, diags);
+  if (!document) return std::nullopt;
+  return parse_scenario(*document, path, diags);
+}
+
+// ---- the JSON form -----------------------------------------------------------------------
+
+namespace {
+
+Json link_json(const LinkSpec& l) {
+  return Json{{"bandwidth", format_bandwidth(l.bandwidth)}, {"latency", format_duration(l.latency)}};
+}
+
+Json codec_json(const CodecConfig& c) {
+  if (c.params.empty()) return c.codec;
+  Json out{{"codec", c.codec}};
+  for (const auto& [k, v] : c.params) out[k] = to_json(v);
+  return out;
+}
+
+Json model_json(const ModelRef& m) {
+  if (m.zoo_name) return *m.zoo_name;
+  const ModelConfig& c = *m.inline_config;
+  Json out{{"name", c.name},
+           {"layers", c.layers},
+           {"hidden", c.hidden},
+           {"heads", c.heads},
+           {"kv_heads", c.kv_heads},
+           {"vocab", c.vocab},
+           {"ffn_hidden", c.ffn_hidden},
+           {"activation", to_string(c.activation)},
+           {"norm", to_string(c.norm)},
+           {"positions", c.max_positions > 0 ? "learned" : "rotary"}};
+  if (c.max_positions > 0) out["max_positions"] = c.max_positions;
+  out["tied_embeddings"] = c.tied_embeddings;
+  out["bias"] = c.bias;
+  out["dropout"] = c.dropout;
+  return out;
+}
+
+}  // namespace
+
+Json plan_to_json(const Plan& plan) {
+  Json pipelines = Json::array();
+  for (const Pipeline& p : plan.pipelines) {
+    Json stages = Json::array();
+    for (const Stage& st : p.stages)
+      stages.push_back({{"cluster", st.cluster}, {"tp", st.tp}, {"dp", st.dp}, {"layers", st.layers}});
+    pipelines.push_back({{"replicas", p.replicas}, {"micro_batches", p.micro_batches}, {"stages", stages}});
+  }
+  return Json{{"schedule", to_string(plan.schedule)},
+              {"micro_batch", plan.micro_batch},
+              {"virtual_stages", plan.virtual_stages},
+              {"sequence_parallel", plan.sequence_parallel},
+              {"pipelines", pipelines},
+              {"grad_sync",
+               {{"algorithm", to_string(plan.grad_sync.algorithm)}, {"bucket", format_size(plan.grad_sync.bucket)}}}};
+}
+
+Json scenario_to_json(const Scenario& s) {
+  Json out{{"name", s.name}};
+  if (!s.description.empty()) out["description"] = s.description;
+  out["model"] = model_json(s.model);
+  out["training"] = {{"global_batch", s.training.global_batch},
+                     {"seq_len", s.training.seq_len},
+                     {"precision", to_string(s.training.precision)},
+                     {"optimizer", to_string(s.training.optimizer)},
+                     {"recompute", to_string(s.training.recompute)}};
+  Json clusters = Json::array();
+  for (const Cluster& c : s.clusters)
+    clusters.push_back({{"name", c.name},
+                        {"gpu", c.gpu},
+                        {"nodes", c.nodes},
+                        {"gpus_per_node", c.gpus_per_node},
+                        {"nvlink", link_json(c.nvlink)},
+                        {"nic", link_json(c.nic)}});
+  out["clusters"] = clusters;
+  Json wan = Json::array();
+  for (const WanLink& w : s.wan) {
+    Json link{{"between", {w.from, w.to}}, {"bandwidth", format_bandwidth(w.bandwidth)}};
+    if (w.reverse_bandwidth) link["reverse_bandwidth"] = format_bandwidth(*w.reverse_bandwidth);
+    link["latency"] = format_duration(w.latency);
+    if (w.tcp_window) link["tcp_window"] = format_size(*w.tcp_window);
+    if (!w.trace.empty()) link["trace"] = w.trace;
+    wan.push_back(link);
+  }
+  out["wan"] = wan;
+  out["strategy"] = s.strategy.automatic ? Json("auto") : plan_to_json(s.strategy.plan);
+  out["compression"] = {{"wan_activations", codec_json(s.compression.wan_activations)},
+                        {"wan_gradients", codec_json(s.compression.wan_gradients)}};
+  if (!s.sweep.empty()) {
+    Json sweep = Json::object();
+    for (const SweepAxis& axis : s.sweep) {
+      Json values = Json::array();
+      for (const Node& v : axis.values) values.push_back(to_json(v));
+      sweep[axis.path] = values;
+    }
+    out["sweep"] = sweep;
+  }
+  return out;
+}
+
+}  // namespace hgsim::core

@@ -1,0 +1,249 @@
+// The Scenario (what the user has: clusters, GPUs, WAN, model, training setup) and the
+// Plan (how the job is split), with loading from YAML/JSON and a JSON form.
+//
+// core/ checks structure, types, units and the arithmetic of a plan (layers, GPUs and
+// batch add up). Names owned by other folders (a GPU in the catalog, a model in the zoo,
+// a codec) are kept as written, with their key path; those folders resolve them
+// (kernels::resolve_gpus, models::resolve_model, compress::resolve_policy), and every
+// error can still say file:line:column because the Scenario remembers where each key
+// path was (`Scenario::where`).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/diagnostics.hpp"
+#include "core/document.hpp"
+#include "core/units.hpp"
+
+namespace hgsim::core {
+
+// ---- enumerations, each with its scenario spelling ----------------------------------
+
+enum class Precision { fp32, tf32, fp16, bf16, fp8 };
+enum class Optimizer { adam, adamw, sgd };
+enum class Recompute { none, selective, full };
+enum class Schedule { gpipe, one_f_one_b, interleaved };
+enum class GradSyncAlgorithm { ring, tree, halving_doubling, hierarchical };
+enum class Activation { gelu, swiglu, relu };
+enum class Norm { layernorm, rmsnorm };
+
+std::string to_string(Precision);
+std::string to_string(Optimizer);
+std::string to_string(Recompute);
+std::string to_string(Schedule);
+std::string to_string(GradSyncAlgorithm);
+std::string to_string(Activation);
+std::string to_string(Norm);
+
+// Bytes of one element of activations/weights in this precision (fp32 and tf32 keep
+// fp32 storage; fp8 training keeps 16-bit activations between layers, see models/).
+int element_bytes(Precision);
+
+// ---- the model -------------------------------------------------------------------------
+
+// A decoder-only transformer, as the zoo or an inline `model:` mapping describes it.
+struct ModelConfig {
+  std::string name;
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;        // = heads without grouped-query attention
+  int vocab = 0;
+  int ffn_hidden = 0;      // default 4 * hidden
+  Activation activation = Activation::gelu;
+  Norm norm = Norm::layernorm;
+  int max_positions = 0;   // learned position embeddings; 0 = rotary (no parameters)
+  bool tied_embeddings = true;  // the LM head shares the input embedding
+  bool bias = true;        // linear layers and norms have biases (GPT) or not (LLaMA)
+  bool dropout = true;     // dropout masks are kept for backward (GPT training)
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// Either a zoo name or an inline description; models::resolve_model turns it into a
+// ModelConfig. `path` is where it came from ("model").
+struct ModelRef {
+  std::optional<std::string> zoo_name;
+  std::optional<ModelConfig> inline_config;
+  bool operator==(const ModelRef&) const = default;
+};
+
+// ---- hardware --------------------------------------------------------------------------
+
+struct LinkSpec {
+  BytesPerSecond bandwidth;  // per GPU, each direction
+  Seconds latency;
+  bool operator==(const LinkSpec&) const = default;
+};
+
+struct Cluster {
+  std::string name;
+  std::string gpu;  // catalog name as written; kernels::resolve_gpus checks it
+  int nodes = 0;
+  int gpus_per_node = 0;
+  LinkSpec nvlink;  // inside a node, per GPU, each direction
+  LinkSpec nic;     // per GPU, into the cluster fabric
+  int gpu_count() const { return nodes * gpus_per_node; }
+  bool operator==(const Cluster&) const = default;
+};
+
+// One step of a bandwidth-over-time trace: from `at` on, the link runs at `bandwidth`.
+struct BandwidthStep {
+  Seconds at;
+  BytesPerSecond bandwidth;
+  bool operator==(const BandwidthStep&) const = default;
+};
+
+struct WanLink {
+  std::string from;  // `between: [from, to]`
+  std::string to;
+  BytesPerSecond bandwidth;                        // from -> to (and back, unless `reverse_bandwidth`)
+  std::optional<BytesPerSecond> reverse_bandwidth;  // to -> from, for asymmetric links
+  Seconds latency;
+  std::optional<Bytes> tcp_window;        // per flow; the simulator's default when absent
+  std::string trace;                      // CSV path as written (relative to the scenario)
+  std::vector<BandwidthStep> trace_steps;  // loaded from `trace`; empty without one
+  bool operator==(const WanLink&) const = default;
+};
+
+// ---- the plan --------------------------------------------------------------------------
+
+struct Stage {
+  std::string cluster;
+  int tp = 1;      // tensor-parallel degree (inside one node)
+  int dp = 1;      // data-parallel degree inside the stage: splits each micro-batch
+  int layers = 0;  // transformer layers (all virtual chunks together for `interleaved`)
+  int gpus() const { return tp * dp; }
+  bool operator==(const Stage&) const = default;
+};
+
+struct Pipeline {
+  int replicas = 1;       // identical copies of this pipeline (plain data parallelism)
+  int micro_batches = 0;  // per replica per iteration
+  std::vector<Stage> stages;
+  bool operator==(const Pipeline&) const = default;
+};
+
+struct GradSync {
+  GradSyncAlgorithm algorithm = GradSyncAlgorithm::ring;
+  Bytes bucket = Bytes(25e6);
+  bool operator==(const GradSync&) const = default;
+};
+
+struct Plan {
+  Schedule schedule = Schedule::one_f_one_b;
+  int micro_batch = 1;      // sequences per micro-batch
+  int virtual_stages = 1;   // model chunks per GPU (interleaved only)
+  bool sequence_parallel = false;  // Megatron sequence parallelism inside tensor-parallel groups
+  std::vector<Pipeline> pipelines;
+  GradSync grad_sync;
+
+  int global_batch() const;  // sum of replicas * micro_batches * micro_batch
+  bool operator==(const Plan&) const = default;
+};
+
+struct Strategy {
+  bool automatic = true;  // `strategy: auto`: the planner chooses
+  Plan plan;              // meaningful when !automatic
+  bool operator==(const Strategy&) const = default;
+};
+
+// ---- compression, training, sweep ------------------------------------------------------
+
+// A codec as the scenario names it: `int8`, or `{codec: topk, ratio: 0.01}`. Parameters
+// stay as document nodes; compress::resolve_codec gives them types and checks them.
+struct CodecConfig {
+  std::string codec = "none";
+  std::vector<std::pair<std::string, Node>> params;  // in file order, without "codec"
+  bool operator==(const CodecConfig& o) const;
+};
+
+struct CompressionPolicy {
+  CodecConfig wan_activations;  // pipeline traffic crossing the WAN (both directions)
+  CodecConfig wan_gradients;    // data-parallel gradient sync crossing the WAN
+  bool operator==(const CompressionPolicy&) const = default;
+};
+
+struct Training {
+  int global_batch = 0;  // sequences per iteration
+  int seq_len = 0;       // tokens per sequence
+  Precision precision = Precision::bf16;
+  Optimizer optimizer = Optimizer::adam;
+  Recompute recompute = Recompute::none;
+  bool operator==(const Training&) const = default;
+};
+
+// One axis of a `sweep:` grid: a key path (`wan[*].bandwidth`) and its values.
+struct SweepAxis {
+  std::string path;
+  std::vector<Node> values;
+  bool operator==(const SweepAxis& o) const;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source_file;  // where it was loaded from (empty for JSON without a file)
+  ModelRef model;
+  Training training;
+  std::vector<Cluster> clusters;
+  std::vector<WanLink> wan;
+  Strategy strategy;
+  CompressionPolicy compression;
+  std::vector<SweepAxis> sweep;
+
+  // Where a key path was written ("clusters[1].gpu"); the document's location if unknown.
+  SourceLocation where(const std::string& key_path) const;
+  std::map<std::string, SourceLocation> locations;
+
+  const Cluster* find_cluster(const std::string& name) const;
+  int total_gpus() const;
+  bool operator==(const Scenario& o) const;  // ignores `locations` and `source_file`
+};
+
+// ---- loading and the JSON form ---------------------------------------------------------
+
+// Reads a scenario file (YAML, or JSON by extension) and checks structure, units and
+// plan arithmetic. Everything wrong goes to `diags` (all problems, not the first).
+// Returns a Scenario whenever the document could be read, even with errors, so that
+// callers can add their own checks; trust it only if !diags.has_errors().
+std::optional<Scenario> load_scenario(const std::string& path, Diagnostics& diags);
+std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file,
+                                       Diagnostics& diags);
+
+// The canonical JSON form: the scenario language's keys, defaults filled in, quantities
+// as canonical unit strings. parse_scenario(from_json(scenario_to_json(s))) == s.
+Json scenario_to_json(const Scenario& s);
+
+// A Plan file holds what `strategy:` holds in a scenario (schedule, micro_batch,
+// pipelines, grad_sync, ...). Checking it against a scenario (clusters exist, GPUs and
+// batch add up) is check_plan's job.
+std::optional<Plan> parse_plan(const Node& document, const std::string& path, Diagnostics& diags);
+Json plan_to_json(const Plan& plan);
+std::optional<Plan> load_plan(const std::string& path, Diagnostics& diags);
+
+// Checks a plan against the scenario's clusters and training: every stage names a known
+// cluster, tp fits in a node, layers add up to `model_layers` (when > 0), GPUs per cluster
+// are not over-used, micro-batches add up to the global batch. `path` prefixes key paths
+// ("strategy" for an inline plan, "" for a plan file).
+void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& path,
+                Diagnostics& diags);
+
+// ---- sweeps ----------------------------------------------------------------------------
+
+struct SweepPoint {
+  std::vector<std::pair<std::string, std::string>> settings;  // (path, value as JSON text)
+  Node document;  // the scenario document with these values set and `sweep:` removed
+};
+
+// The cartesian product of the document's `sweep:` axes, in the order the axes are
+// written (the last axis varies fastest). A value keeps its own position, so an error in
+// it is reported on the sweep's line. Bad paths are reported; no axes gives one point.
+// Each point is then parsed and checked like a scenario of its own.
+std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags);
+
+}  // namespace hgsim::core

@@ -1,0 +1,144 @@
+// The arithmetic of a decoder-only transformer: parameters, FLOPs, the bytes that cross a
+// pipeline boundary, activation memory, and the memory of one pipeline stage.
+//
+// This is the one source of truth for these numbers: the planner's cost model, the
+// simulator's workload generator and the reports all call these functions.
+//
+// Notation (as in the papers cited below): b sequences (a micro-batch) of s tokens,
+// h = hidden, a = heads, k = kv_heads, f = ffn_hidden, V = vocab, l = layers, t = tensor-
+// parallel degree, p = pipeline stages, m = micro-batches, v = virtual stages.
+// Parameter counts are doubles: they are integers far below 2^53, so they stay exact.
+#pragma once
+
+#include <cstddef>
+
+#include "core/scenario.hpp"
+#include "core/units.hpp"
+
+namespace hgsim::models {
+
+// ---- parameters -----------------------------------------------------------------------
+
+// Weights of the attention and MLP matrices of one layer, without biases and norms: the
+// parameters every token multiplies (what FLOPs are counted on).
+double layer_matmul_parameters(const core::ModelConfig& m);
+// All parameters of one transformer layer: matrices, biases, two norms.
+double layer_parameters(const core::ModelConfig& m);
+// Token embedding (V h) plus learned position embeddings (max_positions h).
+double embedding_parameters(const core::ModelConfig& m);
+// The norm after the last layer.
+double final_norm_parameters(const core::ModelConfig& m);
+// The output projection to the vocabulary; 0 when it is tied to the token embedding.
+double lm_head_parameters(const core::ModelConfig& m);
+// Everything: l layers, embeddings, final norm, LM head.
+double parameter_count(const core::ModelConfig& m);
+
+// ---- FLOPs ----------------------------------------------------------------------------
+
+// Attention scores Q K^T and their product with V for b sequences of s tokens:
+// 2 b s^2 h each, 4 b s^2 h forward, with no discount for the causal mask.
+core::Flops attention_core_forward_flops(const core::ModelConfig& m, double sequences,
+                                         int seq_len);
+// One layer forward: 2 b s (matrix parameters) + 4 b s^2 h.
+core::Flops layer_forward_flops(const core::ModelConfig& m, double sequences, int seq_len);
+// One layer backward: twice the forward (gradients of inputs and of weights).
+core::Flops layer_backward_flops(const core::ModelConfig& m, double sequences, int seq_len);
+// Forward work repeated in backward: full = a whole layer, selective = the attention core.
+core::Flops layer_recompute_flops(const core::ModelConfig& m, double sequences, int seq_len,
+                                  core::Recompute recompute);
+// The logits (LM head) layer: 2 b s h V forward, twice that backward; never recomputed.
+core::Flops logits_forward_flops(const core::ModelConfig& m, double sequences, int seq_len);
+core::Flops logits_backward_flops(const core::ModelConfig& m, double sequences, int seq_len);
+// One training iteration of the whole model on b sequences: l layers forward, backward
+// and recompute, plus the logits layer forward and backward.
+core::Flops training_flops(const core::ModelConfig& m, double sequences, int seq_len,
+                           core::Recompute recompute);
+
+// ---- communication ----------------------------------------------------------------------
+
+// The hidden-state tensor one pipeline stage sends the next, b s h elements, per sender
+// when `shards` ranks each send an equal slice (tensor parallelism with Megatron-LM's
+// scatter/gather optimisation, or sequence parallelism: shards = t).
+core::Bytes pipeline_boundary_bytes(const core::ModelConfig& m, double sequences, int seq_len,
+                                    core::Precision precision, int shards = 1);
+
+// ---- activation memory ----------------------------------------------------------------
+
+struct ActivationSetup {
+  core::Precision precision = core::Precision::bf16;
+  core::Recompute recompute = core::Recompute::none;
+  int tp = 1;                      // tensor-parallel degree t
+  bool sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
+};
+
+// Bytes one GPU keeps from the forward of one layer until its backward, for b sequences of
+// s tokens (Korthikanti et al. 2022, sec. 4, generalised; see transformer.cpp).
+core::Bytes activation_bytes_per_layer(const core::ModelConfig& m, double sequences, int seq_len,
+                                       const ActivationSetup& setup);
+// The fp32 logits the cross-entropy keeps on the last stage: 4 s b V / t bytes.
+core::Bytes logits_buffer_bytes(const core::ModelConfig& m, double sequences, int seq_len,
+                                int tp);
+
+// ---- weights, gradients, optimizer state ------------------------------------------------
+
+struct BytesPerParameter {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;  // master weights (mixed precision) and the optimizer's moments
+  double total() const { return weights + gradients + optimizer; }
+};
+
+// Bytes each parameter costs in training (Rajbhandari et al. 2020, ZeRO, sec. 3.1): mixed-
+// precision Adam 2 + 2 + 12 = 16; fp32 Adam 4 + 4 + 8; SGD with momentum 2 + 2 + 8 mixed,
+// 4 + 4 + 4 in fp32. AdamW is Adam. fp8 is mixed precision with 16-bit weight copies.
+BytesPerParameter bytes_per_parameter(core::Precision precision, core::Optimizer optimizer);
+core::Bytes weight_bytes(double parameters, core::Precision precision);
+core::Bytes gradient_bytes(double parameters, core::Precision precision);
+core::Bytes optimizer_bytes(double parameters, core::Precision precision,
+                            core::Optimizer optimizer);
+
+// ---- memory of a pipeline stage -------------------------------------------------------
+
+// One stage of one pipeline, as the memory model needs it.
+struct StageSpec {
+  core::Schedule schedule = core::Schedule::one_f_one_b;
+  int stages = 1;          // p, stages of this pipeline
+  int stage_index = 0;     // 0-based position of this stage
+  int micro_batches = 1;   // m, per replica per iteration
+  int virtual_stages = 1;  // v, model chunks per GPU (interleaved only)
+  int layers = 0;          // this stage's layers, all of its chunks together
+  int tp = 1;
+  int dp = 1;           // splits each micro-batch inside the stage
+  int micro_batch = 1;  // sequences per micro-batch, before the dp split
+  bool sequence_parallel = false;
+};
+
+// The spec of stage `stage` of pipeline `pipeline` of a plan.
+StageSpec stage_spec(const core::Plan& plan, std::size_t pipeline, std::size_t stage);
+
+// Micro-batches whose activations a stage holds at its peak: GPipe m; 1F1B min(p - r, m);
+// interleaved min(warm-up + 1, m v) with Megatron-LM's warm-up (p - r - 1) 2 + (v - 1) p,
+// counted in (micro-batch, model chunk) pairs of layers / v layers each.
+int micro_batches_in_flight(const StageSpec& stage);
+// The same peak in units of one layer's activations for one micro-batch.
+double layer_activations_in_flight(const StageSpec& stage);
+
+struct StageMemory {
+  core::Bytes weights;
+  core::Bytes gradients;
+  core::Bytes optimizer;
+  core::Bytes activations;  // layer activations in flight, plus the logits on the last stage
+  core::Bytes total;
+};
+
+// Parameters one GPU of the stage holds: its layers, the embeddings on the first stage,
+// the final norm and the LM head (or the tied embedding's copy) on the last, over t.
+double stage_parameters(const core::ModelConfig& m, const StageSpec& stage);
+
+// Peak memory of one GPU of the stage (see transformer.cpp for what is and is not counted).
+StageMemory stage_memory(const core::ModelConfig& m, const core::Training& training,
+                         const StageSpec& stage);
+StageMemory stage_memory(const core::ModelConfig& m, const core::Training& training,
+                         const core::Plan& plan, std::size_t pipeline, std::size_t stage);
+
+}  // namespace hgsim::models
