@@ -15,15 +15,21 @@ using core::Schedule;
 
 namespace {
 
-double hidden(const ModelConfig& m) { return m.hidden; }
+double hidden(const ModelConfig& m) {
+  return m.hidden;
+}
 
 // Width of K and V under grouped-query attention: k heads of h / a each (Ainslie et al.
 // 2023). Equal to h without GQA.
-double kv_width(const ModelConfig& m) { return hidden(m) * m.kv_heads / m.heads; }
+double kv_width(const ModelConfig& m) {
+  return hidden(m) * m.kv_heads / m.heads;
+}
 
 // Matrices the MLP multiplies by: two (up, down) for GeLU/ReLU, three (gate, up, down) for
 // SwiGLU (Shazeer 2020).
-int mlp_matrices(const ModelConfig& m) { return m.activation == Activation::swiglu ? 3 : 2; }
+int mlp_matrices(const ModelConfig& m) {
+  return m.activation == Activation::swiglu ? 3 : 2;
+}
 
 // LayerNorm has a gain and, when the model has biases, a bias; RMSNorm only a gain
 // (Zhang & Sennrich 2019).
@@ -69,7 +75,9 @@ double embedding_parameters(const ModelConfig& m) {
   return double(m.vocab) * m.hidden + double(m.max_positions) * m.hidden;
 }
 
-double final_norm_parameters(const ModelConfig& m) { return norm_parameters(m); }
+double final_norm_parameters(const ModelConfig& m) {
+  return norm_parameters(m);
+}
 
 double lm_head_parameters(const ModelConfig& m) {
   return m.tied_embeddings ? 0 : double(m.vocab) * m.hidden;
@@ -183,7 +191,7 @@ Bytes pipeline_boundary_bytes(const ModelConfig& m, double sequences, int seq_le
 namespace {
 
 struct LayerActivationBytes {
-  double replicated = 0;      // over the tp group, unless sequence-parallel
+  double replicated = 0;       // over the tp group, unless sequence-parallel
   double tensor_parallel = 0;  // split over t
   double attention_core = 0;   // split over t; dropped by selective recomputation
 };
@@ -200,16 +208,16 @@ LayerActivationBytes layer_activation_parts(const ModelConfig& m, double sequenc
   const double masks = m.dropout ? kMaskBytes : 0;
 
   LayerActivationBytes parts;
-  parts.replicated = 2 * e * sbh      // the two norms' inputs
-                     + e * sbh        // QKV projection input (first norm's output)
-                     + e * sbh        // first MLP matrix input (second norm's output)
+  parts.replicated = 2 * e * sbh         // the two norms' inputs
+                     + e * sbh           // QKV projection input (first norm's output)
+                     + e * sbh           // first MLP matrix input (second norm's output)
                      + 2 * masks * sbh;  // dropout masks after attention and after the MLP
   const double mlp_hidden = (m.activation == Activation::swiglu ? 3 : 2) * e * sbf;
-  parts.tensor_parallel = e * sbh      // Q
+  parts.tensor_parallel = e * sbh       // Q
                           + 2 * e * kv  // K and V
                           + e * sbh     // output projection input
                           + mlp_hidden;
-  parts.attention_core = e * scores  // softmax output
+  parts.attention_core = e * scores                                      // softmax output
                          + (m.dropout ? (kMaskBytes + e) * scores : 0);  // mask, output
   return parts;
 }
@@ -318,10 +326,9 @@ int micro_batches_in_flight(const StageSpec& stage) {
 }
 
 double layer_activations_in_flight(const StageSpec& stage) {
-  const double layers_per_chunk =
-      stage.schedule == Schedule::interleaved
-          ? double(stage.layers) / std::max(stage.virtual_stages, 1)
-          : double(stage.layers);
+  const double layers_per_chunk = stage.schedule == Schedule::interleaved
+                                      ? double(stage.layers) / std::max(stage.virtual_stages, 1)
+                                      : double(stage.layers);
   return micro_batches_in_flight(stage) * layers_per_chunk;
 }
 

@@ -37,8 +37,7 @@ double parameter_count(const core::ModelConfig& m);
 
 // Attention scores Q K^T and their product with V for b sequences of s tokens:
 // 2 b s^2 h each, 4 b s^2 h forward, with no discount for the causal mask.
-core::Flops attention_core_forward_flops(const core::ModelConfig& m, double sequences,
-                                         int seq_len);
+core::Flops attention_core_forward_flops(const core::ModelConfig& m, double sequences, int seq_len);
 // One layer forward: 2 b s (matrix parameters) + 4 b s^2 h.
 core::Flops layer_forward_flops(const core::ModelConfig& m, double sequences, int seq_len);
 // One layer backward: twice the forward (gradients of inputs and of weights).
@@ -76,8 +75,7 @@ struct ActivationSetup {
 core::Bytes activation_bytes_per_layer(const core::ModelConfig& m, double sequences, int seq_len,
                                        const ActivationSetup& setup);
 // The fp32 logits the cross-entropy keeps on the last stage: 4 s b V / t bytes.
-core::Bytes logits_buffer_bytes(const core::ModelConfig& m, double sequences, int seq_len,
-                                int tp);
+core::Bytes logits_buffer_bytes(const core::ModelConfig& m, double sequences, int seq_len, int tp);
 
 // ---- weights, gradients, optimizer state ------------------------------------------------
 

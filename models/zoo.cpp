@@ -61,12 +61,18 @@ std::vector<std::string> read_aliases(Fields& f, Diagnostics& diags) {
 }
 
 ModelConfig read_config(Fields& f, Diagnostics& diags) {
-  const auto text = [&](const Node& n, const std::string& p) { return core::as_string(n, p, diags); };
+  const auto text = [&](const Node& n, const std::string& p) {
+    return core::as_string(n, p, diags);
+  };
   const auto count = [&](const Node& n, const std::string& p) {
     return core::as_positive_count(n, p, diags);
   };
-  const auto integer = [&](const Node& n, const std::string& p) { return core::as_integer(n, p, diags); };
-  const auto boolean = [&](const Node& n, const std::string& p) { return core::as_bool(n, p, diags); };
+  const auto integer = [&](const Node& n, const std::string& p) {
+    return core::as_integer(n, p, diags);
+  };
+  const auto boolean = [&](const Node& n, const std::string& p) {
+    return core::as_bool(n, p, diags);
+  };
   const auto activation = [&](const Node& n, const std::string& p) {
     return read_enum<core::Activation>(n, p, diags,
                                        {{"gelu", core::Activation::gelu},
@@ -98,8 +104,12 @@ ModelConfig read_config(Fields& f, Diagnostics& diags) {
 }
 
 ZooEntry read_entry(const Node& node, const std::string& path, Diagnostics& diags) {
-  const auto number = [&](const Node& n, const std::string& p) { return core::as_number(n, p, diags); };
-  const auto text = [&](const Node& n, const std::string& p) { return core::as_string(n, p, diags); };
+  const auto number = [&](const Node& n, const std::string& p) {
+    return core::as_number(n, p, diags);
+  };
+  const auto text = [&](const Node& n, const std::string& p) {
+    return core::as_string(n, p, diags);
+  };
   Fields f(node, path, diags);
   ZooEntry entry;
   if (!f.ok()) return entry;
@@ -137,8 +147,7 @@ void check_unique_names(const std::vector<ZooEntry>& entries, Diagnostics& diags
 std::vector<ZooEntry> load_zoo() {
   Diagnostics diags;
   std::vector<ZooEntry> entries;
-  const std::optional<Node> document =
-      core::parse_yaml(embedded::model_zoo_yaml, kZooFile, diags);
+  const std::optional<Node> document = core::parse_yaml(embedded::model_zoo_yaml, kZooFile, diags);
   if (document) {
     Fields root(*document, "", diags);
     if (const Node* list = root.required("models"); list != nullptr && list->is_sequence()) {
@@ -201,8 +210,8 @@ bool already_reported(const Diagnostics& diags, const std::string& key_path) {
 // because it was missing or invalid was reported there too, so report only the rest.
 bool check_positive_sizes(const ModelConfig& m, const core::Scenario& s, Diagnostics& diags) {
   const std::vector<std::pair<std::string, int>> sizes = {
-      {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
-      {"kv_heads", m.kv_heads}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden}};
+      {"layers", m.layers},     {"hidden", m.hidden}, {"heads", m.heads},
+      {"kv_heads", m.kv_heads}, {"vocab", m.vocab},   {"ffn_hidden", m.ffn_hidden}};
   bool ok = true;
   for (const auto& [key, value] : sizes) {
     if (value > 0) continue;
@@ -213,9 +222,9 @@ bool check_positive_sizes(const ModelConfig& m, const core::Scenario& s, Diagnos
   }
   if (m.max_positions < 0) {
     ok = false;
-    diags.error(s.where("model.max_positions"), "model.max_positions",
-                "max_positions must be 0 (rotary) or positive, found " +
-                    std::to_string(m.max_positions));
+    diags.error(
+        s.where("model.max_positions"), "model.max_positions",
+        "max_positions must be 0 (rotary) or positive, found " + std::to_string(m.max_positions));
   }
   return ok;
 }
@@ -223,13 +232,12 @@ bool check_positive_sizes(const ModelConfig& m, const core::Scenario& s, Diagnos
 // Multi-head attention splits the hidden size evenly over the heads.
 bool check_heads_divide_hidden(const ModelConfig& m, const core::Scenario& s, Diagnostics& diags) {
   if (m.hidden % m.heads == 0) return true;
-  diags.error(s.where("model.heads"), "model.heads",
-              std::to_string(m.heads) + " heads do not divide hidden size " +
-                  std::to_string(m.hidden),
-              "heads must divide hidden: near " + std::to_string(m.heads) + ", " +
-                  join(divisors_near(m.hidden, m.heads)) + "; or keep " +
-                  std::to_string(m.heads) + " heads with hidden " +
-                  multiples_around(m.hidden, m.heads));
+  diags.error(
+      s.where("model.heads"), "model.heads",
+      std::to_string(m.heads) + " heads do not divide hidden size " + std::to_string(m.hidden),
+      "heads must divide hidden: near " + std::to_string(m.heads) + ", " +
+          join(divisors_near(m.hidden, m.heads)) + "; or keep " + std::to_string(m.heads) +
+          " heads with hidden " + multiples_around(m.hidden, m.heads));
   return false;
 }
 
@@ -237,12 +245,12 @@ bool check_heads_divide_hidden(const ModelConfig& m, const core::Scenario& s, Di
 bool check_kv_heads_divide_heads(const ModelConfig& m, const core::Scenario& s,
                                  Diagnostics& diags) {
   if (m.heads % m.kv_heads == 0) return true;
-  diags.error(s.where("model.kv_heads"), "model.kv_heads",
-              std::to_string(m.kv_heads) + " kv_heads do not divide " + std::to_string(m.heads) +
-                  " heads",
-              "kv_heads must divide heads (" + std::to_string(m.heads) + "): near " +
-                  std::to_string(m.kv_heads) + ", " + join(divisors_near(m.heads, m.kv_heads)) +
-                  " (kv_heads = heads is plain multi-head attention)");
+  diags.error(
+      s.where("model.kv_heads"), "model.kv_heads",
+      std::to_string(m.kv_heads) + " kv_heads do not divide " + std::to_string(m.heads) + " heads",
+      "kv_heads must divide heads (" + std::to_string(m.heads) + "): near " +
+          std::to_string(m.kv_heads) + ", " + join(divisors_near(m.heads, m.kv_heads)) +
+          " (kv_heads = heads is plain multi-head attention)");
   return false;
 }
 
@@ -270,8 +278,7 @@ void check_positions_cover_sequence(const ModelConfig& m, const core::Scenario& 
   if (m.max_positions <= 0 || seq_len <= m.max_positions) return;
   diags.error(s.where("training.seq_len"), "training.seq_len",
               "seq_len " + std::to_string(seq_len) + " is longer than the " +
-                  std::to_string(m.max_positions) + " learned positions of model '" + m.name +
-                  "'",
+                  std::to_string(m.max_positions) + " learned positions of model '" + m.name + "'",
               "use seq_len <= " + std::to_string(m.max_positions) +
                   ", or a model with more positions or rotary positions (e.g. a LLaMA model)");
 }
@@ -302,19 +309,18 @@ void check_tp_divides_model(const core::Stage& stage, const ModelConfig& m,
   std::vector<std::string> failed;
   if (m.heads % tp != 0) failed.push_back("heads (" + std::to_string(m.heads) + ")");
   if (m.kv_heads % tp != 0) failed.push_back("kv_heads (" + std::to_string(m.kv_heads) + ")");
-  if (m.ffn_hidden % tp != 0)
-    failed.push_back("ffn_hidden (" + std::to_string(m.ffn_hidden) + ")");
+  if (m.ffn_hidden % tp != 0) failed.push_back("ffn_hidden (" + std::to_string(m.ffn_hidden) + ")");
   if (failed.empty()) return;
   std::string what;
   for (std::size_t i = 0; i < failed.size(); ++i)
     what += (i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ") + failed[i];
   const int common = std::gcd(std::gcd(m.heads, m.kv_heads), m.ffn_hidden);
-  diags.error(where, path,
-              "tp " + std::to_string(tp) + " does not divide " + what + " of model '" + m.name +
-                  "'",
-              "tensor parallelism splits whole heads and the MLP evenly; valid tp for this "
-              "model: " +
-                  join(divisors(common)));
+  diags.error(
+      where, path,
+      "tp " + std::to_string(tp) + " does not divide " + what + " of model '" + m.name + "'",
+      "tensor parallelism splits whole heads and the MLP evenly; valid tp for this "
+      "model: " +
+          join(divisors(common)));
 }
 
 // Megatron-LM's sequence parallelism splits the sequence evenly over the tp group.
@@ -324,8 +330,7 @@ void check_tp_divides_sequence(const core::Stage& stage, int seq_len, core::Sour
   diags.error(where, path,
               "with sequence_parallel, tp " + std::to_string(stage.tp) +
                   " must divide training.seq_len " + std::to_string(seq_len),
-              "use a tp that divides " + std::to_string(seq_len) +
-                  ", or sequence_parallel: false");
+              "use a tp that divides " + std::to_string(seq_len) + ", or sequence_parallel: false");
 }
 
 // The interleaved schedule cuts each stage into virtual_stages chunks of equal layers.
@@ -381,9 +386,8 @@ std::optional<ModelConfig> resolve_model(const core::Scenario& s, Diagnostics& d
   return model;
 }
 
-void check_plan_against_model(const core::Plan& plan, const ModelConfig& m,
-                              const core::Scenario& s, const std::string& path,
-                              Diagnostics& diags) {
+void check_plan_against_model(const core::Plan& plan, const ModelConfig& m, const core::Scenario& s,
+                              const std::string& path, Diagnostics& diags) {
   if (m.heads <= 0 || m.kv_heads <= 0 || m.ffn_hidden <= 0) return;  // resolve_model reported it
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const core::Pipeline& pipeline = plan.pipelines[p];
@@ -396,8 +400,8 @@ void check_plan_against_model(const core::Plan& plan, const ModelConfig& m,
         check_tp_divides_sequence(stage, s.training.seq_len, tp_where, tp_path, diags);
       if (plan.schedule != core::Schedule::interleaved) continue;
       const std::string layers_path = core::child_path(stage_path(path, p, i), "layers");
-      check_layers_split_into_chunks(stage, plan.virtual_stages, plan_location(s, path, layers_path),
-                                     layers_path, diags);
+      check_layers_split_into_chunks(stage, plan.virtual_stages,
+                                     plan_location(s, path, layers_path), layers_path, diags);
     }
   }
 }

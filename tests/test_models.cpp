@@ -45,8 +45,8 @@ core::ModelConfig gpt(int layers, int hidden, int heads, int vocab = 50257) {
 
 TEST(ModelZoo, HoldsTheNamedModels) {
   const std::vector<std::string> expected = {
-      "gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1.5b",  "gpt3-125m",  "gpt3-350m",
-      "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b",  "gpt3-13b",   "gpt3-175b",
+      "gpt2-124m", "gpt2-355m",  "gpt2-774m",  "gpt2-1.5b", "gpt3-125m", "gpt3-350m",
+      "gpt3-760m", "gpt3-1.3b",  "gpt3-2.7b",  "gpt3-6.7b", "gpt3-13b",  "gpt3-175b",
       "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b"};
   EXPECT_EQ(model_names(), expected);
   for (const ZooEntry& entry : zoo()) {
@@ -64,11 +64,15 @@ TEST(ModelZoo, FindsNamesAndAliasesIgnoringCase) {
   EXPECT_EQ(find_model("gpt4"), nullptr);
 }
 
-TEST(ModelZoo, Gpt3_13bUsesHiddenDivisibleByItsHeads) {
-  // Table 2.1 prints 5140; 40 heads of 128 make 5120.
-  const core::ModelConfig& m = zoo_model("gpt3-13b");
-  EXPECT_EQ(m.hidden, 5120);
-  EXPECT_EQ(m.hidden / m.heads, 128);
+TEST(ModelZoo, Gpt3TableMisprintsAreCorrected) {
+  // Table 2.1 prints d_model 5140 for 13B; its 40 heads of 128 make 5120.
+  const core::ModelConfig& m13 = zoo_model("gpt3-13b");
+  EXPECT_EQ(m13.hidden, 5120);
+  EXPECT_EQ(m13.hidden / m13.heads, 128);
+  // It prints 24 heads of 128 for XL, whose d_model is 2048: 16 heads of 128.
+  const core::ModelConfig& xl = zoo_model("gpt3-xl");
+  EXPECT_EQ(xl.hidden, 2048);
+  EXPECT_EQ(xl.heads, 16);
 }
 
 TEST(ModelZoo, LlamaArchitecture) {
@@ -174,8 +178,7 @@ TEST(Flops, PerLayerPiecesFollowTheConvention) {
   EXPECT_DOUBLE_EQ(layer_forward_flops(m, b, s).value(), forward);
   EXPECT_DOUBLE_EQ(layer_backward_flops(m, b, s).value(), 2 * forward);
   EXPECT_DOUBLE_EQ(layer_recompute_flops(m, b, s, Recompute::none).value(), 0);
-  EXPECT_DOUBLE_EQ(layer_recompute_flops(m, b, s, Recompute::selective).value(),
-                   4 * b * s * s * h);
+  EXPECT_DOUBLE_EQ(layer_recompute_flops(m, b, s, Recompute::selective).value(), 4 * b * s * s * h);
   EXPECT_DOUBLE_EQ(layer_recompute_flops(m, b, s, Recompute::full).value(), forward);
   EXPECT_DOUBLE_EQ(logits_forward_flops(m, b, s).value(), 2 * b * s * h * 50257);
   EXPECT_DOUBLE_EQ(logits_backward_flops(m, b, s).value(), 4 * b * s * h * 50257);
@@ -245,10 +248,9 @@ TEST_P(ActivationTable2, ReproducesEveryRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Korthikanti, ActivationTable2,
-                         ::testing::Values(Shape{2048, 1, 12288, 96, 8},  // GPT-3 175B
+                         ::testing::Values(Shape{2048, 1, 12288, 96, 8},   // GPT-3 175B
                                            Shape{2048, 1, 20480, 128, 8},  // 530B
-                                           Shape{1024, 4, 768, 12, 2},
-                                           Shape{2048, 2, 4096, 32, 4},
+                                           Shape{1024, 4, 768, 12, 2}, Shape{2048, 2, 4096, 32, 4},
                                            Shape{512, 8, 1024, 16, 1},
                                            Shape{4096, 3, 6144, 48, 6}));
 
@@ -259,8 +261,8 @@ TEST(Activations, SwigluGqaWithoutDropout) {
   const core::ModelConfig& m = zoo_model("llama3-8b");
   const double s = 4096, b = 2, h = 4096, a = 32, k = 8, f = 14336;
   const double sbh = s * b * h;
-  const double expected = 4 * sbh + 4 * sbh + 2 * sbh + 4 * sbh * k / a + 2 * sbh +
-                          6 * s * b * f + 2 * a * s * s * b;
+  const double expected =
+      4 * sbh + 4 * sbh + 2 * sbh + 4 * sbh * k / a + 2 * sbh + 6 * s * b * f + 2 * a * s * s * b;
   ActivationSetup setup;
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 4096, setup).value(), expected);
   setup.recompute = Recompute::selective;
@@ -507,9 +509,8 @@ TEST(ResolveModel, InlineKvHeadsMustDivideHeads) {
 
 TEST(ResolveModel, InlineModelKeepsCoreDefaults) {
   core::Diagnostics diags;
-  const auto m =
-      resolve_model(scenario("model: {name: tiny, layers: 2, hidden: 256, heads: 4, vocab: 1000}\n"),
-                    diags);
+  const auto m = resolve_model(
+      scenario("model: {name: tiny, layers: 2, hidden: 256, heads: 4, vocab: 1000}\n"), diags);
   ASSERT_TRUE(m.has_value()) << diags.format();
   EXPECT_EQ(m->kv_heads, 4);
   EXPECT_EQ(m->ffn_hidden, 1024);
