@@ -32,16 +32,16 @@ void read_required(Fields& f, std::string_view key, T& target, Convert convert) 
     if (auto v = convert(*n, f.path_of(key))) target = static_cast<T>(*v);
 }
 
+// One of `values`, spelled as core::to_string spells it in scenarios.
 template <class Enum>
 std::optional<Enum> read_enum(const Node& n, const std::string& path, Diagnostics& diags,
-                              const std::vector<std::pair<std::string, Enum>>& table,
-                              std::string_view what) {
+                              std::initializer_list<Enum> values, std::string_view what) {
   std::vector<std::string> names;
-  for (const auto& [name, value] : table) names.push_back(name);
+  for (Enum value : values) names.push_back(core::to_string(value));
   const auto chosen = core::as_choice(n, path, diags, names, what);
   if (!chosen) return std::nullopt;
-  for (const auto& [name, value] : table)
-    if (name == *chosen) return value;
+  for (Enum value : values)
+    if (core::to_string(value) == *chosen) return value;
   return std::nullopt;
 }
 
@@ -74,16 +74,12 @@ ModelConfig read_config(Fields& f, Diagnostics& diags) {
     return core::as_bool(n, p, diags);
   };
   const auto activation = [&](const Node& n, const std::string& p) {
-    return read_enum<core::Activation>(n, p, diags,
-                                       {{"gelu", core::Activation::gelu},
-                                        {"swiglu", core::Activation::swiglu},
-                                        {"relu", core::Activation::relu}},
-                                       "activation");
+    using core::Activation;
+    return read_enum(n, p, diags, {Activation::gelu, Activation::swiglu, Activation::relu},
+                     "activation");
   };
   const auto norm = [&](const Node& n, const std::string& p) {
-    return read_enum<core::Norm>(
-        n, p, diags, {{"layernorm", core::Norm::layernorm}, {"rmsnorm", core::Norm::rmsnorm}},
-        "norm");
+    return read_enum(n, p, diags, {core::Norm::layernorm, core::Norm::rmsnorm}, "norm");
   };
 
   ModelConfig m;
@@ -129,7 +125,8 @@ std::string lowercase(std::string_view text) {
 }
 
 // Every name and alias must pick one model, whatever its case.
-void check_unique_names(const std::vector<ZooEntry>& entries, Diagnostics& diags) {
+void check_unique_names(const std::vector<ZooEntry>& entries, const std::string& file,
+                        Diagnostics& diags) {
   std::vector<std::string> seen;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::vector<std::string> names = entries[i].aliases;
@@ -137,32 +134,11 @@ void check_unique_names(const std::vector<ZooEntry>& entries, Diagnostics& diags
     for (const std::string& name : names) {
       const std::string key = lowercase(name);
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
-        diags.error({kZooFile, 0, 0}, core::index_path("models", i),
+        diags.error({file, 0, 0}, core::index_path("models", i),
                     "the name '" + name + "' is used twice");
       seen.push_back(key);
     }
   }
-}
-
-std::vector<ZooEntry> load_zoo() {
-  Diagnostics diags;
-  std::vector<ZooEntry> entries;
-  const std::optional<Node> document = core::parse_yaml(embedded::model_zoo_yaml, kZooFile, diags);
-  if (document) {
-    Fields root(*document, "", diags);
-    if (const Node* list = root.required("models"); list != nullptr && list->is_sequence()) {
-      for (std::size_t i = 0; i < list->items.size(); ++i)
-        entries.push_back(read_entry(list->items[i], core::index_path("models", i), diags));
-    } else if (list != nullptr) {
-      diags.error(list->where, "models", "expected a list of models, found " + list->describe());
-    }
-    root.reject_unknown();
-  }
-  check_unique_names(entries, diags);
-  if (!document || diags.has_errors() || entries.empty())
-    throw std::logic_error("the built-in model zoo (models/zoo.yaml) is broken:\n" +
-                           diags.format());
-  return entries;
 }
 
 // ---- checking an inline model -------------------------------------------------------
@@ -350,8 +326,28 @@ void check_layers_split_into_chunks(const core::Stage& stage, int virtual_stages
 
 // ---- public API -------------------------------------------------------------------------
 
+std::vector<ZooEntry> parse_zoo(std::string_view yaml, const std::string& file) {
+  Diagnostics diags;
+  std::vector<ZooEntry> entries;
+  const std::optional<Node> document = core::parse_yaml(yaml, file, diags);
+  if (document) {
+    Fields root(*document, "", diags);
+    if (const Node* list = root.required("models"); list != nullptr && list->is_sequence()) {
+      for (std::size_t i = 0; i < list->items.size(); ++i)
+        entries.push_back(read_entry(list->items[i], core::index_path("models", i), diags));
+    } else if (list != nullptr) {
+      diags.error(list->where, "models", "expected a list of models, found " + list->describe());
+    }
+    root.reject_unknown();
+  }
+  check_unique_names(entries, file, diags);
+  if (!document || diags.has_errors() || entries.empty())
+    throw std::logic_error("the model zoo " + file + " is broken:\n" + diags.format());
+  return entries;
+}
+
 const std::vector<ZooEntry>& zoo() {
-  static const std::vector<ZooEntry> entries = load_zoo();
+  static const std::vector<ZooEntry> entries = parse_zoo(embedded::model_zoo_yaml, kZooFile);
   return entries;
 }
 

@@ -26,8 +26,11 @@ struct ZooEntry {
   std::vector<std::string> aliases;      // other accepted names
 };
 
-// Every zoo model, in file order. Parsed once; a broken zoo.yaml throws std::logic_error
-// carrying the diagnostics (it is part of the program, not user input).
+// Reads a zoo document (the format of models/zoo.yaml). A zoo is part of the program, not
+// user input: anything wrong throws std::logic_error carrying every diagnostic.
+std::vector<ZooEntry> parse_zoo(std::string_view yaml, const std::string& file);
+
+// Every zoo model of models/zoo.yaml (compiled in), in file order, parsed once.
 const std::vector<ZooEntry>& zoo();
 
 // The entry whose name or alias equals `name`, ignoring case; nullptr if none.

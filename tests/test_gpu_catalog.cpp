@@ -463,3 +463,18 @@ TEST(GpuCatalogResolve, ExampleScenariosResolveWithoutErrors) {
     EXPECT_TRUE(diags.empty()) << diags.format();
   }
 }
+
+// ---- CUDA devices on this machine ---------------------------------------------------------
+
+#include "kernels/cuda_devices.hpp"
+
+TEST(LocalCuda, VisibleDevicesMatchTheCatalog) {
+  std::string why;
+  auto devices = hgsim::kernels::local_cuda_devices(&why);
+  if (devices.empty()) GTEST_SKIP() << "no CUDA device: " << why;
+  for (const auto& d : devices) {
+    EXPECT_GT(d.memory.value(), 1e9) << d.name;
+    EXPECT_GE(d.compute_capability_major, 7) << d.name;
+    EXPECT_GT(d.multiprocessors, 0) << d.name;
+  }
+}

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <set>
+#include <stdexcept>
 #include <string>
 
 #include "core/document.hpp"
@@ -89,6 +89,36 @@ TEST(ModelZoo, LlamaArchitecture) {
   EXPECT_EQ(zoo_model("llama3-8b").kv_heads, 8);
   EXPECT_EQ(zoo_model("llama3-8b").vocab, 128256);
   EXPECT_EQ(zoo_model("llama3-70b").ffn_hidden, 28672);
+}
+
+TEST(ModelZoo, BrokenZooIsAProgrammingError) {
+  const std::string broken = R"(models:
+  - name: tiny
+    layers: 2
+    hidden: 64
+    heads: 4
+    kv_heads: 4
+    vocab: 100
+    ffn_hidden: 256
+    activation: geglu
+    norm: layernorm
+    max_positions: 0
+    tied_embeddings: true
+    bias: true
+    dropout: false
+    published_params: 1
+    published_params_rounding: 0
+    source: test
+)";
+  try {
+    parse_zoo(broken, "broken.yaml");
+    FAIL() << "a broken zoo must throw";
+  } catch (const std::logic_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("broken.yaml:9"), std::string::npos) << what;
+    EXPECT_NE(what.find("models[0].activation"), std::string::npos) << what;
+  }
+  EXPECT_THROW(parse_zoo("models:\n  - {name: a}\n", "short.yaml"), std::logic_error);
 }
 
 // ---- parameters ---------------------------------------------------------------------------
