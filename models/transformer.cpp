@@ -203,7 +203,7 @@ LayerActivationBytes layer_activation_parts(const ModelConfig& m, double sequenc
   const double s = seq_len;
   const double sbh = s * sequences * hidden(m);
   const double sbf = s * sequences * m.ffn_hidden;
-  const double kv = sbh * m.kv_heads / m.heads;
+  const double key_or_value = sbh * m.kv_heads / m.heads;  // K or V under GQA
   const double scores = double(m.heads) * s * s * sequences;
   const double masks = m.dropout ? kMaskBytes : 0;
 
@@ -213,9 +213,9 @@ LayerActivationBytes layer_activation_parts(const ModelConfig& m, double sequenc
                      + e * sbh           // first MLP matrix input (second norm's output)
                      + 2 * masks * sbh;  // dropout masks after attention and after the MLP
   const double mlp_hidden = (m.activation == Activation::swiglu ? 3 : 2) * e * sbf;
-  parts.tensor_parallel = e * sbh       // Q
-                          + 2 * e * kv  // K and V
-                          + e * sbh     // output projection input
+  parts.tensor_parallel = e * sbh                 // Q
+                          + 2 * e * key_or_value  // K and V
+                          + e * sbh               // output projection input
                           + mlp_hidden;
   parts.attention_core = e * scores                                      // softmax output
                          + (m.dropout ? (kMaskBytes + e) * scores : 0);  // mask, output
@@ -233,8 +233,8 @@ Bytes activation_bytes_per_layer(const ModelConfig& m, double sequences, int seq
     return Bytes(e * seq_len * sequences * hidden(m) * replicated_share);
   }
   const LayerActivationBytes parts = layer_activation_parts(m, sequences, seq_len, e);
-  const double core = setup.recompute == Recompute::selective ? 0 : parts.attention_core;
-  return Bytes(parts.replicated * replicated_share + (parts.tensor_parallel + core) / t);
+  const double attention_core = setup.recompute == Recompute::selective ? 0 : parts.attention_core;
+  return Bytes(parts.replicated * replicated_share + (parts.tensor_parallel + attention_core) / t);
 }
 
 // Megatron-LM computes the vocabulary-parallel cross-entropy in fp32: each of the t ranks

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
+#include <initializer_list>
 #include <numeric>
 #include <stdexcept>
 

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "apps/commands.hpp"
@@ -202,7 +204,7 @@ TEST(Cli, NormalizedOutputIsItselfAValidScenario) {
 }
 
 TEST(Cli, CheckRejectsBrokenScenarioWithLineAndKey) {
-  auto path = fs::temp_directory_path() / "hgsim-cli-broken.yaml";
+  auto path = fs::temp_directory_path() / ("hgsim-cli-broken-" + std::to_string(::getpid()) + ".yaml");
   {
     std::ifstream in(kExamples / "explicit-plan.yaml");
     std::stringstream text;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "apps/validate.hpp"
@@ -60,10 +62,15 @@ struct Case {
   const char* message;  // a part of the message or the hint
 };
 
+// Names the case in test output instead of dumping its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class ScenarioFile {
  public:
   explicit ScenarioFile(const std::string& text) {
-    dir_ = std::filesystem::temp_directory_path() / ("hgsim-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" + std::to_string(counter_++));
+    // ctest runs tests as parallel processes: the directory is unique per process and file.
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hgsim-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "scenario.yaml").string();
     std::ofstream(path_) << text;
