@@ -5,8 +5,8 @@
 #include <ostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
+#include <CLI/CLI.hpp>
 
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
@@ -37,7 +37,8 @@ class Table {
       std::string line = indent;
       for (std::size_t i = 0; i < rows_[r].size(); ++i) {
         const std::string& cell = rows_[r][i];
-        bool numeric = r > 0 && !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-');
+        bool numeric = r > 0 && !cell.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-');
         std::string pad(width[i] - cell.size(), ' ');
         line += numeric ? pad + cell : cell + pad;
         if (i + 1 < rows_[r].size()) line += "  ";
@@ -113,13 +114,14 @@ Json diagnostics_json(const core::Diagnostics& diags) {
 // Prints the diagnostics for a person (stderr), or as JSON (stdout) with --json.
 void report(const core::Diagnostics& diags, bool json, std::ostream& out, std::ostream& err) {
   if (json) {
-    out << Json{{"valid", !diags.has_errors()}, {"diagnostics", diagnostics_json(diags)}}.dump(2) << "\n";
+    out << Json{{"valid", !diags.has_errors()}, {"diagnostics", diagnostics_json(diags)}}.dump(2)
+        << "\n";
     return;
   }
   err << diags.format();
   if (diags.has_errors())
-    err << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", " << diags.warning_count()
-        << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
+    err << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", "
+        << diags.warning_count() << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
 }
 
 // ---- hgsim check -------------------------------------------------------------------------
@@ -130,27 +132,31 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
   const core::ModelConfig& m = c.model;
   const double params = models::parameter_count(m);
   const double tokens = double(s.training.global_batch) * s.training.seq_len;
-  const core::Flops work = models::training_flops(m, s.training.global_batch, s.training.seq_len, s.training.recompute);
+  const core::Flops work =
+      models::training_flops(m, s.training.global_batch, s.training.seq_len, s.training.recompute);
 
   out << "Scenario  " << s.name << "  (" << s.source_file << ")\n";
-  out << "Model     " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads ("
-      << m.kv_heads << " kv), ffn " << m.ffn_hidden << ", vocab " << m.vocab << "; " << count_text(params)
-      << " parameters [models/: computed]\n";
-  out << "Training  " << s.training.global_batch << " sequences x " << s.training.seq_len << " tokens = "
-      << fixed(tokens / 1e6, 2) << "M tokens per iteration; " << to_string(s.training.precision) << ", "
-      << to_string(s.training.optimizer) << ", recompute " << to_string(s.training.recompute) << "; "
-      << fixed(work.value() / 1e15, 1) << " PFLOP per iteration [models/: 6N + attention]\n\n";
+  out << "Model     " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", "
+      << m.heads << " heads (" << m.kv_heads << " kv), ffn " << m.ffn_hidden << ", vocab "
+      << m.vocab << "; " << count_text(params) << " parameters [models/: computed]\n";
+  out << "Training  " << s.training.global_batch << " sequences x " << s.training.seq_len
+      << " tokens = " << fixed(tokens / 1e6, 2) << "M tokens per iteration; "
+      << to_string(s.training.precision) << ", " << to_string(s.training.optimizer)
+      << ", recompute " << to_string(s.training.recompute) << "; " << fixed(work.value() / 1e15, 1)
+      << " PFLOP per iteration [models/: 6N + attention]\n\n";
 
-  Table clusters({"cluster", "gpu", "gpus", "peak/GPU " + to_string(s.training.precision), "memory/GPU", "nvlink",
-                  "nic"});
+  Table clusters({"cluster", "gpu", "gpus", "peak/GPU " + to_string(s.training.precision),
+                  "memory/GPU", "nvlink", "nic"});
   double total_peak = 0;
   for (const core::Cluster& cl : s.clusters) {
     const kernels::GpuSpec* gpu = kernels::find_gpu(cl.gpu);
     auto rate = kernels::math_rate(*gpu, s.training.precision);
     total_peak += rate ? rate->rate.value() * cl.gpu_count() : 0;
-    clusters.add({cl.name, gpu->name, std::to_string(cl.gpu_count()) + " (" + std::to_string(cl.nodes) + "x" +
-                                          std::to_string(cl.gpus_per_node) + ")",
-                  (rate ? core::human_compute_rate(rate->rate) : "-") + (rate && !rate->native ? " (emulated)" : ""),
+    clusters.add({cl.name, gpu->name,
+                  std::to_string(cl.gpu_count()) + " (" + std::to_string(cl.nodes) + "x" +
+                      std::to_string(cl.gpus_per_node) + ")",
+                  (rate ? core::human_compute_rate(rate->rate) : "-") +
+                      (rate && !rate->native ? " (emulated)" : ""),
                   core::human_size(gpu->memory), core::human_bandwidth(cl.nvlink.bandwidth),
                   core::human_bandwidth(cl.nic.bandwidth)});
   }
@@ -159,8 +165,10 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       << " PFLOPS peak together [kernels/gpus.yaml: datasheet]\n";
   for (const core::WanLink& w : s.wan)
     out << "  WAN " << w.from << " <-> " << w.to << ": " << core::human_bandwidth(w.bandwidth)
-        << (w.reverse_bandwidth ? " (back " + core::human_bandwidth(*w.reverse_bandwidth) + ")" : "") << ", "
-        << core::human_duration(w.latency) << (w.trace.empty() ? "" : ", trace " + w.trace) << "\n";
+        << (w.reverse_bandwidth ? " (back " + core::human_bandwidth(*w.reverse_bandwidth) + ")"
+                                : "")
+        << ", " << core::human_duration(w.latency) << (w.trace.empty() ? "" : ", trace " + w.trace)
+        << "\n";
   out << "  compression: WAN activations " << compress::describe(c.compression.wan_activations)
       << ", WAN gradients " << compress::describe(c.compression.wan_gradients) << "\n\n";
 
@@ -169,10 +177,12 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
   } else {
     const core::Plan& plan = s.strategy.plan;
     out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch
-        << (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " virtual stages" : "")
+        << (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " virtual stages"
+                                    : "")
         << ", grad sync " << to_string(plan.grad_sync.algorithm) << " (bucket "
         << core::format_size(plan.grad_sync.bucket) << ")\n";
-    Table stages({"pipeline", "replicas", "stage", "cluster", "gpu", "tp", "dp", "layers", "params/GPU", "memory/GPU", "of", "fits"});
+    Table stages({"pipeline", "replicas", "stage", "cluster", "gpu", "tp", "dp", "layers",
+                  "params/GPU", "memory/GPU", "of", "fits"});
     for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
       const core::Pipeline& p = plan.pipelines[pi];
       for (std::size_t si = 0; si < p.stages.size(); ++si) {
@@ -180,14 +190,16 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
         const kernels::GpuSpec* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
         models::StageSpec spec = models::stage_spec(plan, pi, si);
         models::StageMemory mem = models::stage_memory(m, s.training, spec);
-        stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "", std::to_string(si),
-                    st.cluster, gpu->name, std::to_string(st.tp), std::to_string(st.dp), std::to_string(st.layers),
+        stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
+                    std::to_string(si), st.cluster, gpu->name, std::to_string(st.tp),
+                    std::to_string(st.dp), std::to_string(st.layers),
                     count_text(models::stage_parameters(m, spec)), core::human_size(mem.total),
                     core::human_size(gpu->memory), mem.total <= gpu->memory ? "yes" : "NO"});
       }
     }
     stages.print(out, "  ");
-    out << "  memory/GPU: weights, gradients and optimizer state plus activations in flight for the schedule\n"
+    out << "  memory/GPU: weights, gradients and optimizer state plus activations in flight for "
+           "the schedule\n"
            "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
   }
   if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
@@ -195,7 +207,8 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
          "datasheet figures and closed-form model math.\n";
 }
 
-int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out, std::ostream& err) {
+int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,
+              std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
   if (!points) {
@@ -254,16 +267,19 @@ int cmd_models(bool json, std::ostream& out) {
     out << Json{{"models", list}}.dump(2) << "\n";
     return kSuccess;
   }
-  Table t({"name", "params", "published", "layers", "hidden", "heads", "kv", "ffn", "vocab", "mlp", "positions"});
+  Table t({"name", "params", "published", "layers", "hidden", "heads", "kv", "ffn", "vocab", "mlp",
+           "positions"});
   for (const models::ZooEntry& e : models::zoo()) {
     const core::ModelConfig& m = e.config;
-    t.add({m.name, count_text(models::parameter_count(m)), count_text(e.published_params), std::to_string(m.layers),
-           std::to_string(m.hidden), std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.ffn_hidden),
-           std::to_string(m.vocab), to_string(m.activation),
+    t.add({m.name, count_text(models::parameter_count(m)), count_text(e.published_params),
+           std::to_string(m.layers), std::to_string(m.hidden), std::to_string(m.heads),
+           std::to_string(m.kv_heads), std::to_string(m.ffn_hidden), std::to_string(m.vocab),
+           to_string(m.activation),
            m.max_positions > 0 ? "learned " + std::to_string(m.max_positions) : "rotary"});
   }
   t.print(out);
-  out << "\nparams: computed by models/ from the shapes; published: the source's figure (hgsim models --json).\n";
+  out << "\nparams: computed by models/ from the shapes; published: the source's figure (hgsim "
+         "models --json).\n";
   return kSuccess;
 }
 
@@ -292,17 +308,24 @@ int cmd_gpus(bool json, std::ostream& out) {
   for (const kernels::GpuSpec& g : kernels::gpu_catalog())
     t.add({g.name, kernels::to_string(g.architecture), core::human_size(g.memory),
            core::shortest_decimal(std::round(g.memory_bandwidth.value() / 1e8) / 10) + " GB/s",
-           g.nvlink_bandwidth_total ? core::shortest_decimal(std::round(g.nvlink_bandwidth_total->value() / 1e8) / 10) + " GB/s" : "-",
-           tflops(g.peak_fp32), tflops(g.peak_tf32), tflops(g.peak_fp16), tflops(g.peak_bf16), tflops(g.peak_fp8)});
+           g.nvlink_bandwidth_total
+               ? core::shortest_decimal(std::round(g.nvlink_bandwidth_total->value() / 1e8) / 10) +
+                     " GB/s"
+               : "-",
+           tflops(g.peak_fp32), tflops(g.peak_tf32), tflops(g.peak_fp16), tflops(g.peak_bf16),
+           tflops(g.peak_fp8)});
   t.print(out);
-  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions. Datasheet figures: the\n"
-         "source of each row, and the figures derived or not confirmed, are in kernels/gpus.yaml (hgsim gpus --json).\n";
+  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions. Datasheet "
+         "figures: the\n"
+         "source of each row, and the figures derived or not confirmed, are in kernels/gpus.yaml "
+         "(hgsim gpus --json).\n";
   return kSuccess;
 }
 
 // ---- hgsim sweep / run / plan ------------------------------------------------------------
 
-int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& out, std::ostream& err) {
+int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& out,
+              std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
   if (!points) {
@@ -319,7 +342,8 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
     }
     out << Json{{"points", list}}.dump(2) << "\n";
   } else {
-    out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s") << ", each valid:\n";
+    out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s")
+        << ", each valid:\n";
     for (std::size_t i = 0; i < points->size(); ++i) {
       out << "  " << std::setw(3) << i << "  ";
       for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
@@ -332,23 +356,24 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
   return kInternalError;
 }
 
-int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue, bool json,
-                std::ostream& out, std::ostream& err) {
+int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue,
+                bool json, std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
   if (!check_scenario_file(path, diags)) {
     report(diags, json, out, err);
     return kBadInput;
   }
   err << diags.format();
-  err << "hgsim " << command << ": the scenario is valid, but this command is not implemented yet (" << issue
-      << ")\n";
+  err << "hgsim " << command << ": the scenario is valid, but this command is not implemented yet ("
+      << issue << ")\n";
   return kInternalError;
 }
 
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
+  CLI::App app{
+      "hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hgsim ") + HGSIM_VERSION);
 
@@ -357,10 +382,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   bool summary = false;
   bool list_only = false;
 
-  CLI::App* check = app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
+  CLI::App* check =
+      app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
   check->add_option("SCENARIO", scenario, "scenario file (YAML, or JSON)")->required();
   check->add_flag("--json", json, "print the result (or the problems) as JSON");
-  check->add_flag("--summary", summary, "print a human-readable summary instead of the normalized scenario");
+  check->add_flag("--summary", summary,
+                  "print a human-readable summary instead of the normalized scenario");
 
   CLI::App* models_cmd = app.add_subcommand("models", "List the model zoo");
   models_cmd->add_flag("--json", json, "print as JSON");
@@ -376,7 +403,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan->add_option("SCENARIO", scenario, "scenario file")->required();
   plan->add_flag("--json", json, "print as JSON");
 
-  CLI::App* sweep = app.add_subcommand("sweep", "Expand a scenario's sweep grid and check every point");
+  CLI::App* sweep =
+      app.add_subcommand("sweep", "Expand a scenario's sweep grid and check every point");
   sweep->add_option("SCENARIO", scenario, "scenario file")->required();
   sweep->add_flag("--json", json, "print as JSON");
   sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
@@ -384,7 +412,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
-    out << (e.get_name() == "CallForVersion" ? std::string("hgsim ") + HGSIM_VERSION + "\n" : app.help());
+    out << (e.get_name() == "CallForVersion" ? std::string("hgsim ") + HGSIM_VERSION + "\n"
+                                             : app.help());
     if (e.get_name() != "CallForVersion") {
       for (CLI::App* sub : app.get_subcommands())
         if (sub->parsed()) out << sub->help();
@@ -395,7 +424,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     CLI::App* failed = &app;
     for (CLI::App* sub : app.get_subcommands())
       if (sub->parsed()) failed = sub;
-    err << "run '" << (failed == &app ? "hgsim" : "hgsim " + failed->get_name()) << " --help' for usage\n";
+    err << "run '" << (failed == &app ? "hgsim" : "hgsim " + failed->get_name())
+        << " --help' for usage\n";
     return kBadInput;
   }
 
@@ -404,8 +434,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (models_cmd->parsed()) return cmd_models(json, out);
     if (gpus->parsed()) return cmd_gpus(json, out);
     if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
-    if (run->parsed()) return cmd_not_yet("run", scenario, "the simulator: issue #3", json, out, err);
-    if (plan->parsed()) return cmd_not_yet("plan", scenario, "the planner: issue #6", json, out, err);
+    if (run->parsed())
+      return cmd_not_yet("run", scenario, "the simulator: issue #3", json, out, err);
+    if (plan->parsed())
+      return cmd_not_yet("plan", scenario, "the planner: issue #6", json, out, err);
   } catch (const std::exception& e) {
     err << "hgsim: internal error: " << e.what() << "\n";
     return kInternalError;

@@ -3,4 +3,6 @@
 
 #include "apps/commands.hpp"
 
-int main(int argc, char** argv) { return hgsim::apps::run_cli(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return hgsim::apps::run_cli(argc, argv, std::cout, std::cerr);
+}

@@ -23,8 +23,8 @@ std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Dia
 namespace {
 
 // Adds the diagnostics of `point` that `seen` does not hold yet, naming the sweep point.
-void merge_new(const core::Diagnostics& point, const std::string& label, std::set<std::string>& seen,
-               core::Diagnostics& diags) {
+void merge_new(const core::Diagnostics& point, const std::string& label,
+               std::set<std::string>& seen, core::Diagnostics& diags) {
   for (const core::Diagnostic& d : point.all()) {
     if (!seen.insert(core::format_diagnostic(d)).second) continue;
     std::string message = d.message + " (sweep point " + label + ")";
@@ -37,13 +37,15 @@ void merge_new(const core::Diagnostics& point, const std::string& label, std::se
 
 std::string label_of(const std::vector<std::pair<std::string, std::string>>& settings) {
   std::string label;
-  for (const auto& [path, value] : settings) label += (label.empty() ? "" : ", ") + path + "=" + value;
+  for (const auto& [path, value] : settings)
+    label += (label.empty() ? "" : ", ") + path + "=" + value;
   return label;
 }
 
 }  // namespace
 
-std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path, core::Diagnostics& diags) {
+std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path,
+                                                             core::Diagnostics& diags) {
   auto document = core::load_document(path, diags);
   if (!document) return std::nullopt;
   const int errors_before = diags.error_count();
@@ -78,7 +80,8 @@ std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& 
   return points;
 }
 
-bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s, core::Diagnostics& diags) {
+bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s,
+                             core::Diagnostics& diags) {
   const int errors_before = diags.error_count();
   core::check_plan(plan, s.scenario, s.model.layers, "", diags);
   models::check_plan_against_model(plan, s.model, s.scenario, "", diags);

@@ -15,7 +15,7 @@ namespace hgsim::apps {
 
 struct CheckedScenario {
   core::Scenario scenario;
-  core::ModelConfig model;                // resolved from the zoo or inline
+  core::ModelConfig model;                 // resolved from the zoo or inline
   compress::CompressionSpecs compression;  // typed codecs
 };
 
@@ -23,16 +23,19 @@ struct CheckedScenario {
 std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Diagnostics& diags);
 
 struct CheckedPoint {
-  std::vector<std::pair<std::string, std::string>> settings;  // sweep (path, value); empty if no sweep
+  std::vector<std::pair<std::string, std::string>>
+      settings;  // sweep (path, value); empty if no sweep
   CheckedScenario checked;
 };
 
 // Loads and checks a scenario file and every point of its sweep. Problems are reported
 // once each, even when several sweep points share them; a problem that only one sweep
 // value causes names that value. Returns the points (one without a sweep) when no errors.
-std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path, core::Diagnostics& diags);
+std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path,
+                                                             core::Diagnostics& diags);
 
 // Checks an explicit plan (from a --plan file) against a checked scenario.
-bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s, core::Diagnostics& diags);
+bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s,
+                             core::Diagnostics& diags);
 
 }  // namespace hgsim::apps

@@ -13,7 +13,8 @@ void BM_ParseBandwidth(benchmark::State& state) {
 BENCHMARK(BM_ParseBandwidth);
 
 void BM_CheckScenario(benchmark::State& state) {
-  const std::string path = std::string(HGSIM_SOURCE_DIR) + "/scenarios/examples/four-regions-sweep.yaml";
+  const std::string path =
+      std::string(HGSIM_SOURCE_DIR) + "/scenarios/examples/four-regions-sweep.yaml";
   for (auto _ : state) {
     hgsim::core::Diagnostics diags;
     benchmark::DoNotOptimize(hgsim::apps::check_scenario_file(path, diags));

@@ -8,10 +8,11 @@ namespace {
 
 const std::vector<std::pair<CodecKind, std::string>>& codec_table() {
   static const std::vector<std::pair<CodecKind, std::string>> table{
-      {CodecKind::none, "none"},         {CodecKind::fp16, "fp16"},         {CodecKind::bf16, "bf16"},
-      {CodecKind::fp8_e4m3, "fp8-e4m3"}, {CodecKind::fp8_e5m2, "fp8-e5m2"}, {CodecKind::int8, "int8"},
-      {CodecKind::int4, "int4"},         {CodecKind::topk, "topk"},         {CodecKind::randomk, "randomk"},
-      {CodecKind::powersgd, "powersgd"},
+      {CodecKind::none, "none"},         {CodecKind::fp16, "fp16"},
+      {CodecKind::bf16, "bf16"},         {CodecKind::fp8_e4m3, "fp8-e4m3"},
+      {CodecKind::fp8_e5m2, "fp8-e5m2"}, {CodecKind::int8, "int8"},
+      {CodecKind::int4, "int4"},         {CodecKind::topk, "topk"},
+      {CodecKind::randomk, "randomk"},   {CodecKind::powersgd, "powersgd"},
   };
   return table;
 }
@@ -79,7 +80,8 @@ class ParamReader {
       if (auto v = core::as_positive_count(value, p, d_)) {
         spec.block = *v;
         if (spec.kind == CodecKind::int4 && *v % 2 != 0)
-          d_.error(value.where, p, "int4 packs two values per byte: the block must be even, found " + value.text);
+          d_.error(value.where, p,
+                   "int4 packs two values per byte: the block must be even, found " + value.text);
       }
     } else if (key == "scaling") {
       if (auto v = core::as_choice(value, p, d_, {"per-tensor", "per-block"}, "scaling"))
@@ -89,7 +91,9 @@ class ParamReader {
     } else if (key == "ratio") {
       if (auto v = core::as_number(value, p, d_)) {
         if (*v <= 0 || *v > 1)
-          d_.error(value.where, p, "ratio is the fraction of elements sent: it must be in (0, 1], found " + value.text);
+          d_.error(
+              value.where, p,
+              "ratio is the fraction of elements sent: it must be in (0, 1], found " + value.text);
         else
           spec.ratio = *v;
       }
@@ -107,7 +111,8 @@ class ParamReader {
           spec.seed = static_cast<std::uint64_t>(*v);
       }
     } else if (key == "fallback") {
-      if (auto v = core::as_choice(value, p, d_, {"none", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "int8", "int4"},
+      if (auto v = core::as_choice(value, p, d_,
+                                   {"none", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "int8", "int4"},
                                    "fallback codec"))
         spec.fallback = *kind_of(*v);
     }
@@ -137,8 +142,9 @@ std::string describe(const CodecSpec& spec) {
   out << to_string(spec.kind);
   std::vector<std::string> parts;
   if (spec.kind == CodecKind::fp8_e4m3 || spec.kind == CodecKind::fp8_e5m2)
-    parts.push_back(spec.scaling == Scaling::per_block ? "per-block scale, block " + std::to_string(spec.block)
-                                                       : "per-tensor scale");
+    parts.push_back(spec.scaling == Scaling::per_block
+                        ? "per-block scale, block " + std::to_string(spec.block)
+                        : "per-tensor scale");
   if (spec.kind == CodecKind::int8 || spec.kind == CodecKind::int4) {
     parts.push_back("block " + std::to_string(spec.block));
     if (spec.stochastic_rounding) parts.push_back("stochastic rounding");
@@ -189,11 +195,14 @@ std::optional<CodecSpec> resolve_codec(const core::CodecConfig& config, const co
 }
 
 std::optional<CompressionSpecs> resolve_policy(const core::Scenario& s, core::Diagnostics& diags) {
-  auto activations = resolve_codec(s.compression.wan_activations, s, "compression.wan_activations", diags);
-  auto gradients = resolve_codec(s.compression.wan_gradients, s, "compression.wan_gradients", diags);
+  auto activations =
+      resolve_codec(s.compression.wan_activations, s, "compression.wan_activations", diags);
+  auto gradients =
+      resolve_codec(s.compression.wan_gradients, s, "compression.wan_gradients", diags);
   if (activations && activations->kind == CodecKind::powersgd)
     diags.error(s.where("compression.wan_activations"), "compression.wan_activations",
-                "PowerSGD compresses gradients (it needs a matrix that persists across steps), not activations",
+                "PowerSGD compresses gradients (it needs a matrix that persists across steps), not "
+                "activations",
                 "use none, fp16, bf16, fp8-e4m3, fp8-e5m2, int8, int4, topk or randomk");
   if (!activations || !gradients) return std::nullopt;
   return CompressionSpecs{*activations, *gradients};

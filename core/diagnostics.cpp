@@ -6,28 +6,38 @@
 
 namespace hgsim::core {
 
-void Diagnostics::error(SourceLocation where, std::string key_path, std::string message, std::string hint) {
-  items_.push_back({Severity::error, std::move(where), std::move(key_path), std::move(message), std::move(hint)});
+void Diagnostics::error(SourceLocation where, std::string key_path, std::string message,
+                        std::string hint) {
+  items_.push_back({Severity::error, std::move(where), std::move(key_path), std::move(message),
+                    std::move(hint)});
 }
 
-void Diagnostics::warning(SourceLocation where, std::string key_path, std::string message, std::string hint) {
-  items_.push_back({Severity::warning, std::move(where), std::move(key_path), std::move(message), std::move(hint)});
+void Diagnostics::warning(SourceLocation where, std::string key_path, std::string message,
+                          std::string hint) {
+  items_.push_back({Severity::warning, std::move(where), std::move(key_path), std::move(message),
+                    std::move(hint)});
 }
 
-bool Diagnostics::has_errors() const { return error_count() > 0; }
+bool Diagnostics::has_errors() const {
+  return error_count() > 0;
+}
 
 int Diagnostics::error_count() const {
-  return static_cast<int>(std::count_if(items_.begin(), items_.end(),
-                                        [](const Diagnostic& d) { return d.severity == Severity::error; }));
+  return static_cast<int>(std::count_if(items_.begin(), items_.end(), [](const Diagnostic& d) {
+    return d.severity == Severity::error;
+  }));
 }
 
-int Diagnostics::warning_count() const { return static_cast<int>(items_.size()) - error_count(); }
+int Diagnostics::warning_count() const {
+  return static_cast<int>(items_.size()) - error_count();
+}
 
 std::string format_diagnostic(const Diagnostic& d) {
   std::string out;
   if (!d.where.file.empty()) {
     out += d.where.file;
-    if (d.where.line > 0) out += ":" + std::to_string(d.where.line) + ":" + std::to_string(d.where.column);
+    if (d.where.line > 0)
+      out += ":" + std::to_string(d.where.line) + ":" + std::to_string(d.where.column);
     out += ": ";
   }
   out += d.severity == Severity::error ? "error: " : "warning: ";

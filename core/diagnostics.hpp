@@ -32,8 +32,10 @@ struct Diagnostic {
 
 class Diagnostics {
  public:
-  void error(SourceLocation where, std::string key_path, std::string message, std::string hint = {});
-  void warning(SourceLocation where, std::string key_path, std::string message, std::string hint = {});
+  void error(SourceLocation where, std::string key_path, std::string message,
+             std::string hint = {});
+  void warning(SourceLocation where, std::string key_path, std::string message,
+               std::string hint = {});
 
   bool has_errors() const;
   int error_count() const;

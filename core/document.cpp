@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -51,7 +51,14 @@ SourceLocation location_of(const YAML::Mark& mark, const std::string& file) {
   return {file, mark.line + 1, mark.column + 1};
 }
 
-Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags, const std::string& path) {
+const SourceLocation* key_location(const Node& mapping, const std::string& key) {
+  for (std::size_t i = 0; i < mapping.entries.size(); ++i)
+    if (mapping.entries[i].first == key) return &mapping.key_locations[i];
+  return nullptr;
+}
+
+Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
+             const std::string& path) {
   Node n;
   n.where = location_of(y.Mark(), file);
   switch (y.Type()) {
@@ -67,7 +74,8 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags, c
     case YAML::NodeType::Sequence: {
       n.kind = Node::Kind::sequence;
       std::size_t i = 0;
-      for (const YAML::Node& item : y) n.items.push_back(convert(item, file, diags, index_path(path, i++)));
+      for (const YAML::Node& item : y)
+        n.items.push_back(convert(item, file, diags, index_path(path, i++)));
       break;
     }
     case YAML::NodeType::Map: {
@@ -75,19 +83,16 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags, c
       for (const auto& kv : y) {
         SourceLocation key_where = location_of(kv.first.Mark(), file);
         if (!kv.first.IsScalar()) {
-          diags.error(key_where, path, "a key must be a plain name, not " +
-                                           std::string(kv.first.IsMap() ? "a mapping" : "a list"));
+          diags.error(key_where, path,
+                      "a key must be a plain name, not " +
+                          std::string(kv.first.IsMap() ? "a mapping" : "a list"));
           continue;
         }
         std::string key = kv.first.Scalar();
-        if (n.find(key) != nullptr) {
+        if (const SourceLocation* first = key_location(n, key)) {
           diags.error(key_where, child_path(path, key), "duplicate key '" + key + "'",
                       "each key may appear once in a mapping; the first is at line " +
-                          std::to_string(n.key_locations[std::distance(
-                                                              n.entries.begin(),
-                                                              std::find_if(n.entries.begin(), n.entries.end(),
-                                                                           [&](auto& e) { return e.first == key; }))]
-                                             .line));
+                          std::to_string(first->line));
           continue;
         }
         n.entries.emplace_back(key, convert(kv.second, file, diags, child_path(path, key)));
@@ -209,7 +214,8 @@ Json to_json(const Node& node) {
   if (ec == std::errc() && p == node.text.data() + node.text.size()) return integer;
   double number = 0;
   auto [q, ec2] = std::from_chars(node.text.data(), node.text.data() + node.text.size(), number);
-  if (ec2 == std::errc() && q == node.text.data() + node.text.size() && std::isfinite(number)) return number;
+  if (ec2 == std::errc() && q == node.text.data() + node.text.size() && std::isfinite(number))
+    return number;
   return node.text;
 }
 
@@ -228,7 +234,8 @@ std::string index_path(const std::string& parent, std::size_t index) {
 Fields::Fields(const Node& node, std::string path, Diagnostics& diags)
     : node_(node), path_(std::move(path)), diags_(diags) {
   if (!node_.is_mapping())
-    diags_.error(node_.where, path_, "expected a mapping (key: value lines), found " + node_.describe());
+    diags_.error(node_.where, path_,
+                 "expected a mapping (key: value lines), found " + node_.describe());
 }
 
 const Node* Fields::optional(std::string_view key) const {
@@ -242,7 +249,8 @@ const Node* Fields::required(std::string_view key) {
   const Node* n = optional(key);
   if (n == nullptr && node_.is_mapping()) {
     const Node* present = node_.find(key);
-    std::string why = present ? "'" + std::string(key) + "' has no value" : "missing key '" + std::string(key) + "'";
+    std::string why = present ? "'" + std::string(key) + "' has no value"
+                              : "missing key '" + std::string(key) + "'";
     diags_.error(present ? present->where : node_.where, child_path(path_, key), why);
   }
   return n;
@@ -260,7 +268,9 @@ void Fields::reject_unknown(std::vector<std::string> accepted) {
   }
 }
 
-std::string Fields::path_of(std::string_view key) const { return child_path(path_, key); }
+std::string Fields::path_of(std::string_view key) const {
+  return child_path(path_, key);
+}
 
 // ---- scalar conversions -------------------------------------------------------------------
 
@@ -312,7 +322,8 @@ std::optional<double> as_number(const Node& n, const std::string& path, Diagnost
   const std::string& t = n.text;
   const char* begin = t.data() + (!t.empty() && t[0] == '+' ? 1 : 0);
   auto [p, ec] = std::from_chars(begin, t.data() + t.size(), value);
-  if (n.quoted || t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(value)) {
+  if (n.quoted || t.empty() || ec != std::errc() || p != t.data() + t.size() ||
+      !std::isfinite(value)) {
     d.error(n.where, path, "expected a number, found " + n.describe());
     return std::nullopt;
   }
@@ -330,11 +341,13 @@ std::optional<bool> as_bool(const Node& n, const std::string& path, Diagnostics&
 std::optional<std::string> as_choice(const Node& n, const std::string& path, Diagnostics& d,
                                      const std::vector<std::string>& names, std::string_view what) {
   if (!n.is_scalar()) {
-    d.error(n.where, path, "expected " + std::string(what) + ", found " + n.describe(), did_you_mean("", names));
+    d.error(n.where, path, "expected " + std::string(what) + ", found " + n.describe(),
+            did_you_mean("", names));
     return std::nullopt;
   }
   if (std::find(names.begin(), names.end(), n.text) != names.end()) return n.text;
-  d.error(n.where, path, "unknown " + std::string(what) + " '" + n.text + "'", did_you_mean(n.text, names));
+  d.error(n.where, path, "unknown " + std::string(what) + " '" + n.text + "'",
+          did_you_mean(n.text, names));
   return std::nullopt;
 }
 

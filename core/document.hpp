@@ -25,11 +25,11 @@ using Json = nlohmann::ordered_json;
 struct Node {
   enum class Kind { null, scalar, sequence, mapping };
   Kind kind = Kind::null;
-  std::string text;                 // scalar text as written
-  bool quoted = false;              // scalar was a quoted string ("8" is text, 8 is a number)
-  std::vector<Node> items;          // sequence items
+  std::string text;         // scalar text as written
+  bool quoted = false;      // scalar was a quoted string ("8" is text, 8 is a number)
+  std::vector<Node> items;  // sequence items
   std::vector<std::pair<std::string, Node>> entries;  // mapping entries in file order
-  std::vector<SourceLocation> key_locations;            // where each mapping key is
+  std::vector<SourceLocation> key_locations;          // where each mapping key is
   SourceLocation where;
 
   bool is_null() const { return kind == Kind::null; }
@@ -64,7 +64,7 @@ class Fields {
   // `node` must outlive this object. If it is not a mapping, that is reported once.
   Fields(const Node& node, std::string path, Diagnostics& diags);
 
-  const Node* required(std::string_view key);   // reports a missing key
+  const Node* required(std::string_view key);  // reports a missing key
   const Node* optional(std::string_view key) const;
   bool has(std::string_view key) const { return optional(key) != nullptr; }
 

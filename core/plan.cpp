@@ -46,10 +46,12 @@ std::optional<Pipeline> read_pipeline(const Node& n, const std::string& path, Di
   if (const Node* stages = f.required("stages")) {
     std::string spath = f.path_of("stages");
     if (!stages->is_sequence() || stages->items.empty()) {
-      d.error(stages->where, spath, "expected a list of at least one stage, found " + stages->describe());
+      d.error(stages->where, spath,
+              "expected a list of at least one stage, found " + stages->describe());
     } else {
       for (std::size_t i = 0; i < stages->items.size(); ++i)
-        if (auto st = read_stage(stages->items[i], index_path(spath, i), d)) p.stages.push_back(*st);
+        if (auto st = read_stage(stages->items[i], index_path(spath, i), d))
+          p.stages.push_back(*st);
     }
   }
   f.reject_unknown();
@@ -58,7 +60,8 @@ std::optional<Pipeline> read_pipeline(const Node& n, const std::string& path, Di
 
 template <class E>
 std::optional<E> read_enum(const Node& n, const std::string& path, Diagnostics& d,
-                           const std::vector<std::pair<E, std::string>>& table, std::string_view what) {
+                           const std::vector<std::pair<E, std::string>>& table,
+                           std::string_view what) {
   std::vector<std::string> names;
   for (const auto& entry : table) names.push_back(entry.second);
   auto text = as_choice(n, path, d, names, what);
@@ -69,7 +72,9 @@ std::optional<E> read_enum(const Node& n, const std::string& path, Diagnostics& 
 }
 
 const std::vector<std::pair<Schedule, std::string>> kSchedules{
-    {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"}, {Schedule::interleaved, "interleaved"}};
+    {Schedule::gpipe, "gpipe"},
+    {Schedule::one_f_one_b, "1f1b"},
+    {Schedule::interleaved, "interleaved"}};
 const std::vector<std::pair<GradSyncAlgorithm, std::string>> kGradSync{
     {GradSyncAlgorithm::ring, "ring"},
     {GradSyncAlgorithm::tree, "tree"},
@@ -93,30 +98,35 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
   if (const Node* pipelines = f.required("pipelines")) {
     std::string ppath = f.path_of("pipelines");
     if (!pipelines->is_sequence() || pipelines->items.empty()) {
-      d.error(pipelines->where, ppath, "expected a list of at least one pipeline, found " + pipelines->describe());
+      d.error(pipelines->where, ppath,
+              "expected a list of at least one pipeline, found " + pipelines->describe());
     } else {
       for (std::size_t i = 0; i < pipelines->items.size(); ++i)
-        if (auto p = read_pipeline(pipelines->items[i], index_path(ppath, i), d)) plan.pipelines.push_back(*p);
+        if (auto p = read_pipeline(pipelines->items[i], index_path(ppath, i), d))
+          plan.pipelines.push_back(*p);
     }
   }
   if (const Node* gs = f.optional("grad_sync")) {
     Fields g(*gs, f.path_of("grad_sync"), d);
-    read_optional(g, "algorithm", plan.grad_sync.algorithm, [&](const Node& v, const std::string& p) {
-      return read_enum(v, p, d, kGradSync, "grad-sync algorithm");
-    });
-    read_optional(g, "bucket", plan.grad_sync.bucket, [&](const Node& v, const std::string& p) -> std::optional<Bytes> {
-      if (!v.is_scalar()) {
-        d.error(v.where, p, "expected a size such as 25MB, found " + v.describe());
-        return std::nullopt;
-      }
-      auto parsed = parse_size(v.text);
-      if (!parsed) d.error(v.where, p, parsed.error);
-      else if (parsed.value->value() <= 0) {
-        d.error(v.where, p, "a bucket must be larger than zero");
-        return std::nullopt;
-      }
-      return parsed.value;
-    });
+    read_optional(g, "algorithm", plan.grad_sync.algorithm,
+                  [&](const Node& v, const std::string& p) {
+                    return read_enum(v, p, d, kGradSync, "grad-sync algorithm");
+                  });
+    read_optional(g, "bucket", plan.grad_sync.bucket,
+                  [&](const Node& v, const std::string& p) -> std::optional<Bytes> {
+                    if (!v.is_scalar()) {
+                      d.error(v.where, p, "expected a size such as 25MB, found " + v.describe());
+                      return std::nullopt;
+                    }
+                    auto parsed = parse_size(v.text);
+                    if (!parsed)
+                      d.error(v.where, p, parsed.error);
+                    else if (parsed.value->value() <= 0) {
+                      d.error(v.where, p, "a bucket must be larger than zero");
+                      return std::nullopt;
+                    }
+                    return parsed.value;
+                  });
     g.reject_unknown();
   }
   f.reject_unknown();
@@ -137,7 +147,8 @@ namespace {
 
 // Where a key path of the plan was written: in the scenario for an inline plan; for a
 // plan file we have no positions, only the path.
-SourceLocation plan_location(const Scenario& s, const std::string& path, const std::string& prefix) {
+SourceLocation plan_location(const Scenario& s, const std::string& path,
+                             const std::string& prefix) {
   if (prefix == "strategy") return s.where(path);
   return {};
 }
@@ -157,14 +168,15 @@ bool groups_fit_in_nodes(std::vector<int> group_sizes, int nodes, int gpus_per_n
 
 }  // namespace
 
-void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& prefix, Diagnostics& d) {
+void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& prefix,
+                Diagnostics& d) {
   std::vector<std::string> names;
   for (const Cluster& c : s.clusters) names.push_back(c.name);
   auto at = [&](const std::string& path) { return plan_location(s, path, prefix); };
   const std::string pipelines_path = child_path(prefix, "pipelines");
 
-  std::map<std::string, int> gpus_used;                 // per cluster
-  std::map<std::string, std::vector<int>> tp_groups;    // per cluster: sizes of groups
+  std::map<std::string, int> gpus_used;               // per cluster
+  std::map<std::string, std::vector<int>> tp_groups;  // per cluster: sizes of groups
   for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
     const Pipeline& p = plan.pipelines[pi];
     const std::string ppath = index_path(pipelines_path, pi);
@@ -184,19 +196,24 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
         d.error(at(child_path(spath, "tp")), child_path(spath, "tp"),
                 "tp " + std::to_string(st.tp) + " is larger than a node of '" + c->name + "' (" +
                     plural(c->gpus_per_node, "GPU") + ")",
-                "tensor parallelism stays inside a node: use tp <= " + std::to_string(c->gpus_per_node));
+                "tensor parallelism stays inside a node: use tp <= " +
+                    std::to_string(c->gpus_per_node));
       if (plan.micro_batch % st.dp != 0)
         d.error(at(child_path(spath, "dp")), child_path(spath, "dp"),
-                "dp " + std::to_string(st.dp) + " does not divide micro_batch " + std::to_string(plan.micro_batch),
-                "dp splits each micro-batch: pick a dp that divides " + std::to_string(plan.micro_batch));
+                "dp " + std::to_string(st.dp) + " does not divide micro_batch " +
+                    std::to_string(plan.micro_batch),
+                "dp splits each micro-batch: pick a dp that divides " +
+                    std::to_string(plan.micro_batch));
       gpus_used[st.cluster] += p.replicas * st.gpus();
       for (int k = 0; k < p.replicas * st.dp; ++k) tp_groups[st.cluster].push_back(st.tp);
     }
     if (model_layers > 0 && layers != model_layers && !p.stages.empty())
       d.error(at(child_path(ppath, "stages")), child_path(ppath, "stages"),
-              "the stages hold " + plural(layers, "layer") + ", the model has " + std::to_string(model_layers),
+              "the stages hold " + plural(layers, "layer") + ", the model has " +
+                  std::to_string(model_layers),
               "the layers of each pipeline's stages must add up to the model's layers");
-    if (plan.schedule == Schedule::interleaved && p.micro_batches % static_cast<int>(p.stages.size()) != 0)
+    if (plan.schedule == Schedule::interleaved &&
+        p.micro_batches % static_cast<int>(p.stages.size()) != 0)
       d.error(at(child_path(ppath, "micro_batches")), child_path(ppath, "micro_batches"),
               "the interleaved schedule needs micro_batches divisible by the number of stages (" +
                   std::to_string(p.stages.size()) + "), found " + std::to_string(p.micro_batches),
@@ -214,12 +231,13 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
               "count replicas x tp x dp of every stage in '" + c.name + "'");
     } else if (!groups_fit_in_nodes(tp_groups[c.name], c.nodes, c.gpus_per_node)) {
       d.error(at(pipelines_path), pipelines_path,
-              "the tensor-parallel groups in cluster '" + c.name + "' cannot be placed without splitting one across nodes",
+              "the tensor-parallel groups in cluster '" + c.name +
+                  "' cannot be placed without splitting one across nodes",
               "use tp degrees that divide gpus_per_node (" + std::to_string(c.gpus_per_node) + ")");
     } else if (n < c.gpu_count() && !plan.pipelines.empty()) {
       d.warning(at(pipelines_path), pipelines_path,
-                "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) + " GPUs of '" +
-                    c.name + "'; the rest stay idle");
+                "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) +
+                    " GPUs of '" + c.name + "'; the rest stay idle");
     }
   }
 
@@ -227,11 +245,12 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
   if (!plan.pipelines.empty() && batch != s.training.global_batch) {
     std::string sum;
     for (const Pipeline& p : plan.pipelines)
-      sum += (sum.empty() ? "" : " + ") + std::to_string(p.replicas) + " x " + std::to_string(p.micro_batches) +
-             " x " + std::to_string(plan.micro_batch);
+      sum += (sum.empty() ? "" : " + ") + std::to_string(p.replicas) + " x " +
+             std::to_string(p.micro_batches) + " x " + std::to_string(plan.micro_batch);
     d.error(at(pipelines_path), pipelines_path,
             "the pipelines process " + sum + " = " + std::to_string(batch) +
-                " sequences per iteration, but training.global_batch is " + std::to_string(s.training.global_batch),
+                " sequences per iteration, but training.global_batch is " +
+                std::to_string(s.training.global_batch),
             "global_batch = sum over pipelines of replicas x micro_batches x micro_batch");
   }
 }

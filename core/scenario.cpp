@@ -18,18 +18,19 @@ namespace {
 template <class E>
 struct Names;
 
-#define HGSIM_NAMES(E, ...)                                                   \
-  template <>                                                                 \
-  struct Names<E> {                                                           \
-    static const std::vector<std::pair<E, std::string>>& table() {           \
-      static const std::vector<std::pair<E, std::string>> t{__VA_ARGS__};    \
-      return t;                                                               \
-    }                                                                         \
+#define HGSIM_NAMES(E, ...)                                               \
+  template <>                                                             \
+  struct Names<E> {                                                       \
+    static const std::vector<std::pair<E, std::string>>& table() {        \
+      static const std::vector<std::pair<E, std::string>> t{__VA_ARGS__}; \
+      return t;                                                           \
+    }                                                                     \
   };
 
-HGSIM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"},
-            {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"})
-HGSIM_NAMES(Optimizer, {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"}, {Optimizer::sgd, "sgd"})
+HGSIM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"},
+            {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"})
+HGSIM_NAMES(Optimizer, {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"},
+            {Optimizer::sgd, "sgd"})
 HGSIM_NAMES(Recompute, {Recompute::none, "none"}, {Recompute::selective, "selective"},
             {Recompute::full, "full"})
 HGSIM_NAMES(Schedule, {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"},
@@ -37,7 +38,8 @@ HGSIM_NAMES(Schedule, {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"
 HGSIM_NAMES(GradSyncAlgorithm, {GradSyncAlgorithm::ring, "ring"}, {GradSyncAlgorithm::tree, "tree"},
             {GradSyncAlgorithm::halving_doubling, "halving_doubling"},
             {GradSyncAlgorithm::hierarchical, "hierarchical"})
-HGSIM_NAMES(Activation, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"}, {Activation::relu, "relu"})
+HGSIM_NAMES(Activation, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"},
+            {Activation::relu, "relu"})
 HGSIM_NAMES(Norm, {Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"})
 #undef HGSIM_NAMES
 
@@ -56,7 +58,8 @@ std::vector<std::string> names_of() {
 }
 
 template <class E>
-std::optional<E> as_enum(const Node& n, const std::string& path, Diagnostics& d, std::string_view what) {
+std::optional<E> as_enum(const Node& n, const std::string& path, Diagnostics& d,
+                         std::string_view what) {
   auto text = as_choice(n, path, d, names_of<E>(), what);
   if (!text) return std::nullopt;
   for (const auto& [v, name] : Names<E>::table())
@@ -66,13 +69,27 @@ std::optional<E> as_enum(const Node& n, const std::string& path, Diagnostics& d,
 
 }  // namespace
 
-std::string to_string(Precision v) { return name_of(v); }
-std::string to_string(Optimizer v) { return name_of(v); }
-std::string to_string(Recompute v) { return name_of(v); }
-std::string to_string(Schedule v) { return name_of(v); }
-std::string to_string(GradSyncAlgorithm v) { return name_of(v); }
-std::string to_string(Activation v) { return name_of(v); }
-std::string to_string(Norm v) { return name_of(v); }
+std::string to_string(Precision v) {
+  return name_of(v);
+}
+std::string to_string(Optimizer v) {
+  return name_of(v);
+}
+std::string to_string(Recompute v) {
+  return name_of(v);
+}
+std::string to_string(Schedule v) {
+  return name_of(v);
+}
+std::string to_string(GradSyncAlgorithm v) {
+  return name_of(v);
+}
+std::string to_string(Activation v) {
+  return name_of(v);
+}
+std::string to_string(Norm v) {
+  return name_of(v);
+}
 
 int element_bytes(Precision p) {
   switch (p) {
@@ -92,7 +109,8 @@ int element_bytes(Precision p) {
 bool CodecConfig::operator==(const CodecConfig& o) const {
   if (codec != o.codec || params.size() != o.params.size()) return false;
   for (std::size_t i = 0; i < params.size(); ++i)
-    if (params[i].first != o.params[i].first || to_json(params[i].second) != to_json(o.params[i].second))
+    if (params[i].first != o.params[i].first ||
+        to_json(params[i].second) != to_json(o.params[i].second))
       return false;
   return true;
 }
@@ -138,24 +156,26 @@ int Scenario::total_gpus() const {
 }
 
 bool Scenario::operator==(const Scenario& o) const {
-  return name == o.name && description == o.description && model == o.model && training == o.training &&
-         clusters == o.clusters && wan == o.wan && strategy == o.strategy && compression == o.compression &&
-         sweep == o.sweep;
+  return name == o.name && description == o.description && model == o.model &&
+         training == o.training && clusters == o.clusters && wan == o.wan &&
+         strategy == o.strategy && compression == o.compression && sweep == o.sweep;
 }
 
 // ---- the reader --------------------------------------------------------------------------
 
 namespace {
 
-void record_locations(const Node& n, const std::string& path, std::map<std::string, SourceLocation>& out) {
+void record_locations(const Node& n, const std::string& path,
+                      std::map<std::string, SourceLocation>& out) {
   out[path] = n.where;
-  for (std::size_t i = 0; i < n.items.size(); ++i) record_locations(n.items[i], index_path(path, i), out);
+  for (std::size_t i = 0; i < n.items.size(); ++i)
+    record_locations(n.items[i], index_path(path, i), out);
   for (const auto& [key, value] : n.entries) record_locations(value, child_path(path, key), out);
 }
 
 template <class Q>
-std::optional<Q> as_quantity(const Node& n, const std::string& path, Diagnostics& d, Parsed<Q> (*parse)(std::string_view),
-                             std::string_view what) {
+std::optional<Q> as_quantity(const Node& n, const std::string& path, Diagnostics& d,
+                             Parsed<Q> (*parse)(std::string_view), std::string_view what) {
   if (!n.is_scalar()) {
     d.error(n.where, path, "expected " + std::string(what) + ", found " + n.describe());
     return std::nullopt;
@@ -211,7 +231,9 @@ class ScenarioReader {
     return [this, what](const Node& n, const std::string& p) { return as_enum<E>(n, p, d_, what); };
   }
   auto size() {
-    return [this](const Node& n, const std::string& p) { return as_quantity(n, p, d_, parse_size, "a size such as 25MB"); };
+    return [this](const Node& n, const std::string& p) {
+      return as_quantity(n, p, d_, parse_size, "a size such as 25MB");
+    };
   }
   auto bandwidth() {
     return [this](const Node& n, const std::string& p) {
@@ -244,8 +266,9 @@ void ScenarioReader::read(const Node& root) {
       s_.strategy.automatic = false;
       if (auto plan = parse_plan(*n, "strategy", d_)) s_.strategy.plan = *plan;
     } else {
-      d_.error(n->where, "strategy", "expected 'auto' or a plan (a mapping with schedule, pipelines, ...), found " +
-                                         n->describe());
+      d_.error(n->where, "strategy",
+               "expected 'auto' or a plan (a mapping with schedule, pipelines, ...), found " +
+                   n->describe());
     }
   }
   if (const Node* n = f.optional("compression")) read_compression(*n);
@@ -259,8 +282,9 @@ void ScenarioReader::read_model(const Node& n) {
     return;
   }
   if (!n.is_mapping()) {
-    d_.error(n.where, "model", "expected a zoo model name (e.g. llama2-7b) or a mapping describing a model, found " +
-                                   n.describe());
+    d_.error(n.where, "model",
+             "expected a zoo model name (e.g. llama2-7b) or a mapping describing a model, found " +
+                 n.describe());
     return;
   }
   ModelConfig m;
@@ -281,13 +305,15 @@ void ScenarioReader::read_model(const Node& n) {
   set(f, "dropout", m.dropout, boolean());
   std::string positions = "learned";
   if (const Node* p = f.optional("positions"))
-    if (auto v = as_choice(*p, "model.positions", d_, {"learned", "rotary"}, "position encoding")) positions = *v;
+    if (auto v = as_choice(*p, "model.positions", d_, {"learned", "rotary"}, "position encoding"))
+      positions = *v;
   m.max_positions = -1;  // learned, length from training.seq_len unless given
   set(f, "max_positions", m.max_positions, count());
   if (positions == "rotary") {
     if (f.has("max_positions"))
       d_.error(f.optional("max_positions")->where, "model.max_positions",
-               "rotary positions have no position table", "remove max_positions or use positions: learned");
+               "rotary positions have no position table",
+               "remove max_positions or use positions: learned");
     m.max_positions = 0;
   }
   f.reject_unknown();
@@ -338,7 +364,8 @@ void ScenarioReader::read_clusters(const Node& n) {
     if (!c.name.empty()) {
       auto [it, fresh] = first_path_of_name.emplace(c.name, path);
       if (!fresh)
-        d_.error(f.optional("name")->where, f.path_of("name"), "duplicate cluster name '" + c.name + "'",
+        d_.error(f.optional("name")->where, f.path_of("name"),
+                 "duplicate cluster name '" + c.name + "'",
                  "already used by " + it->second + "; cluster names must be unique");
     }
     s_.clusters.push_back(c);
@@ -362,7 +389,8 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
   if (const Node* between = f.required("between")) {
     std::string bpath = f.path_of("between");
     if (!between->is_sequence() || between->items.size() != 2) {
-      d_.error(between->where, bpath, "expected two cluster names, [a, b], found " + between->describe());
+      d_.error(between->where, bpath,
+               "expected two cluster names, [a, b], found " + between->describe());
     } else {
       for (std::size_t k = 0; k < 2; ++k) {
         auto name = as_string(between->items[k], index_path(bpath, k), d_);
@@ -373,14 +401,16 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
                    did_you_mean(*name, names));
       }
       if (!link.from.empty() && link.from == link.to)
-        d_.error(between->where, bpath, "a WAN link joins two different clusters, found '" + link.from + "' twice");
+        d_.error(between->where, bpath,
+                 "a WAN link joins two different clusters, found '" + link.from + "' twice");
     }
   }
   set_required(f, "bandwidth", link.bandwidth, bandwidth());
   if (const Node* r = f.optional("reverse_bandwidth"))
     link.reverse_bandwidth = bandwidth()(*r, f.path_of("reverse_bandwidth"));
   set_required(f, "latency", link.latency, duration());
-  if (const Node* w = f.optional("tcp_window")) link.tcp_window = size()(*w, f.path_of("tcp_window"));
+  if (const Node* w = f.optional("tcp_window"))
+    link.tcp_window = size()(*w, f.path_of("tcp_window"));
   if (const Node* t = f.optional("trace")) read_trace(link, *t, f.path_of("trace"));
   f.reject_unknown();
   s_.wan.push_back(link);
@@ -425,15 +455,18 @@ void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string&
     auto rate = parse_bandwidth(rate_text);
     if (!rate) d_.error({csv, line_number, static_cast<int>(comma) + 2}, path, rate.error);
     if (!seconds || !rate) continue;
-    if (*seconds < 0 || (!link.trace_steps.empty() && *seconds <= link.trace_steps.back().at.value())) {
-      d_.error(at, path, "times must start at 0 or later and increase strictly, found " + time_node.text);
+    if (*seconds < 0 ||
+        (!link.trace_steps.empty() && *seconds <= link.trace_steps.back().at.value())) {
+      d_.error(at, path,
+               "times must start at 0 or later and increase strictly, found " + time_node.text);
       continue;
     }
     if (link.trace_steps.empty() && *seconds != 0)
       d_.error(at, path, "the first row must be at time 0, found " + time_node.text);
     link.trace_steps.push_back({Seconds(*seconds), *rate.value});
   }
-  if (link.trace_steps.empty()) d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
+  if (link.trace_steps.empty())
+    d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
 }
 
 void ScenarioReader::read_compression(const Node& n) {
@@ -448,13 +481,15 @@ void ScenarioReader::read_compression(const Node& n) {
       return;
     }
     if (!c->is_mapping()) {
-      d_.error(c->where, path, "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
-                                   c->describe());
+      d_.error(c->where, path,
+               "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
+                   c->describe());
       return;
     }
     const Node* name = c->find("codec");
     if (name == nullptr || !name->is_scalar()) {
-      d_.error(c->where, child_path(path, "codec"), "missing key 'codec'", "e.g. {codec: topk, ratio: 0.01}");
+      d_.error(c->where, child_path(path, "codec"), "missing key 'codec'",
+               "e.g. {codec: topk, ratio: 0.01}");
       return;
     }
     out.codec = name->text;
@@ -473,7 +508,8 @@ void ScenarioReader::read_sweep(const Node& n) {
     const auto& [key, values] = n.entries[i];
     std::string path = child_path("sweep", key);
     if (!values.is_sequence() || values.items.empty()) {
-      d_.error(values.where, path, "expected a list of values to sweep, found " + values.describe());
+      d_.error(values.where, path,
+               "expected a list of values to sweep, found " + values.describe());
       continue;
     }
     s_.sweep.push_back({key, values.items});
@@ -482,7 +518,8 @@ void ScenarioReader::read_sweep(const Node& n) {
 
 }  // namespace
 
-std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file, Diagnostics& diags) {
+std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file,
+                                       Diagnostics& diags) {
   Scenario s;
   s.source_file = source_file;
   record_locations(document, "", s.locations);
@@ -504,7 +541,8 @@ std::optional<Scenario> load_scenario(const std::string& path, Diagnostics& diag
 namespace {
 
 Json link_json(const LinkSpec& l) {
-  return Json{{"bandwidth", format_bandwidth(l.bandwidth)}, {"latency", format_duration(l.latency)}};
+  return Json{{"bandwidth", format_bandwidth(l.bandwidth)},
+              {"latency", format_duration(l.latency)}};
 }
 
 Json codec_json(const CodecConfig& c) {
@@ -541,8 +579,10 @@ Json plan_to_json(const Plan& plan) {
   for (const Pipeline& p : plan.pipelines) {
     Json stages = Json::array();
     for (const Stage& st : p.stages)
-      stages.push_back({{"cluster", st.cluster}, {"tp", st.tp}, {"dp", st.dp}, {"layers", st.layers}});
-    pipelines.push_back({{"replicas", p.replicas}, {"micro_batches", p.micro_batches}, {"stages", stages}});
+      stages.push_back(
+          {{"cluster", st.cluster}, {"tp", st.tp}, {"dp", st.dp}, {"layers", st.layers}});
+    pipelines.push_back(
+        {{"replicas", p.replicas}, {"micro_batches", p.micro_batches}, {"stages", stages}});
   }
   return Json{{"schedule", to_string(plan.schedule)},
               {"micro_batch", plan.micro_batch},
@@ -550,7 +590,8 @@ Json plan_to_json(const Plan& plan) {
               {"sequence_parallel", plan.sequence_parallel},
               {"pipelines", pipelines},
               {"grad_sync",
-               {{"algorithm", to_string(plan.grad_sync.algorithm)}, {"bucket", format_size(plan.grad_sync.bucket)}}}};
+               {{"algorithm", to_string(plan.grad_sync.algorithm)},
+                {"bucket", format_size(plan.grad_sync.bucket)}}}};
 }
 
 Json scenario_to_json(const Scenario& s) {

@@ -52,15 +52,15 @@ struct ModelConfig {
   int layers = 0;
   int hidden = 0;
   int heads = 0;
-  int kv_heads = 0;        // = heads without grouped-query attention
+  int kv_heads = 0;  // = heads without grouped-query attention
   int vocab = 0;
-  int ffn_hidden = 0;      // default 4 * hidden
+  int ffn_hidden = 0;  // default 4 * hidden
   Activation activation = Activation::gelu;
   Norm norm = Norm::layernorm;
-  int max_positions = 0;   // learned position embeddings; 0 = rotary (no parameters)
+  int max_positions = 0;        // learned position embeddings; 0 = rotary (no parameters)
   bool tied_embeddings = true;  // the LM head shares the input embedding
-  bool bias = true;        // linear layers and norms have biases (GPT) or not (LLaMA)
-  bool dropout = true;     // dropout masks are kept for backward (GPT training)
+  bool bias = true;             // linear layers and norms have biases (GPT) or not (LLaMA)
+  bool dropout = true;          // dropout masks are kept for backward (GPT training)
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -101,11 +101,11 @@ struct BandwidthStep {
 struct WanLink {
   std::string from;  // `between: [from, to]`
   std::string to;
-  BytesPerSecond bandwidth;                        // from -> to (and back, unless `reverse_bandwidth`)
+  BytesPerSecond bandwidth;  // from -> to (and back, unless `reverse_bandwidth`)
   std::optional<BytesPerSecond> reverse_bandwidth;  // to -> from, for asymmetric links
   Seconds latency;
-  std::optional<Bytes> tcp_window;        // per flow; the simulator's default when absent
-  std::string trace;                      // CSV path as written (relative to the scenario)
+  std::optional<Bytes> tcp_window;         // per flow; the simulator's default when absent
+  std::string trace;                       // CSV path as written (relative to the scenario)
   std::vector<BandwidthStep> trace_steps;  // loaded from `trace`; empty without one
   bool operator==(const WanLink&) const = default;
 };
@@ -136,8 +136,8 @@ struct GradSync {
 
 struct Plan {
   Schedule schedule = Schedule::one_f_one_b;
-  int micro_batch = 1;      // sequences per micro-batch
-  int virtual_stages = 1;   // model chunks per GPU (interleaved only)
+  int micro_batch = 1;             // sequences per micro-batch
+  int virtual_stages = 1;          // model chunks per GPU (interleaved only)
   bool sequence_parallel = false;  // Megatron sequence parallelism inside tensor-parallel groups
   std::vector<Pipeline> pipelines;
   GradSync grad_sync;

@@ -20,7 +20,8 @@ std::optional<std::vector<Segment>> split_path(const std::string& path) {
   std::size_t start = 0;
   while (start <= path.size()) {
     std::size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     Segment seg;
     std::size_t bracket = part.find('[');
     seg.key = part.substr(0, bracket);
@@ -31,7 +32,8 @@ std::optional<std::vector<Segment>> split_path(const std::string& path) {
       if (inside == "*") {
         seg.index = Segment::Index::all;
       } else {
-        if (inside.empty() || inside.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+        if (inside.empty() || inside.find_first_not_of("0123456789") != std::string::npos)
+          return std::nullopt;
         seg.index = Segment::Index::one;
         seg.position = std::stoul(inside);
       }
@@ -45,7 +47,8 @@ std::optional<std::vector<Segment>> split_path(const std::string& path) {
 
 // Sets every node that `segments[i..]` names under `n` to `value`. Missing mapping keys
 // are created (a sweep may set a key the base scenario leaves at its default).
-bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const Node& value, std::string& why) {
+bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const Node& value,
+           std::string& why) {
   const Segment& seg = segments[i];
   if (!n.is_mapping()) {
     if (!n.is_null()) {
@@ -95,7 +98,8 @@ std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
   Node base = document;
   const Node* sweep = document.find("sweep");
   if (Node* s = base.find("sweep")) *s = Node{};  // drop the grid from every point
-  if (sweep == nullptr || !sweep->is_mapping() || sweep->entries.empty()) return {SweepPoint{{}, base}};
+  if (sweep == nullptr || !sweep->is_mapping() || sweep->entries.empty())
+    return {SweepPoint{{}, base}};
 
   struct Axis {
     std::string path;
@@ -113,7 +117,8 @@ std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
       continue;
     }
     if (segments->front().key == "sweep" || segments->front().key == "name") {
-      diags.error(sweep->key_locations[i], key_path, "'" + segments->front().key + "' cannot be swept");
+      diags.error(sweep->key_locations[i], key_path,
+                  "'" + segments->front().key + "' cannot be swept");
       continue;
     }
     if (!values.is_sequence() || values.items.empty()) continue;  // reported by the scenario reader

@@ -17,43 +17,67 @@ struct Unit {
 
 // Preference order matters for formatting: on a tie in length, the earlier unit wins.
 constexpr std::array kSizeUnits{
-    Unit{"TB", 1e12},          Unit{"TiB", 1099511627776.0}, Unit{"GB", 1e9},
-    Unit{"GiB", 1073741824.0}, Unit{"MB", 1e6},              Unit{"MiB", 1048576.0},
-    Unit{"kB", 1e3},           Unit{"KB", 1e3},              Unit{"KiB", 1024.0},
-    Unit{"B", 1.0},            Unit{"PB", 1e15},             Unit{"PiB", 1125899906842624.0},
+    Unit{"TB", 1e12},    Unit{"TiB", 1099511627776.0},
+    Unit{"GB", 1e9},     Unit{"GiB", 1073741824.0},
+    Unit{"MB", 1e6},     Unit{"MiB", 1048576.0},
+    Unit{"kB", 1e3},     Unit{"KB", 1e3},
+    Unit{"KiB", 1024.0}, Unit{"B", 1.0},
+    Unit{"PB", 1e15},    Unit{"PiB", 1125899906842624.0},
 };
 
 // Network rates: bits first, so that a tie reads as the network convention (10Gbps).
 constexpr std::array kBandwidthUnits{
-    Unit{"Tbps", 1e12 / 8},       Unit{"Gbps", 1e9 / 8},        Unit{"Mbps", 1e6 / 8},
-    Unit{"Kbps", 1e3 / 8},        Unit{"bps", 1.0 / 8},         Unit{"TB/s", 1e12},
-    Unit{"GB/s", 1e9},            Unit{"MB/s", 1e6},            Unit{"kB/s", 1e3},
-    Unit{"B/s", 1.0},             Unit{"TiB/s", 1099511627776.0}, Unit{"GiB/s", 1073741824.0},
-    Unit{"MiB/s", 1048576.0},     Unit{"KiB/s", 1024.0},        Unit{"kbps", 1e3 / 8},
-    Unit{"Tbit/s", 1e12 / 8},     Unit{"Gbit/s", 1e9 / 8},      Unit{"Mbit/s", 1e6 / 8},
-    Unit{"Kbit/s", 1e3 / 8},      Unit{"kbit/s", 1e3 / 8},      Unit{"bit/s", 1.0 / 8},
-    Unit{"Tb/s", 1e12 / 8},       Unit{"Gb/s", 1e9 / 8},        Unit{"Mb/s", 1e6 / 8},
-    Unit{"Kb/s", 1e3 / 8},        Unit{"kb/s", 1e3 / 8},        Unit{"b/s", 1.0 / 8},
-    Unit{"KB/s", 1e3},            Unit{"TBps", 1e12},           Unit{"GBps", 1e9},
-    Unit{"MBps", 1e6},            Unit{"KBps", 1e3},            Unit{"kBps", 1e3},
+    Unit{"Tbps", 1e12 / 8},
+    Unit{"Gbps", 1e9 / 8},
+    Unit{"Mbps", 1e6 / 8},
+    Unit{"Kbps", 1e3 / 8},
+    Unit{"bps", 1.0 / 8},
+    Unit{"TB/s", 1e12},
+    Unit{"GB/s", 1e9},
+    Unit{"MB/s", 1e6},
+    Unit{"kB/s", 1e3},
+    Unit{"B/s", 1.0},
+    Unit{"TiB/s", 1099511627776.0},
+    Unit{"GiB/s", 1073741824.0},
+    Unit{"MiB/s", 1048576.0},
+    Unit{"KiB/s", 1024.0},
+    Unit{"kbps", 1e3 / 8},
+    Unit{"Tbit/s", 1e12 / 8},
+    Unit{"Gbit/s", 1e9 / 8},
+    Unit{"Mbit/s", 1e6 / 8},
+    Unit{"Kbit/s", 1e3 / 8},
+    Unit{"kbit/s", 1e3 / 8},
+    Unit{"bit/s", 1.0 / 8},
+    Unit{"Tb/s", 1e12 / 8},
+    Unit{"Gb/s", 1e9 / 8},
+    Unit{"Mb/s", 1e6 / 8},
+    Unit{"Kb/s", 1e3 / 8},
+    Unit{"kb/s", 1e3 / 8},
+    Unit{"b/s", 1.0 / 8},
+    Unit{"KB/s", 1e3},
+    Unit{"TBps", 1e12},
+    Unit{"GBps", 1e9},
+    Unit{"MBps", 1e6},
+    Unit{"KBps", 1e3},
+    Unit{"kBps", 1e3},
     Unit{"Bps", 1.0},
 };
 
 constexpr std::array kDurationUnits{
-    Unit{"s", 1.0},     Unit{"ms", 1e-3},   Unit{"us", 1e-6},    Unit{"ns", 1e-9},
-    Unit{"min", 60.0},  Unit{"h", 3600.0},  Unit{"\xC2\xB5s", 1e-6},  // µs
+    Unit{"s", 1.0},    Unit{"ms", 1e-3},  Unit{"us", 1e-6},        Unit{"ns", 1e-9},
+    Unit{"min", 60.0}, Unit{"h", 3600.0}, Unit{"\xC2\xB5s", 1e-6},  // µs
 };
 
 constexpr std::array kComputeRateUnits{
-    Unit{"TFLOPS", 1e12}, Unit{"PFLOPS", 1e15}, Unit{"GFLOPS", 1e9}, Unit{"MFLOPS", 1e6},
+    Unit{"TFLOPS", 1e12}, Unit{"PFLOPS", 1e15}, Unit{"GFLOPS", 1e9},   Unit{"MFLOPS", 1e6},
     Unit{"KFLOPS", 1e3},  Unit{"FLOPS", 1.0},   Unit{"TFLOP/s", 1e12}, Unit{"PFLOP/s", 1e15},
-    Unit{"GFLOP/s", 1e9}, Unit{"MFLOP/s", 1e6}, Unit{"KFLOP/s", 1e3}, Unit{"FLOP/s", 1.0},
+    Unit{"GFLOP/s", 1e9}, Unit{"MFLOP/s", 1e6}, Unit{"KFLOP/s", 1e3},  Unit{"FLOP/s", 1.0},
 };
 
 // Bit units that are not rates: a size in bits, or a bandwidth that forgot "/s".
 constexpr std::array<std::string_view, 16> kBitSizeSymbols{
-    "b", "Kb", "kb", "Mb", "Gb", "Tb", "Pb", "bit", "Kbit", "kbit", "Mbit", "Gbit", "Tbit", "bits",
-    "Gbits", "Mbits"};
+    "b",    "Kb",   "kb",   "Mb",   "Gb",   "Tb",   "Pb",    "bit",
+    "Kbit", "kbit", "Mbit", "Gbit", "Tbit", "bits", "Gbits", "Mbits"};
 
 template <std::size_t N>
 const Unit* find_unit(const std::array<Unit, N>& units, std::string_view symbol) {
@@ -65,7 +89,8 @@ const Unit* find_unit(const std::array<Unit, N>& units, std::string_view symbol)
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
       return false;
   return true;
 }
@@ -139,13 +164,17 @@ Parsed<Q> fail(std::string message) {
   return p;
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(trim(s)) + "'"; }
+std::string quoted(std::string_view s) {
+  return "'" + std::string(trim(s)) + "'";
+}
 
 template <class Q, std::size_t N>
 Parsed<Q> parse_with(std::string_view text, const std::array<Unit, N>& units, std::string_view kind,
                      std::string_view example, bool allow_zero) {
   NumberAndUnit nu = split(text);
-  if (!nu.error.empty()) return fail<Q>(nu.error + "; expected " + std::string(kind) + " such as " + std::string(example));
+  if (!nu.error.empty())
+    return fail<Q>(nu.error + "; expected " + std::string(kind) + " such as " +
+                   std::string(example));
   if (nu.unit.empty())
     return fail<Q>(quoted(text) + " has no unit; " + std::string(kind) + " needs one, e.g. " +
                    std::string(example));
@@ -182,7 +211,8 @@ Parsed<Bytes> parse_size(std::string_view text) {
   if (is_bit_size_symbol(unit))
     message += "; sizes are in bytes: write B, kB, MB, GB (powers of 1000) or KiB, MiB, GiB";
   else
-    message += "; a size takes B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)";
+    message +=
+        "; a size takes B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)";
   return fail<Bytes>(message);
 }
 
@@ -197,12 +227,14 @@ Parsed<BytesPerSecond> parse_bandwidth(std::string_view text) {
   if (find_unit(kSizeUnits, nu.unit) || is_bit_size_symbol(nu.unit))
     message += ": a rate needs '/s' or 'ps' (" + number + std::string(nu.unit) + "/s)";
   else
-    message += "; a bandwidth takes bits (bps, Mbps, Gbps, Gbit/s) or bytes (B/s, MB/s, GB/s, GiB/s)";
+    message +=
+        "; a bandwidth takes bits (bps, Mbps, Gbps, Gbit/s) or bytes (B/s, MB/s, GB/s, GiB/s)";
   return fail<BytesPerSecond>(message);
 }
 
 Parsed<Seconds> parse_duration(std::string_view text) {
-  auto p = parse_with<Seconds>(text, kDurationUnits, "a duration", "15ms or 1us", /*allow_zero=*/true);
+  auto p =
+      parse_with<Seconds>(text, kDurationUnits, "a duration", "15ms or 1us", /*allow_zero=*/true);
   if (p || !p.error.empty()) return p;
   return fail<Seconds>(explain_unit(text, split(text).unit, "a duration") +
                        "; a duration takes ns, us, ms, s, min or h");
@@ -213,13 +245,15 @@ Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text) {
   // FLOPS has no bit/byte ambiguity, so its case does not matter ("TFlops").
   if (nu.error.empty() && !nu.unit.empty()) {
     if (const Unit* u = find_unit_ignoring_case(kComputeRateUnits, nu.unit)) {
-      if (nu.number <= 0) return fail<FlopsPerSecond>(quoted(text) + ": a compute rate must be positive");
+      if (nu.number <= 0)
+        return fail<FlopsPerSecond>(quoted(text) + ": a compute rate must be positive");
       Parsed<FlopsPerSecond> p;
       p.value = FlopsPerSecond(nu.number * u->factor);
       return p;
     }
   }
-  auto p = parse_with<FlopsPerSecond>(text, kComputeRateUnits, "a compute rate", "312TFLOPS", false);
+  auto p =
+      parse_with<FlopsPerSecond>(text, kComputeRateUnits, "a compute rate", "312TFLOPS", false);
   if (p || !p.error.empty()) return p;
   std::string message = explain_unit(text, nu.unit, "a compute rate");
   if (equals_ignoring_case(nu.unit.substr(nu.unit.size() > 4 ? nu.unit.size() - 4 : 0), "FLOP"))
@@ -238,7 +272,9 @@ std::string shortest_decimal(double value) {
 
 namespace {
 
-bool is_integer_text(const std::string& s) { return s.find_first_of(".eE") == std::string::npos; }
+bool is_integer_text(const std::string& s) {
+  return s.find_first_of(".eE") == std::string::npos;
+}
 
 // Picks, among units that read back exactly, the text with an integer mantissa if any,
 // then the shortest; ties keep the table's order.
@@ -296,7 +332,8 @@ template <std::size_t N>
 std::string human_with(double value, const std::array<Unit, N>& ladder) {
   // `ladder` is ordered from the largest unit down; take the first with value >= 1.
   for (const Unit& u : ladder)
-    if (std::abs(value) >= u.factor) return four_digits(value / u.factor) + " " + std::string(u.symbol);
+    if (std::abs(value) >= u.factor)
+      return four_digits(value / u.factor) + " " + std::string(u.symbol);
   return four_digits(value / ladder.back().factor) + " " + std::string(ladder.back().symbol);
 }
 
@@ -310,7 +347,8 @@ std::string human_size(Bytes size) {
 
 std::string human_bandwidth(BytesPerSecond rate) {
   constexpr std::array ladder{Unit{"Tbit/s", 1e12 / 8}, Unit{"Gbit/s", 1e9 / 8},
-                              Unit{"Mbit/s", 1e6 / 8}, Unit{"kbit/s", 1e3 / 8}, Unit{"bit/s", 1.0 / 8}};
+                              Unit{"Mbit/s", 1e6 / 8}, Unit{"kbit/s", 1e3 / 8},
+                              Unit{"bit/s", 1.0 / 8}};
   return human_with(rate.value(), ladder);
 }
 

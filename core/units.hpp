@@ -25,8 +25,14 @@ class Quantity {
 
   constexpr Quantity operator+(Quantity other) const { return Quantity(value_ + other.value_); }
   constexpr Quantity operator-(Quantity other) const { return Quantity(value_ - other.value_); }
-  constexpr Quantity& operator+=(Quantity other) { value_ += other.value_; return *this; }
-  constexpr Quantity& operator-=(Quantity other) { value_ -= other.value_; return *this; }
+  constexpr Quantity& operator+=(Quantity other) {
+    value_ += other.value_;
+    return *this;
+  }
+  constexpr Quantity& operator-=(Quantity other) {
+    value_ -= other.value_;
+    return *this;
+  }
   constexpr Quantity operator*(double factor) const { return Quantity(value_ * factor); }
   constexpr Quantity operator/(double divisor) const { return Quantity(value_ / divisor); }
   constexpr double operator/(Quantity other) const { return value_ / other.value_; }
@@ -52,15 +58,31 @@ using Flops = Quantity<dimension::Work>;                // floating-point operat
 using FlopsPerSecond = Quantity<dimension::ComputeRate>;
 
 // The only ways dimensions combine.
-constexpr Seconds operator/(Bytes size, BytesPerSecond rate) { return Seconds(size.value() / rate.value()); }
-constexpr BytesPerSecond operator/(Bytes size, Seconds time) { return BytesPerSecond(size.value() / time.value()); }
-constexpr Bytes operator*(BytesPerSecond rate, Seconds time) { return Bytes(rate.value() * time.value()); }
-constexpr Bytes operator*(Seconds time, BytesPerSecond rate) { return rate * time; }
-constexpr Seconds operator/(Flops work, FlopsPerSecond rate) { return Seconds(work.value() / rate.value()); }
-constexpr FlopsPerSecond operator/(Flops work, Seconds time) { return FlopsPerSecond(work.value() / time.value()); }
+constexpr Seconds operator/(Bytes size, BytesPerSecond rate) {
+  return Seconds(size.value() / rate.value());
+}
+constexpr BytesPerSecond operator/(Bytes size, Seconds time) {
+  return BytesPerSecond(size.value() / time.value());
+}
+constexpr Bytes operator*(BytesPerSecond rate, Seconds time) {
+  return Bytes(rate.value() * time.value());
+}
+constexpr Bytes operator*(Seconds time, BytesPerSecond rate) {
+  return rate * time;
+}
+constexpr Seconds operator/(Flops work, FlopsPerSecond rate) {
+  return Seconds(work.value() / rate.value());
+}
+constexpr FlopsPerSecond operator/(Flops work, Seconds time) {
+  return FlopsPerSecond(work.value() / time.value());
+}
 
-constexpr double bits_per_second(BytesPerSecond rate) { return rate.value() * 8.0; }
-constexpr BytesPerSecond from_bits_per_second(double bits_per_s) { return BytesPerSecond(bits_per_s / 8.0); }
+constexpr double bits_per_second(BytesPerSecond rate) {
+  return rate.value() * 8.0;
+}
+constexpr BytesPerSecond from_bits_per_second(double bits_per_s) {
+  return BytesPerSecond(bits_per_s / 8.0);
+}
 
 // The result of parsing a quantity: the value, or a message saying what is wrong and
 // what would be right. The message does not say where; the caller knows that.

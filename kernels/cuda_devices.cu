@@ -5,7 +5,9 @@
 
 namespace hgsim::kernels::detail {
 
-bool cuda_compiled() { return true; }
+bool cuda_compiled() {
+  return true;
+}
 
 std::vector<RawDevice> query_cuda_devices(std::string& why_none) {
   std::vector<RawDevice> devices;
@@ -18,8 +20,8 @@ std::vector<RawDevice> query_cuda_devices(std::string& why_none) {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    devices.push_back({i, prop.name, static_cast<double>(prop.totalGlobalMem), prop.major, prop.minor,
-                       prop.multiProcessorCount});
+    devices.push_back({i, prop.name, static_cast<double>(prop.totalGlobalMem), prop.major,
+                       prop.minor, prop.multiProcessorCount});
   }
   if (devices.empty()) why_none = "the CUDA runtime sees no device";
   return devices;

@@ -3,7 +3,9 @@
 
 namespace hgsim::kernels::detail {
 
-bool cuda_compiled() { return false; }
+bool cuda_compiled() {
+  return false;
+}
 
 std::vector<RawDevice> query_cuda_devices(std::string& why_none) {
   why_none = "this build has no CUDA sources (nvcc was not found when it was configured)";

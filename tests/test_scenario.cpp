@@ -142,8 +142,12 @@ TEST(Scenario, PlanFileProblemsNameTheJsonPath) {
   ASSERT_TRUE(parsed);
   EXPECT_FALSE(apps::check_plan_file_against(*parsed, points->front().checked, plan_diags));
   std::string text = plan_diags.format();
-  EXPECT_NE(text.find("pipelines[0].stages[1].cluster: unknown cluster 'shanghia'"), std::string::npos) << text;
-  EXPECT_NE(text.find("pipelines[0].stages: the stages hold 31 layers, the model has 32"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipelines[0].stages[1].cluster: unknown cluster 'shanghia'"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pipelines[0].stages: the stages hold 31 layers, the model has 32"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Scenario, SweepIsTheCartesianProduct) {
@@ -153,7 +157,8 @@ TEST(Scenario, SweepIsTheCartesianProduct) {
   ASSERT_EQ(points->size(), 12u);  // 3 bandwidths x 4 codecs
   // The last axis varies fastest; wan[*] sets every WAN link.
   const auto& p5 = (*points)[5];  // bandwidth index 1 (10Gbps), codec index 1 (fp8-e4m3)
-  for (const core::WanLink& w : p5.checked.scenario.wan) EXPECT_DOUBLE_EQ(w.bandwidth.value(), 1.25e9);
+  for (const core::WanLink& w : p5.checked.scenario.wan)
+    EXPECT_DOUBLE_EQ(w.bandwidth.value(), 1.25e9);
   EXPECT_EQ(p5.checked.compression.wan_activations.kind, compress::CodecKind::fp8_e4m3);
   EXPECT_EQ(p5.settings[0].first, "wan[*].bandwidth");
   EXPECT_EQ(p5.settings[1].second, "\"fp8-e4m3\"");
@@ -168,7 +173,7 @@ TEST(Scenario, InlineModelDefaults) {
   ASSERT_TRUE(points) << diags.format();
   const core::ModelConfig& m = points->front().checked.model;
   EXPECT_EQ(m.name, "gpt-2.7b-custom");
-  EXPECT_EQ(m.kv_heads, 32);     // default: no grouped-query attention
+  EXPECT_EQ(m.kv_heads, 32);  // default: no grouped-query attention
   EXPECT_EQ(m.ffn_hidden, 10240);
   EXPECT_EQ(m.max_positions, 2048);  // learned positions default to training.seq_len
 }
@@ -204,7 +209,8 @@ TEST(Cli, NormalizedOutputIsItselfAValidScenario) {
 }
 
 TEST(Cli, CheckRejectsBrokenScenarioWithLineAndKey) {
-  auto path = fs::temp_directory_path() / ("hgsim-cli-broken-" + std::to_string(::getpid()) + ".yaml");
+  auto path =
+      fs::temp_directory_path() / ("hgsim-cli-broken-" + std::to_string(::getpid()) + ".yaml");
   {
     std::ifstream in(kExamples / "explicit-plan.yaml");
     std::stringstream text;
@@ -215,7 +221,8 @@ TEST(Cli, CheckRejectsBrokenScenarioWithLineAndKey) {
   }
   auto r = cli({"check", path.c_str()});
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find(path.string() + ":28:16: error: wan[0].bandwidth:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path.string() + ":28:16: error: wan[0].bandwidth:"), std::string::npos)
+      << r.err;
   auto j = cli({"check", path.c_str(), "--json"});
   EXPECT_EQ(j.status, 1);
   auto json = core::Json::parse(j.out);
@@ -245,10 +252,10 @@ TEST(Cli, GpusJsonListsTheCatalogWithSources) {
 }
 
 TEST(Cli, ExitStatuses) {
-  EXPECT_EQ(cli({}).status, 1);                       // no command
-  EXPECT_EQ(cli({"frobnicate"}).status, 1);           // unknown command
-  EXPECT_EQ(cli({"check"}).status, 1);                // missing argument
-  EXPECT_EQ(cli({"models", "--bogus"}).status, 1);    // unknown flag
+  EXPECT_EQ(cli({}).status, 1);                     // no command
+  EXPECT_EQ(cli({"frobnicate"}).status, 1);         // unknown command
+  EXPECT_EQ(cli({"check"}).status, 1);              // missing argument
+  EXPECT_EQ(cli({"models", "--bogus"}).status, 1);  // unknown flag
   auto v = cli({"--version"});
   EXPECT_EQ(v.status, 0);
   EXPECT_EQ(v.out.rfind("hgsim ", 0), 0u);
