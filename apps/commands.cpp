@@ -124,6 +124,12 @@ void report(const core::Diagnostics& diags, bool json, std::ostream& out, std::o
         << diags.warning_count() << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
 }
 
+int report_bad_input(const core::Diagnostics& diags, bool json, std::ostream& out,
+                     std::ostream& err) {
+  report(diags, json, out, err);
+  return kBadInput;
+}
+
 // ---- hgsim check -------------------------------------------------------------------------
 
 void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& out) {
@@ -211,10 +217,7 @@ int cmd_check(const std::string& path, bool json, bool summary, std::ostream& ou
               std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
-  if (!points) {
-    report(diags, json, out, err);
-    return kBadInput;
-  }
+  if (!points) return report_bad_input(diags, json, out, err);
   if (json) {
     Json result{{"valid", true},
                 {"diagnostics", diagnostics_json(diags)},
@@ -328,10 +331,7 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
               std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
-  if (!points) {
-    report(diags, json, out, err);
-    return kBadInput;
-  }
+  if (!points) return report_bad_input(diags, json, out, err);
   err << diags.format();
   if (json) {
     Json list = Json::array();
@@ -359,10 +359,7 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
 int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue,
                 bool json, std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
-  if (!check_scenario_file(path, diags)) {
-    report(diags, json, out, err);
-    return kBadInput;
-  }
+  if (!check_scenario_file(path, diags)) return report_bad_input(diags, json, out, err);
   err << diags.format();
   err << "hgsim " << command << ": the scenario is valid, but this command is not implemented yet ("
       << issue << ")\n";

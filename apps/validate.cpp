@@ -46,9 +46,9 @@ std::string label_of(const std::vector<std::pair<std::string, std::string>>& set
 
 std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path,
                                                              core::Diagnostics& diags) {
+  const int errors_before = diags.error_count();
   auto document = core::load_document(path, diags);
   if (!document) return std::nullopt;
-  const int errors_before = diags.error_count();
 
   // The scenario as written (sweep values not applied) is checked first; its problems are
   // reported once, and sweep points then only add what their values change.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "core/enum_names.hpp"
 #include "core/scenario.hpp"
 
 namespace hgsim::core {
@@ -58,29 +59,6 @@ std::optional<Pipeline> read_pipeline(const Node& n, const std::string& path, Di
   return p;
 }
 
-template <class E>
-std::optional<E> read_enum(const Node& n, const std::string& path, Diagnostics& d,
-                           const std::vector<std::pair<E, std::string>>& table,
-                           std::string_view what) {
-  std::vector<std::string> names;
-  for (const auto& entry : table) names.push_back(entry.second);
-  auto text = as_choice(n, path, d, names, what);
-  if (!text) return std::nullopt;
-  for (const auto& [value, name] : table)
-    if (name == *text) return value;
-  return std::nullopt;
-}
-
-const std::vector<std::pair<Schedule, std::string>> kSchedules{
-    {Schedule::gpipe, "gpipe"},
-    {Schedule::one_f_one_b, "1f1b"},
-    {Schedule::interleaved, "interleaved"}};
-const std::vector<std::pair<GradSyncAlgorithm, std::string>> kGradSync{
-    {GradSyncAlgorithm::ring, "ring"},
-    {GradSyncAlgorithm::tree, "tree"},
-    {GradSyncAlgorithm::halving_doubling, "halving_doubling"},
-    {GradSyncAlgorithm::hierarchical, "hierarchical"}};
-
 }  // namespace
 
 std::optional<Plan> parse_plan(const Node& document, const std::string& path, Diagnostics& d) {
@@ -89,7 +67,7 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
   Plan plan;
   auto count = [&](const Node& v, const std::string& p) { return as_positive_count(v, p, d); };
   read_optional(f, "schedule", plan.schedule, [&](const Node& v, const std::string& p) {
-    return read_enum(v, p, d, kSchedules, "schedule");
+    return detail::as_enum<Schedule>(v, p, d, "schedule");
   });
   read_optional(f, "micro_batch", plan.micro_batch, count);
   read_optional(f, "virtual_stages", plan.virtual_stages, count);
@@ -110,7 +88,7 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
     Fields g(*gs, f.path_of("grad_sync"), d);
     read_optional(g, "algorithm", plan.grad_sync.algorithm,
                   [&](const Node& v, const std::string& p) {
-                    return read_enum(v, p, d, kGradSync, "grad-sync algorithm");
+                    return detail::as_enum<GradSyncAlgorithm>(v, p, d, "grad-sync algorithm");
                   });
     read_optional(g, "bucket", plan.grad_sync.bucket,
                   [&](const Node& v, const std::string& p) -> std::optional<Bytes> {

@@ -2,6 +2,8 @@
 // in plan.cpp, sweeps in sweep.cpp.
 #include "core/scenario.hpp"
 
+#include "core/enum_names.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
@@ -13,61 +15,8 @@ namespace hgsim::core {
 
 // ---- enumerations ------------------------------------------------------------------------
 
-namespace {
-
-template <class E>
-struct Names;
-
-#define HGSIM_NAMES(E, ...)                                               \
-  template <>                                                             \
-  struct Names<E> {                                                       \
-    static const std::vector<std::pair<E, std::string>>& table() {        \
-      static const std::vector<std::pair<E, std::string>> t{__VA_ARGS__}; \
-      return t;                                                           \
-    }                                                                     \
-  };
-
-HGSIM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"},
-            {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"})
-HGSIM_NAMES(Optimizer, {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"},
-            {Optimizer::sgd, "sgd"})
-HGSIM_NAMES(Recompute, {Recompute::none, "none"}, {Recompute::selective, "selective"},
-            {Recompute::full, "full"})
-HGSIM_NAMES(Schedule, {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"},
-            {Schedule::interleaved, "interleaved"})
-HGSIM_NAMES(GradSyncAlgorithm, {GradSyncAlgorithm::ring, "ring"}, {GradSyncAlgorithm::tree, "tree"},
-            {GradSyncAlgorithm::halving_doubling, "halving_doubling"},
-            {GradSyncAlgorithm::hierarchical, "hierarchical"})
-HGSIM_NAMES(Activation, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"},
-            {Activation::relu, "relu"})
-HGSIM_NAMES(Norm, {Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"})
-#undef HGSIM_NAMES
-
-template <class E>
-std::string name_of(E value) {
-  for (const auto& [v, n] : Names<E>::table())
-    if (v == value) return n;
-  return "?";
-}
-
-template <class E>
-std::vector<std::string> names_of() {
-  std::vector<std::string> out;
-  for (const auto& entry : Names<E>::table()) out.push_back(entry.second);
-  return out;
-}
-
-template <class E>
-std::optional<E> as_enum(const Node& n, const std::string& path, Diagnostics& d,
-                         std::string_view what) {
-  auto text = as_choice(n, path, d, names_of<E>(), what);
-  if (!text) return std::nullopt;
-  for (const auto& [v, name] : Names<E>::table())
-    if (name == *text) return v;
-  return std::nullopt;
-}
-
-}  // namespace
+using detail::as_enum;
+using detail::name_of;
 
 std::string to_string(Precision v) {
   return name_of(v);

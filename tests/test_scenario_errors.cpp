@@ -3,6 +3,7 @@
 // what would be valid.
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <unistd.h>
 
@@ -292,6 +293,45 @@ TEST(ScenarioErrors, MissingFile) {
   hgsim::core::Diagnostics diags;
   EXPECT_FALSE(hgsim::apps::check_scenario_file("/nonexistent/scenario.yaml", diags));
   EXPECT_NE(diags.format().find("cannot open"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// Random damage to a valid scenario (a byte changed, a line dropped or doubled) must give
+// an answer, never a crash or a hang: either the file is still valid, or at least one
+// error is reported. Run under the debug preset this also checks memory safety.
+TEST(ScenarioErrors, RandomDamageNeverCrashes) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  const std::string alphabet = " :-[]{},#'\"0123456789abcxyzGMBps/.\n\t";
+  for (int round = 0; round < 300; ++round) {
+    std::string text = kBase;
+    switch (rng() % 3) {
+      case 0:
+        text[rng() % text.size()] = alphabet[rng() % alphabet.size()];
+        break;
+      case 1: {
+        std::size_t at = text.find('\n', rng() % text.size());
+        std::size_t begin = text.rfind('\n', at == std::string::npos ? text.size() - 1 : at - 1);
+        begin = begin == std::string::npos ? 0 : begin + 1;
+        if (at != std::string::npos) text.erase(begin, at - begin + 1);
+        break;
+      }
+      default: {
+        std::size_t at = text.find('\n', rng() % text.size());
+        std::size_t begin = text.rfind('\n', at == std::string::npos ? text.size() - 1 : at - 1);
+        begin = begin == std::string::npos ? 0 : begin + 1;
+        if (at != std::string::npos) text.insert(begin, text.substr(begin, at - begin + 1));
+      }
+    }
+    ScenarioFile file(text);
+    hgsim::core::Diagnostics diags;
+    auto points = hgsim::apps::check_scenario_file(file.path(), diags);
+    ASSERT_EQ(points.has_value(), !diags.has_errors()) << "seed " << seed << "\n"
+                                                       << text << diags.format();
+  }
 }
 
 }  // namespace
