@@ -8,6 +8,8 @@ JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 DEMO_SCENARIO ?= scenarios/examples/explicit-plan.yaml
 HGSIM         := $(BUILD_DIR)/apps/hgsim
 
+MAKEFLAGS += --no-print-directory
+
 .PHONY: all deps configure build demo test bench format clean
 
 all: build
