@@ -38,6 +38,9 @@ HGSIM_NAMES(GradSyncAlgorithm, {GradSyncAlgorithm::ring, "ring"}, {GradSyncAlgor
 HGSIM_NAMES(Activation, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"},
             {Activation::relu, "relu"})
 HGSIM_NAMES(Norm, {Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"})
+HGSIM_NAMES(NetworkModel, {NetworkModel::flow, "flow"}, {NetworkModel::lv08, "lv08"})
+HGSIM_NAMES(Fidelity, {Fidelity::automatic, "auto"}, {Fidelity::full, "full"},
+            {Fidelity::folded, "folded"})
 #undef HGSIM_NAMES
 
 template <class E>

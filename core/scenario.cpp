@@ -39,6 +39,12 @@ std::string to_string(Activation v) {
 std::string to_string(Norm v) {
   return name_of(v);
 }
+std::string to_string(NetworkModel v) {
+  return name_of(v);
+}
+std::string to_string(Fidelity v) {
+  return name_of(v);
+}
 
 int element_bytes(Precision p) {
   switch (p) {
@@ -107,7 +113,8 @@ int Scenario::total_gpus() const {
 bool Scenario::operator==(const Scenario& o) const {
   return name == o.name && description == o.description && model == o.model &&
          training == o.training && clusters == o.clusters && wan == o.wan &&
-         strategy == o.strategy && compression == o.compression && sweep == o.sweep;
+         strategy == o.strategy && compression == o.compression && simulation == o.simulation &&
+         sweep == o.sweep;
 }
 
 // ---- the reader --------------------------------------------------------------------------
@@ -151,6 +158,7 @@ class ScenarioReader {
   void read_wan_link(const Node& n, const std::string& path);
   void read_trace(WanLink& link, const Node& n, const std::string& path);
   void read_compression(const Node& n);
+  void read_simulation(const Node& n);
   void read_sweep(const Node& n);
   std::optional<LinkSpec> read_link(const Node& n, const std::string& path);
 
@@ -221,6 +229,7 @@ void ScenarioReader::read(const Node& root) {
     }
   }
   if (const Node* n = f.optional("compression")) read_compression(*n);
+  if (const Node* n = f.optional("simulation")) read_simulation(*n);
   if (const Node* n = f.optional("sweep")) read_sweep(*n);
   f.reject_unknown();
 }
@@ -309,6 +318,16 @@ void ScenarioReader::read_clusters(const Node& n) {
       if (auto link = read_link(*l, f.path_of("nvlink"))) c.nvlink = *link;
     if (const Node* l = f.required("nic"))
       if (auto link = read_link(*l, f.path_of("nic"))) c.nic = *link;
+    if (const Node* o = f.optional("oversubscription")) {
+      auto v = as_number(*o, f.path_of("oversubscription"), d_);
+      if (v && !(*v >= 1))
+        d_.error(o->where, f.path_of("oversubscription"),
+                 "oversubscription must be at least 1, found " + o->text,
+                 "1 is a non-blocking fabric; 2 means a node's uplink carries half of what its "
+                 "NICs can send");
+      else if (v)
+        c.oversubscription = *v;
+    }
     f.reject_unknown();
     if (!c.name.empty()) {
       auto [it, fresh] = first_path_of_name.emplace(c.name, path);
@@ -416,6 +435,16 @@ void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string&
   }
   if (link.trace_steps.empty())
     d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
+}
+
+void ScenarioReader::read_simulation(const Node& n) {
+  Simulation& sim = s_.simulation;
+  Fields f(n, "simulation", d_);
+  if (!f.ok()) return;
+  set(f, "network_model", sim.network_model, choice<NetworkModel>("network model"));
+  set(f, "tcp_window", sim.tcp_window, size());
+  set(f, "fidelity", sim.fidelity, choice<Fidelity>("fidelity"));
+  f.reject_unknown();
 }
 
 void ScenarioReader::read_compression(const Node& n) {
@@ -560,6 +589,9 @@ Json scenario_to_json(const Scenario& s) {
                         {"gpus_per_node", c.gpus_per_node},
                         {"nvlink", link_json(c.nvlink)},
                         {"nic", link_json(c.nic)}});
+  for (std::size_t i = 0; i < s.clusters.size(); ++i)
+    if (s.clusters[i].oversubscription != 1)
+      clusters[i]["oversubscription"] = s.clusters[i].oversubscription;
   out["clusters"] = clusters;
   Json wan = Json::array();
   for (const WanLink& w : s.wan) {
@@ -574,6 +606,9 @@ Json scenario_to_json(const Scenario& s) {
   out["strategy"] = s.strategy.automatic ? Json("auto") : plan_to_json(s.strategy.plan);
   out["compression"] = {{"wan_activations", codec_json(s.compression.wan_activations)},
                         {"wan_gradients", codec_json(s.compression.wan_gradients)}};
+  out["simulation"] = {{"network_model", to_string(s.simulation.network_model)},
+                       {"tcp_window", format_size(s.simulation.tcp_window)},
+                       {"fidelity", to_string(s.simulation.fidelity)}};
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
     for (const SweepAxis& axis : s.sweep) {

@@ -31,6 +31,8 @@ enum class Schedule { gpipe, one_f_one_b, interleaved };
 enum class GradSyncAlgorithm { ring, tree, halving_doubling, hierarchical };
 enum class Activation { gelu, swiglu, relu };
 enum class Norm { layernorm, rmsnorm };
+enum class NetworkModel { flow, lv08 };
+enum class Fidelity { automatic, full, folded };
 
 std::string to_string(Precision);
 std::string to_string(Optimizer);
@@ -39,6 +41,8 @@ std::string to_string(Schedule);
 std::string to_string(GradSyncAlgorithm);
 std::string to_string(Activation);
 std::string to_string(Norm);
+std::string to_string(NetworkModel);
+std::string to_string(Fidelity);
 
 // Bytes of one element of activations/weights in this precision (fp32 and tf32 keep
 // fp32 storage; fp8 training keeps 16-bit activations between layers, see models/).
@@ -87,6 +91,9 @@ struct Cluster {
   int gpus_per_node = 0;
   LinkSpec nvlink;  // inside a node, per GPU, each direction
   LinkSpec nic;     // per GPU, into the cluster fabric
+  // Fabric oversubscription: a node's uplink carries gpus_per_node * nic.bandwidth /
+  // oversubscription; 1 is a non-blocking fabric.
+  double oversubscription = 1;
   int gpu_count() const { return nodes * gpus_per_node; }
   bool operator==(const Cluster&) const = default;
 };
@@ -162,6 +169,20 @@ struct CodecConfig {
   bool operator==(const CodecConfig& o) const;
 };
 
+// How the simulator plays the scenario (`simulation:`; every key optional).
+struct Simulation {
+  // flow: SimGrid's CM02 flow model with latencies and bandwidths as written (closed forms
+  // hold exactly); lv08: SimGrid's default, calibrated on TCP (latency x 13.01, bandwidth
+  // x 0.97).
+  NetworkModel network_model = NetworkModel::flow;
+  // TCP window of a flow that crosses the WAN, when the link names none: a flow's rate is
+  // at most window / round-trip time. 4 MiB, SimGrid's default (Linux autotuning caps
+  // receive windows at 6 MiB by default).
+  Bytes tcp_window = Bytes(4.0 * 1024 * 1024);
+  Fidelity fidelity = Fidelity::automatic;
+  bool operator==(const Simulation&) const = default;
+};
+
 struct CompressionPolicy {
   CodecConfig wan_activations;  // pipeline traffic crossing the WAN (both directions)
   CodecConfig wan_gradients;    // data-parallel gradient sync crossing the WAN
@@ -194,6 +215,7 @@ struct Scenario {
   std::vector<WanLink> wan;
   Strategy strategy;
   CompressionPolicy compression;
+  Simulation simulation;
   std::vector<SweepAxis> sweep;
 
   // Where a key path was written ("clusters[1].gpu"); the document's location if unknown.
