@@ -12,6 +12,7 @@
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
+#include "sim/simulate.hpp"
 
 #ifndef HGSIM_VERSION
 #define HGSIM_VERSION "0.0.0"
@@ -325,7 +326,97 @@ int cmd_gpus(bool json, std::ostream& out) {
   return kSuccess;
 }
 
-// ---- hgsim sweep / run / plan ------------------------------------------------------------
+// ---- hgsim run ---------------------------------------------------------------------------
+
+struct RunOptions {
+  std::string plan_file;
+  std::string fidelity;
+  sim::SimulationOptions sim;
+};
+
+// Simulates one checked point; the plan is the scenario's or the --plan file's.
+std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
+                                   core::Diagnostics& diags) {
+  core::Plan plan = c.scenario.strategy.plan;
+  std::string plan_path = "strategy";
+  if (!options.plan_file.empty()) {
+    auto loaded = core::load_plan(options.plan_file, diags);
+    if (!loaded || diags.has_errors()) return std::nullopt;
+    if (!check_plan_file_against(*loaded, c, diags)) return std::nullopt;
+    plan = *loaded;
+    plan_path = "";
+  } else if (c.scenario.strategy.automatic) {
+    diags.error(c.scenario.where("strategy"), "strategy",
+                "strategy: auto needs the planner, which is not implemented yet (issue #6)",
+                "write a plan under strategy:, or pass one with --plan PLAN.json");
+    return std::nullopt;
+  }
+  static const kernels::RooflineModel roofline;
+  sim::SimulationInput in;
+  in.scenario = &c.scenario;
+  in.plan = &plan;
+  in.plan_path = plan_path;
+  in.model = &c.model;
+  in.compression = c.compression;
+  in.compute = &roofline;
+  return sim::simulate(in, options.sim, diags);
+}
+
+int cmd_run(const std::string& path, const RunOptions& options, bool json, std::ostream& out,
+            std::ostream& err) {
+  core::Diagnostics diags;
+  auto points = check_scenario_file(path, diags);
+  if (!points) return report_bad_input(diags, json, out, err);
+  if (points->size() > 1) {
+    diags.error(points->front().checked.scenario.where("sweep"), "sweep",
+                "the scenario has a sweep of " + std::to_string(points->size()) +
+                    " points; hgsim run simulates one",
+                "use hgsim sweep " + path + " to run every point");
+    return report_bad_input(diags, json, out, err);
+  }
+  auto result = simulate_point(points->front().checked, options, diags);
+  if (!result) return report_bad_input(diags, json, out, err);
+  err << diags.format();
+  if (json)
+    out << result->dump(2) << "\n";
+  else
+    out << sim::format_results(*result);
+  return kSuccess;
+}
+
+int run_points(const std::vector<CheckedPoint>& points, bool json, std::ostream& out,
+               std::ostream& err) {
+  RunOptions options;
+  Json list = Json::array();
+  Table t({"point", "settings", "iteration", "tokens/s", "MFU"});
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    core::Diagnostics diags;
+    err << "hgsim sweep: point " << i + 1 << " of " << points.size() << "\n";
+    auto result = simulate_point(points[i].checked, options, diags);
+    if (!result) return report_bad_input(diags, json, out, err);
+    std::string settings;
+    Json s = Json::object();
+    for (const auto& [k, v] : points[i].settings) {
+      settings += k + "=" + v + " ";
+      s[k] = Json::parse(v);
+    }
+    list.push_back({{"settings", s}, {"result", *result}});
+    t.add({std::to_string(i), settings,
+           core::human_duration(core::Seconds((*result)["iteration_time_s"].get<double>())),
+           fixed((*result)["tokens_per_s"].get<double>(), 0),
+           fixed(100 * (*result)["mfu"].get<double>(), 1) + "%"});
+  }
+  if (json)
+    out << Json{{"points", list}}.dump(2) << "\n";
+  else
+    t.print(out);
+  return kSuccess;
+}
+
+// ---- hgsim sweep / plan -----------------------------------------------------------------
+
+int run_points(const std::vector<CheckedPoint>& points, bool json, std::ostream& out,
+               std::ostream& err);
 
 int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& out,
               std::ostream& err) {
@@ -351,9 +442,7 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
     }
   }
   if (list_only) return kSuccess;
-  err << "hgsim sweep: running the points needs the simulator, which lands with issue #3; "
-         "use --list to only expand and check them\n";
-  return kInternalError;
+  return run_points(*points, json, out, err);
 }
 
 int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue,
@@ -392,9 +481,24 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
   gpus->add_flag("--json", json, "print as JSON");
 
-  CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan (issue #3)");
+  RunOptions run_options;
+  CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan");
   run->add_option("SCENARIO", scenario, "scenario file")->required();
-  run->add_flag("--json", json, "print as JSON");
+  run->add_flag("--json", json, "print the results as JSON (the contract in sim/simulate.hpp)");
+  run->add_option("--plan", run_options.plan_file,
+                  "a plan file (JSON or YAML) to run instead of the scenario's strategy");
+  run->add_option("--fidelity", run_options.fidelity,
+                  "full (every GPU and transfer), folded (identical groups once) or auto "
+                  "(full up to 256 GPUs); overrides simulation.fidelity")
+      ->check(CLI::IsMember({"full", "folded", "auto"}));
+  run->add_option("--trace", run_options.sim.trace_path,
+                  "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
+  run->add_option("--export-platform", run_options.sim.platform_path,
+                  "write the simulated platform as SimGrid platform XML");
+  run->add_option("--export-graph", run_options.sim.graph_path,
+                  "write the execution graph as JSON");
+  run->add_flag("--allow-oom", run_options.sim.allow_oom,
+                "simulate a plan even when a stage does not fit in GPU memory");
 
   CLI::App* plan = app.add_subcommand("plan", "Search a plan for a scenario (issue #6)");
   plan->add_option("SCENARIO", scenario, "scenario file")->required();
@@ -431,8 +535,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (models_cmd->parsed()) return cmd_models(json, out);
     if (gpus->parsed()) return cmd_gpus(json, out);
     if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
-    if (run->parsed())
-      return cmd_not_yet("run", scenario, "the simulator: issue #3", json, out, err);
+    if (run->parsed()) {
+      if (!run_options.fidelity.empty()) {
+        run_options.sim.fidelity_from_cli = true;
+        run_options.sim.fidelity = run_options.fidelity == "full"     ? core::Fidelity::full
+                                   : run_options.fidelity == "folded" ? core::Fidelity::folded
+                                                                      : core::Fidelity::automatic;
+      }
+      return cmd_run(scenario, run_options, json, out, err);
+    }
     if (plan->parsed())
       return cmd_not_yet("plan", scenario, "the planner: issue #6", json, out, err);
   } catch (const std::exception& e) {

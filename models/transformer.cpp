@@ -38,15 +38,6 @@ double norm_parameters(const ModelConfig& m) {
   return hidden(m) * (has_bias ? 2 : 1);
 }
 
-double attention_matmul_parameters(const ModelConfig& m) {
-  const double h = hidden(m);
-  return h * (h + 2 * kv_width(m)) + h * h;  // Q, K, V projections, then the output
-}
-
-double mlp_matmul_parameters(const ModelConfig& m) {
-  return mlp_matrices(m) * hidden(m) * m.ffn_hidden;
-}
-
 // One bias per output column: Q, K, V and output projections; up (and gate) and down.
 double layer_bias_parameters(const ModelConfig& m) {
   if (!m.bias) return 0;
@@ -59,6 +50,15 @@ double layer_bias_parameters(const ModelConfig& m) {
 }  // namespace
 
 // ---- parameters -----------------------------------------------------------------------
+
+double attention_matmul_parameters(const ModelConfig& m) {
+  const double h = hidden(m);
+  return h * (h + 2 * kv_width(m)) + h * h;  // Q, K, V projections, then the output
+}
+
+double mlp_matmul_parameters(const ModelConfig& m) {
+  return mlp_matrices(m) * hidden(m) * m.ffn_hidden;
+}
 
 double layer_matmul_parameters(const ModelConfig& m) {
   return attention_matmul_parameters(m) + mlp_matmul_parameters(m);
@@ -114,6 +114,13 @@ Flops layer_backward_flops(const ModelConfig& m, double sequences, int seq_len) 
 
 // Full recomputation runs each layer's forward again before its backward; selective
 // recomputation (Korthikanti et al. 2022, sec. 5) only the attention core.
+double attention_share_of_layer(const ModelConfig& m, int seq_len) {
+  // Per token: 2 x matrix parameters, plus 4 s h for the attention core.
+  const double attention = 2 * attention_matmul_parameters(m) + 4.0 * seq_len * hidden(m);
+  const double mlp = 2 * mlp_matmul_parameters(m);
+  return attention / (attention + mlp);
+}
+
 Flops layer_recompute_flops(const ModelConfig& m, double sequences, int seq_len,
                             Recompute recompute) {
   switch (recompute) {

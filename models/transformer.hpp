@@ -19,6 +19,10 @@ namespace hgsim::models {
 
 // ---- parameters -----------------------------------------------------------------------
 
+// Q, K, V and output projections (grouped-query attention narrows K and V).
+double attention_matmul_parameters(const core::ModelConfig& m);
+// Up and down (and gate, for SwiGLU) projections.
+double mlp_matmul_parameters(const core::ModelConfig& m);
 // Weights of the attention and MLP matrices of one layer, without biases and norms: the
 // parameters every token multiplies (what FLOPs are counted on).
 double layer_matmul_parameters(const core::ModelConfig& m);
@@ -42,6 +46,10 @@ core::Flops attention_core_forward_flops(const core::ModelConfig& m, double sequ
 core::Flops layer_forward_flops(const core::ModelConfig& m, double sequences, int seq_len);
 // One layer backward: twice the forward (gradients of inputs and of weights).
 core::Flops layer_backward_flops(const core::ModelConfig& m, double sequences, int seq_len);
+// The attention block's share of a layer's forward FLOPs (projections and the attention
+// core), the rest being the MLP's: how a layer's time splits around its two
+// tensor-parallel collectives.
+double attention_share_of_layer(const core::ModelConfig& m, int seq_len);
 // Forward work repeated in backward: full = a whole layer, selective = the attention core.
 core::Flops layer_recompute_flops(const core::ModelConfig& m, double sequences, int seq_len,
                                   core::Recompute recompute);

@@ -261,9 +261,15 @@ TEST(Cli, ExitStatuses) {
   EXPECT_EQ(v.out.rfind("hgsim ", 0), 0u);
   // Commands whose implementation lands later say so, with status 2.
   const std::string f = (kExamples / "explicit-plan.yaml").string();
-  auto run = cli({"run", f.c_str()});
-  EXPECT_EQ(run.status, 2);
-  EXPECT_NE(run.err.find("issue #3"), std::string::npos);
+  auto plan = cli({"plan", f.c_str()});
+  EXPECT_EQ(plan.status, 2);
+  EXPECT_NE(plan.err.find("issue #6"), std::string::npos);
+  // Running strategy: auto needs the planner: refused at the strategy's line.
+  const std::string automatic = (kExamples / "two-clusters.yaml").string();
+  auto run = cli({"run", automatic.c_str()});
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("two-clusters.yaml:"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("issue #6"), std::string::npos) << run.err;
   auto list = cli({"sweep", (kExamples / "four-regions-sweep.yaml").c_str(), "--list", "--json"});
   EXPECT_EQ(list.status, 0);
   EXPECT_EQ(core::Json::parse(list.out)["points"].size(), 12u);

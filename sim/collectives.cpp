@@ -1,0 +1,288 @@
+#include "sim/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "compress/codec_cost.hpp"
+
+namespace hgsim::sim {
+
+bool is_power_of_two(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
+
+namespace {
+
+int ceil_log2(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
+NodeId join_of(Graph& g, std::initializer_list<NodeId> nodes) {
+  NodeId j = g.join();
+  for (NodeId n : nodes) g.edge(n, j);
+  return j;
+}
+
+int step_label(const Sender& s, const Collective& c, const char* phase, int step) {
+  return s.graph.label(c.name + " " + phase + " step " + std::to_string(step));
+}
+
+// `steps` ring steps of `chunk` bytes: at each step member i sends to member i+1 what it
+// received at the step before (its own data at the first step).
+std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector<NodeId> have,
+                               int steps, double chunk, const char* phase) {
+  const int n = static_cast<int>(c.members.size());
+  for (int step = 0; step < steps; ++step) {
+    std::vector<NodeId> arrived(n);
+    const int label = step_label(s, c, phase, step);
+    for (int i = 0; i < n; ++i) {
+      const int next = (i + 1) % n;
+      arrived[next] = s.send(c.members[i], c.members[next], chunk, have[i], label, c.flows);
+    }
+    have = std::move(arrived);
+  }
+  return have;
+}
+
+}  // namespace
+
+NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int flows) const {
+  const bool wan = platform.crosses_wan(src, dst);
+  const bool coded = wan && codec && codec->active();
+  double wire = bytes;
+  NodeId start = after;
+  double decode_s = 0;
+  if (coded) {
+    // Each of the `flows` parallel senders codes its own share.
+    const double share = bytes / std::max(flows, 1);
+    const double elements = share / core::element_bytes(codec->dtype);
+    const std::int64_t columns = std::max(codec->columns, 1);
+    const auto rows = static_cast<std::int64_t>(std::ceil(elements / columns));
+    const std::vector<std::int64_t> shape{std::max<std::int64_t>(rows, 1), columns};
+    const auto& src_gpu = *platform.clusters[platform.devices[src].cluster].gpu;
+    const auto& dst_gpu = *platform.clusters[platform.devices[dst].cluster].gpu;
+    const auto at_src = compress::code_transfer(codec->spec, shape, codec->dtype, src_gpu);
+    decode_s = compress::code_transfer(codec->spec, shape, codec->dtype, dst_gpu).decode.value();
+    wire = at_src.wire_bytes.value() * std::max(flows, 1);
+    start =
+        graph.compute(src, at_src.encode.value(), Work::codec,
+                      graph.label("encode " + compress::to_string(codec->spec.kind)), micro_batch);
+    graph.edge(after, start);
+  }
+  if (wan && stats) {
+    stats->wan_raw_bytes += bytes;
+    stats->wan_wire_bytes += wire;
+  }
+  const NodeId t = graph.transfer(src, dst, wire, work, label, micro_batch, flows);
+  graph.edge(start, t);
+  if (!coded) return t;
+  const NodeId decoded =
+      graph.compute(dst, decode_s, Work::codec,
+                    graph.label("decode " + compress::to_string(codec->spec.kind)), micro_batch);
+  graph.edge(t, decoded);
+  return decoded;
+}
+
+std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  const double chunk = c.bytes / n;
+  auto have = ring_steps(s, c, c.ready, n - 1, chunk, "reduce-scatter");
+  return ring_steps(s, c, have, n - 1, chunk, "all-gather");
+}
+
+std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  return ring_steps(s, c, c.ready, n - 1, c.bytes / n, "reduce-scatter");
+}
+
+std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  return ring_steps(s, c, c.ready, n - 1, c.bytes / n, "all-gather");
+}
+
+std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  std::vector<NodeId> have = c.ready;
+  std::vector<NodeId> sent = c.ready;  // a member's sends go one after another
+  for (int round = 0, mask = 1; mask < n; ++round, mask <<= 1) {
+    const int label = step_label(s, c, "broadcast", round);
+    for (int i = 0; i < mask && i + mask < n; ++i) {
+      const NodeId after = join_of(s.graph, {have[i], sent[i]});
+      const NodeId arrived =
+          s.send(c.members[i], c.members[i + mask], c.bytes, after, label, c.flows);
+      have[i + mask] = join_of(s.graph, {have[i + mask], arrived});
+      sent[i] = arrived;
+    }
+  }
+  return have;
+}
+
+std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  // Reduce: at round r, every member whose index is an odd multiple of 2^r sends its
+  // partial sum to the member 2^r below it.
+  std::vector<NodeId> have = c.ready;
+  for (int round = 0, mask = 1; mask < n; ++round, mask <<= 1) {
+    const int label = step_label(s, c, "reduce", round);
+    for (int i = mask; i < n; i += 2 * mask) {
+      const NodeId arrived =
+          s.send(c.members[i], c.members[i - mask], c.bytes, have[i], label, c.flows);
+      have[i - mask] = join_of(s.graph, {have[i - mask], arrived});
+    }
+  }
+  // Broadcast the sum back down the same tree, widest stride first.
+  std::vector<NodeId> sent = have;
+  for (int round = 0, mask = 1 << (ceil_log2(n) - 1); mask >= 1; ++round, mask >>= 1) {
+    const int label = step_label(s, c, "broadcast", round);
+    for (int i = 0; i + mask < n; i += 2 * mask) {
+      const NodeId after = join_of(s.graph, {have[i], sent[i]});
+      const NodeId arrived =
+          s.send(c.members[i], c.members[i + mask], c.bytes, after, label, c.flows);
+      have[i + mask] = join_of(s.graph, {have[i + mask], arrived});
+      sent[i] = arrived;
+    }
+  }
+  return have;
+}
+
+std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collective& c) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  if (!is_power_of_two(n)) return ring_all_reduce(s, c);
+  std::vector<NodeId> have = c.ready;
+  auto exchange = [&](int distance, double bytes, const char* phase, int round) {
+    const int label = step_label(s, c, phase, round);
+    std::vector<NodeId> next(n);
+    for (int i = 0; i < n; ++i) {
+      const int partner = i ^ distance;
+      next[partner] = s.send(c.members[i], c.members[partner], bytes, have[i], label, c.flows);
+    }
+    for (int i = 0; i < n; ++i) have[i] = join_of(s.graph, {have[i], next[i]});
+  };
+  // Reduce-scatter by recursive halving: exchange half of what is left with a partner
+  // n/2, n/4, ... away.
+  int round = 0;
+  double bytes = c.bytes;
+  for (int distance = n / 2; distance >= 1; distance /= 2, ++round) {
+    bytes /= 2;
+    exchange(distance, bytes, "halving", round);
+  }
+  // All-gather by recursive doubling: partners 1, 2, 4, ... away, the piece doubling.
+  bytes = c.bytes / n;
+  round = 0;
+  for (int distance = 1; distance < n; distance *= 2, ++round) {
+    exchange(distance, bytes, "doubling", round);
+    bytes *= 2;
+  }
+  return have;
+}
+
+std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c,
+                                            const std::vector<std::vector<int>>& groups) {
+  if (groups.size() <= 1) return ring_all_reduce(s, c);
+  std::vector<NodeId> done(c.members.size());
+  std::vector<std::size_t> index_of(groups.size());
+  // Positions of each group's members inside c.members.
+  std::vector<std::vector<std::size_t>> position(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (int device : groups[g])
+      position[g].push_back(std::find(c.members.begin(), c.members.end(), device) -
+                            c.members.begin());
+
+  // 1. Reduce-scatter inside each cluster.
+  std::vector<std::vector<NodeId>> shard(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Collective local{groups[g], {}, c.bytes, c.name + " intra", c.flows};
+    for (std::size_t p : position[g]) local.ready.push_back(c.ready[p]);
+    shard[g] = ring_reduce_scatter(s, local);
+  }
+  // 2. All-reduce across clusters, lane j joining member j of every cluster.
+  std::size_t lanes = groups[0].size();
+  for (const auto& g : groups) lanes = std::min(lanes, g.size());
+  for (std::size_t lane = 0; lane < lanes; ++lane) {
+    Collective across{{},
+                      {},
+                      c.bytes / static_cast<double>(lanes),
+                      c.name + " inter lane " + std::to_string(lane),
+                      c.flows};
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      across.members.push_back(groups[g][lane]);
+      across.ready.push_back(shard[g][lane]);
+    }
+    auto reduced = ring_all_reduce(s, across);
+    for (std::size_t g = 0; g < groups.size(); ++g) shard[g][lane] = reduced[g];
+  }
+  // 3. All-gather inside each cluster.
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Collective local{groups[g], shard[g], c.bytes, c.name + " intra", c.flows};
+    auto gathered = ring_all_gather(s, local);
+    for (std::size_t k = 0; k < gathered.size(); ++k) done[position[g][k]] = gathered[k];
+  }
+  return done;
+}
+
+std::vector<NodeId> all_reduce(core::GradSyncAlgorithm algorithm, const Sender& s,
+                               const Collective& c) {
+  switch (algorithm) {
+    case core::GradSyncAlgorithm::tree:
+      return tree_all_reduce(s, c);
+    case core::GradSyncAlgorithm::halving_doubling:
+      return halving_doubling_all_reduce(s, c);
+    case core::GradSyncAlgorithm::ring:
+    case core::GradSyncAlgorithm::hierarchical:
+      break;
+  }
+  return ring_all_reduce(s, c);
+}
+
+// ---- closed forms -----------------------------------------------------------------------
+
+double ring_all_reduce_time(int n, double bytes, Hop2 hop) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) / n * bytes / hop.bytes_per_s + 2.0 * (n - 1) * hop.latency_s;
+}
+
+double ring_reduce_scatter_time(int n, double bytes, Hop2 hop) {
+  if (n <= 1) return 0;
+  return 1.0 * (n - 1) / n * bytes / hop.bytes_per_s + (n - 1) * hop.latency_s;
+}
+
+double ring_all_gather_time(int n, double bytes, Hop2 hop) {
+  return ring_reduce_scatter_time(n, bytes, hop);
+}
+
+double tree_broadcast_time(int n, double bytes, Hop2 hop) {
+  if (n <= 1) return 0;
+  return ceil_log2(n) * (bytes / hop.bytes_per_s + hop.latency_s);
+}
+
+double tree_all_reduce_time(int n, double bytes, Hop2 hop) {
+  return 2 * tree_broadcast_time(n, bytes, hop);
+}
+
+double halving_doubling_all_reduce_time(int n, double bytes, Hop2 hop) {
+  if (n <= 1) return 0;
+  if (!is_power_of_two(n)) return ring_all_reduce_time(n, bytes, hop);
+  return 2.0 * (n - 1) / n * bytes / hop.bytes_per_s + 2.0 * ceil_log2(n) * hop.latency_s;
+}
+
+double all_reduce_time(core::GradSyncAlgorithm algorithm, int n, double bytes, Hop2 hop) {
+  switch (algorithm) {
+    case core::GradSyncAlgorithm::tree:
+      return tree_all_reduce_time(n, bytes, hop);
+    case core::GradSyncAlgorithm::halving_doubling:
+      return halving_doubling_all_reduce_time(n, bytes, hop);
+    case core::GradSyncAlgorithm::ring:
+    case core::GradSyncAlgorithm::hierarchical:
+      break;
+  }
+  return ring_all_reduce_time(n, bytes, hop);
+}
+
+}  // namespace hgsim::sim

@@ -1,0 +1,97 @@
+// Collectives lowered to point-to-point transfers, each written as its textbook steps,
+// and their closed forms (used by folded fidelity and checked against the lowering).
+//
+// Every collective runs among `members` (devices), starts for member i once `ready[i]`
+// has completed, and returns for each member the node after which it holds its result.
+// Reduction arithmetic is not costed (it hides under the transfers on GPUs).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compress/codec_spec.hpp"
+#include "core/scenario.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "sim/graph.hpp"
+#include "sim/platform.hpp"
+
+namespace hgsim::sim {
+
+// The one place a transfer crossing the WAN gets its codec: bytes on the wire and codec
+// time at both ends come from compress::code_transfer.
+struct WanCodec {
+  compress::CodecSpec spec;
+  core::Precision dtype = core::Precision::bf16;
+  int columns = 1;  // the tensor's last dimension (hidden size), for codecs that need a shape
+  bool active() const { return spec.kind != compress::CodecKind::none; }
+};
+
+struct CodecStats {
+  double wan_raw_bytes = 0;   // what WAN transfers would have carried uncompressed
+  double wan_wire_bytes = 0;  // what they carried
+};
+
+// Sends `bytes` from `src` to `dst` after `after`; returns the node after which `dst` has
+// the data. Crossing the WAN with an active codec: encode on `src`, the encoded bytes on
+// the wire, decode on `dst`. `flows`: parallel TCP flows the transfer stands for.
+struct Sender {
+  Graph& graph;
+  const Platform& platform;
+  const WanCodec* codec = nullptr;  // nullptr or inactive: raw bytes
+  CodecStats* stats = nullptr;
+  Work work = Work::none;
+  int micro_batch = -1;
+
+  NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
+};
+
+struct Collective {
+  std::vector<int> members;   // devices, in ring order
+  std::vector<NodeId> ready;  // per member: the node its data is ready after
+  double bytes = 0;           // the tensor each member holds (all-reduce, reduce-scatter input)
+  std::string name;           // "dp bucket 3", shown in labels
+  int flows = 1;              // folded fidelity: parallel rings each transfer stands for
+};
+
+// Ring: reduce-scatter then all-gather, 2(n-1) steps of bytes/n.
+std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c);
+// Ring reduce-scatter: n-1 steps; member i ends with the reduced chunk i.
+std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c);
+// Ring all-gather: n-1 steps; c.bytes is the gathered size, each member starts with bytes/n.
+std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c);
+// Binomial-tree broadcast of c.bytes from members[0]: ceil(log2 n) rounds.
+std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c);
+// Binomial-tree reduce to members[0], then the broadcast back: 2 ceil(log2 n) rounds of c.bytes.
+std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c);
+// Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling;
+// log2 n rounds each, sizes bytes/2, bytes/4, ... For n a power of two; otherwise the ring.
+std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collective& c);
+
+// Hierarchical all-reduce for members in several clusters (groups[k] = the members of one
+// cluster, in ring order): reduce-scatter inside each cluster, all-reduce of the shards
+// across clusters (min |group| lanes, lane j joins member j of every cluster, each lane a
+// ring over bytes / lanes), all-gather inside each cluster.
+std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c,
+                                            const std::vector<std::vector<int>>& groups);
+
+std::vector<NodeId> all_reduce(core::GradSyncAlgorithm algorithm, const Sender& s,
+                               const Collective& c);
+
+// ---- closed forms on a uniform ring: every hop has bandwidth B (bytes/s) and latency a ----
+
+struct Hop2 {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+double ring_all_reduce_time(int n, double bytes, Hop2 hop);      // 2(n-1)/n S/B + 2(n-1) a
+double ring_reduce_scatter_time(int n, double bytes, Hop2 hop);  // (n-1)/n S/B + (n-1) a
+double ring_all_gather_time(int n, double bytes, Hop2 hop);      // (n-1)/n S/B + (n-1) a
+double tree_broadcast_time(int n, double bytes, Hop2 hop);       // ceil(log2 n)(S/B + a)
+double tree_all_reduce_time(int n, double bytes, Hop2 hop);      // 2 ceil(log2 n)(S/B + a)
+double halving_doubling_all_reduce_time(int n, double bytes,
+                                        Hop2 hop);  // 2(n-1)/n S/B + 2 log2(n) a
+double all_reduce_time(core::GradSyncAlgorithm algorithm, int n, double bytes, Hop2 hop);
+
+bool is_power_of_two(int n);
+
+}  // namespace hgsim::sim

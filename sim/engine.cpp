@@ -1,0 +1,309 @@
+#include "sim/engine.hpp"
+
+#include <simgrid/kernel/ProfileBuilder.hpp>
+#include <simgrid/s4u.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace hgsim::sim {
+
+namespace sg = simgrid::s4u;
+using simgrid::kernel::routing::NetPoint;
+
+namespace {
+
+std::atomic<bool> engine_used{false};
+
+std::vector<sg::LinkInRoute> in_route(const std::vector<sg::Link*>& links,
+                                      const std::vector<Hop>& hops) {
+  std::vector<sg::LinkInRoute> out;
+  for (const Hop& h : hops) {
+    sg::Link* l = links[h.link];
+    if (l->get_sharing_policy() == sg::Link::SharingPolicy::SPLITDUPLEX)
+      out.emplace_back(l, h.up ? sg::LinkInRoute::Direction::UP : sg::LinkInRoute::Direction::DOWN);
+    else
+      out.emplace_back(l);
+  }
+  return out;
+}
+
+sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
+  sg::Link* link = spec.split_duplex ? zone->create_split_duplex_link(spec.name, spec.bytes_per_s)
+                                     : zone->create_link(spec.name, spec.bytes_per_s);
+  link->set_latency(spec.latency_s);
+  if (spec.kind == LinkKind::tcp_window || spec.kind == LinkKind::fabric)
+    link->set_sharing_policy(sg::Link::SharingPolicy::FATPIPE);
+  if (!spec.trace.empty()) {
+    std::ostringstream text;
+    text.precision(17);
+    for (const auto& [t, bw] : spec.trace) text << t << " " << bw << "\n";
+    double periodicity = -1;
+    if (spec.trace_period_s > 0) periodicity = spec.trace_period_s - spec.trace.back().first;
+    link->set_bandwidth_profile(simgrid::kernel::profile::ProfileBuilder::from_string(
+        spec.name + "-profile", text.str(), periodicity));
+  }
+  return link;
+}
+
+// The same zones and routes platform_xml() writes.
+struct SimgridPlatform {
+  std::vector<sg::Host*> hosts;
+  sg::Host* timer = nullptr;
+
+  explicit SimgridPlatform(const Platform& p) {
+    std::vector<sg::Link*> links(p.links.size(), nullptr);
+    hosts.assign(p.devices.size(), nullptr);
+    auto* root = sg::create_full_zone("hgsim");
+    std::vector<sg::NetZone*> cluster_zones(p.clusters.size(), nullptr);
+    std::vector<NetPoint*> cluster_gateways(p.clusters.size(), nullptr);
+    for (std::size_t c = 0; c < p.clusters.size(); ++c) {
+      const ClusterInfo& cluster = p.clusters[c];
+      if (cluster.nodes.empty()) continue;
+      const std::string& name = cluster.spec->name;
+      auto* zone = sg::create_full_zone(name);
+      zone->set_parent(root);
+      std::vector<sg::NetZone*> node_zones;
+      std::vector<NetPoint*> node_gateways;
+      for (int n : cluster.nodes) {
+        const Node& node = p.nodes[n];
+        auto* nz = sg::create_full_zone(name + "/n" + std::to_string(node.index));
+        nz->set_parent(zone);
+        for (int d : node.devices) {
+          hosts[d] = nz->create_host(p.devices[d].name, flops_per_second);
+          links[p.devices[d].nvlink] = create_link(nz, p.links[p.devices[d].nvlink]);
+          links[p.devices[d].nic] = create_link(nz, p.links[p.devices[d].nic]);
+        }
+        NetPoint* gw = nz->create_router(nz->get_name() + "/gw");
+        for (int a : node.devices) {
+          for (int b : node.devices)
+            if (a != b)
+              nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr,
+                            in_route(links, p.route(a, b)), false);
+          nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr,
+                        in_route(links, {{p.devices[a].nic, true}}), false);
+          nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr,
+                        in_route(links, {{p.devices[a].nic, false}}), false);
+        }
+        nz->seal();
+        node_zones.push_back(nz);
+        node_gateways.push_back(gw);
+        if (node.uplink >= 0) links[node.uplink] = create_link(zone, p.links[node.uplink]);
+      }
+      links[cluster.fabric] = create_link(zone, p.links[cluster.fabric]);
+      auto* gateway_zone = sg::create_empty_zone(name + "/gateway");
+      gateway_zone->set_parent(zone);
+      NetPoint* cluster_gw = gateway_zone->create_router(name + "/gw");
+      gateway_zone->seal();
+      // Every route between nodes crosses the fabric (a fat pipe: SimGrid forbids empty
+      // routes), and the node uplinks when the fabric is oversubscribed.
+      auto uplink = [&](std::size_t i, bool up) {
+        const int l = p.nodes[cluster.nodes[i]].uplink;
+        std::vector<Hop> hops;
+        if (l >= 0 && up) hops.push_back({l, true});
+        hops.push_back({cluster.fabric, true});
+        if (l >= 0 && !up) hops.push_back({l, false});
+        return hops;
+      };
+      for (std::size_t a = 0; a < node_zones.size(); ++a) {
+        for (std::size_t b = 0; b < node_zones.size(); ++b) {
+          if (a == b) continue;
+          auto hops = uplink(a, true);
+          for (const Hop& h : uplink(b, false))
+            if (h.link != cluster.fabric) hops.push_back(h);
+          zone->add_route(node_zones[a]->get_netpoint(), node_zones[b]->get_netpoint(),
+                          node_gateways[a], node_gateways[b], in_route(links, hops), false);
+        }
+        zone->add_route(node_zones[a]->get_netpoint(), gateway_zone->get_netpoint(),
+                        node_gateways[a], cluster_gw, in_route(links, uplink(a, true)), false);
+        zone->add_route(gateway_zone->get_netpoint(), node_zones[a]->get_netpoint(), cluster_gw,
+                        node_gateways[a], in_route(links, uplink(a, false)), false);
+      }
+      zone->seal();
+      cluster_zones[c] = zone;
+      cluster_gateways[c] = cluster_gw;
+    }
+    for (std::size_t l = 0; l < p.links.size(); ++l)
+      if (p.links[l].kind == LinkKind::wan || p.links[l].kind == LinkKind::tcp_window)
+        links[l] = create_link(root, p.links[l]);
+    for (std::size_t a = 0; a < p.clusters.size(); ++a)
+      for (std::size_t b = 0; b < p.clusters.size(); ++b) {
+        if (a == b || !cluster_zones[a] || !cluster_zones[b] || !p.connected[a][b]) continue;
+        root->add_route(cluster_zones[a]->get_netpoint(), cluster_zones[b]->get_netpoint(),
+                        cluster_gateways[a], cluster_gateways[b],
+                        in_route(links, p.wan_routes[a][b]), false);
+      }
+    // Delays run here: a host far faster than any bound, so they never slow each other.
+    timer = root->create_host("hgsim/timer", 1e30);
+    root->seal();
+  }
+};
+
+class Runner {
+ public:
+  Runner(const Graph& g, const Platform& p, CompletionSink* sink)
+      : graph_(g), platform_(p), sink_(sink), simgrid_(p) {
+    times_.start.assign(g.size(), -1);
+    times_.end.assign(g.size(), -1);
+    pending_ = g.predecessor_counts();
+    live_.resize(g.size());
+  }
+
+  NodeTimes run() {
+    sg::Activity::on_completion_cb([this](sg::Activity const& a) { on_activity_done(a); });
+    for (NodeId i = 0; i < graph_.size(); ++i)
+      if (pending_[i] == 0) ready_.push_back(i);
+    drain();
+    sg::Engine::get_instance()->run();
+    std::size_t unfinished = 0;
+    for (double e : times_.end) unfinished += e < 0;
+    if (unfinished > 0)
+      throw std::runtime_error(std::to_string(unfinished) +
+                               " graph nodes never ran (a dependency cycle)");
+    for (double e : times_.end) times_.makespan = std::max(times_.makespan, e);
+    return std::move(times_);
+  }
+
+ private:
+  static void* tag(NodeId id) {
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(id) + 1);
+  }
+
+  // Starts every ready node; nodes without cost finish at once and may release more.
+  void drain() {
+    while (!ready_.empty()) {
+      NodeId id = ready_.back();
+      ready_.pop_back();
+      launch(id);
+    }
+  }
+
+  void launch(NodeId id) {
+    const GraphNode& n = graph_.node(id);
+    const double now = sg::Engine::get_clock();
+    times_.start[id] = now;
+    const bool free =
+        n.op == Op::join || ((n.op == Op::compute || n.op == Op::delay) && n.amount <= 0);
+    if (free) {
+      finish(id);
+      return;
+    }
+    ++times_.activities;
+    if (n.op == Op::compute) {
+      auto exec = sg::Exec::init();
+      exec->set_host(simgrid_.hosts[n.device]);
+      exec->set_flops_amount(n.amount * flops_per_second);
+      start(exec, id);
+    } else if (n.op == Op::delay) {
+      auto exec = sg::Exec::init();
+      exec->set_host(simgrid_.timer);
+      exec->set_flops_amount(n.amount * flops_per_second);
+      exec->set_bound(flops_per_second);
+      start(exec, id);
+    } else {
+      int flows = 1;
+      if (n.flows > 1 && platform_.crosses_wan(n.device, n.peer))
+        flows = std::min<int>(n.flows, max_flows_per_transfer);
+      if (flows > 1) parts_left_[id] = flows;
+      times_.activities += flows - 1;
+      for (int f = 0; f < flows; ++f) {
+        auto comm = sg::Comm::sendto_init(simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
+        comm->set_payload_size(static_cast<std::uint64_t>(std::llround(n.amount / flows)));
+        start(comm, id);
+      }
+    }
+  }
+
+  template <class Ptr>
+  void start(Ptr activity, NodeId id) {
+    activity->set_data(tag(id));
+    activity->start();
+    if (parts_left_.count(id))
+      extra_.emplace(id, activity);
+    else
+      live_[id] = activity;
+  }
+
+  void on_activity_done(sg::Activity const& a) {
+    void* data = a.get_data<void>();
+    if (!data) return;
+    const auto id = static_cast<NodeId>(reinterpret_cast<std::uintptr_t>(data) - 1);
+    // Activities retired by earlier callbacks are done with SimGrid: release them now
+    // (never the one being reported, which SimGrid still holds in this callback).
+    retired_.clear();
+    if (auto it = parts_left_.find(id); it != parts_left_.end()) {
+      if (--it->second > 0) return;
+      parts_left_.erase(it);
+      finished_multi_.push_back(id);
+    } else {
+      finished_single_.push_back(id);
+    }
+    // Releasing activities from inside SimGrid's callback would destroy the one being
+    // reported: finish after the callback returns, on the next step of the loop.
+    process_finished();
+  }
+
+  void process_finished() {
+    while (!finished_single_.empty() || !finished_multi_.empty()) {
+      if (!finished_single_.empty()) {
+        NodeId id = finished_single_.back();
+        finished_single_.pop_back();
+        retired_.push_back(std::move(live_[id]));
+        finish(id);
+      } else {
+        NodeId id = finished_multi_.back();
+        finished_multi_.pop_back();
+        auto range = extra_.equal_range(id);
+        for (auto it = range.first; it != range.second; ++it) retired_.push_back(it->second);
+        extra_.erase(id);
+        finish(id);
+      }
+    }
+    drain();
+  }
+
+  void finish(NodeId id) {
+    times_.end[id] = sg::Engine::get_clock();
+    if (sink_) sink_->completed(id, times_.start[id], times_.end[id]);
+    for (auto s = graph_.successors_begin(id); s != graph_.successors_end(id); ++s)
+      if (--pending_[*s] == 0) ready_.push_back(*s);
+  }
+
+  const Graph& graph_;
+  const Platform& platform_;
+  CompletionSink* sink_;
+  SimgridPlatform simgrid_;
+  NodeTimes times_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<sg::ActivityPtr> live_;
+  std::unordered_map<NodeId, int> parts_left_;
+  std::unordered_multimap<NodeId, sg::ActivityPtr> extra_;
+  std::vector<NodeId> ready_, finished_single_, finished_multi_;
+  std::vector<sg::ActivityPtr> retired_;
+};
+
+}  // namespace
+
+NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink) {
+  if (!graph.finished()) throw std::logic_error("execute: call Graph::finish() first");
+  if (engine_used.exchange(true))
+    throw std::logic_error("SimGrid runs one engine per process: use sim::simulate()");
+  int argc = 3;
+  char arg0[] = "hgsim";
+  char arg1[] = "--log=root.thresh:critical";
+  char arg2[] = "--log=xbt_cfg.thresh:critical";
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+  sg::Engine engine(&argc, argv);
+  sg::Engine::set_config(
+      "network/model",
+      std::string(platform.network_model == core::NetworkModel::lv08 ? "LV08" : "CM02"));
+  sg::Engine::set_config("network/crosstraffic", false);
+  sg::Engine::set_config("network/TCP-gamma", 0.0);  // the window is a link of each route
+  Runner runner(graph, platform, sink);
+  return runner.run();
+}
+
+}  // namespace hgsim::sim

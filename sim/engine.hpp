@@ -1,0 +1,44 @@
+// The engine: plays an execution graph on a platform with SimGrid and returns when every
+// node ran.
+//
+// It launches activities lazily (DESIGN.md, measured): it keeps its own count of
+// unfinished predecessors per node and starts a node's SimGrid activity from the
+// completion of its last predecessor, holding the activity only while it runs. Building
+// the whole DAG in SimGrid first is quadratic; this is linear.
+//
+// SimGrid allows one engine per process: execute() may be called once per process. Use
+// sim::simulate() (simulate.hpp), which runs it in a child process.
+#pragma once
+
+#include <vector>
+
+#include "sim/graph.hpp"
+#include "sim/platform.hpp"
+
+namespace hgsim::sim {
+
+// Receives every node as it completes, in completion order (for streamed traces).
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  virtual void completed(NodeId id, double start_s, double end_s) = 0;
+};
+
+struct NodeTimes {
+  std::vector<double> start;  // seconds since the iteration began
+  std::vector<double> end;
+  double makespan = 0;
+  std::size_t activities = 0;  // SimGrid activities run (a multi-flow transfer counts each flow)
+};
+
+// The most TCP flows one folded transfer is split into.
+constexpr int max_flows_per_transfer = 64;
+
+// Plays `graph` (finished) on `platform`. Throws std::logic_error when called twice in
+// one process, std::runtime_error when nodes are left unfinished (a cycle).
+NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink = nullptr);
+
+// Host speed in the SimGrid platform: one flop is a picosecond of GPU time.
+constexpr double flops_per_second = 1e12;
+
+}  // namespace hgsim::sim

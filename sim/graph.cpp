@@ -1,0 +1,224 @@
+#include "sim/graph.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "core/document.hpp"
+
+namespace hgsim::sim {
+
+std::string to_string(Op op) {
+  switch (op) {
+    case Op::compute:
+      return "compute";
+    case Op::delay:
+      return "delay";
+    case Op::transfer:
+      return "transfer";
+    case Op::join:
+      return "join";
+  }
+  return "?";
+}
+
+std::string to_string(Work work) {
+  switch (work) {
+    case Work::forward:
+      return "forward";
+    case Work::backward:
+      return "backward";
+    case Work::recompute:
+      return "recompute";
+    case Work::optimizer:
+      return "optimizer";
+    case Work::codec:
+      return "codec";
+    case Work::tp_comm:
+      return "tp_comm";
+    case Work::pp_comm:
+      return "pp_comm";
+    case Work::dp_comm:
+      return "dp_comm";
+    case Work::none:
+      return "none";
+  }
+  return "?";
+}
+
+bool is_compute(Work work) {
+  return work == Work::forward || work == Work::backward || work == Work::recompute ||
+         work == Work::optimizer || work == Work::codec;
+}
+
+NodeId Graph::add(GraphNode n) {
+  if (finished_) throw std::logic_error("Graph: node added after finish()");
+  nodes_.push_back(n);
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+NodeId Graph::compute(int device, double seconds, Work work, int label, int micro_batch) {
+  return add({seconds, device, -1, label, micro_batch, 1, Op::compute, work});
+}
+
+NodeId Graph::delay(int device, double seconds, Work work, int label, int micro_batch) {
+  return add({seconds, device, -1, label, micro_batch, 1, Op::delay, work});
+}
+
+NodeId Graph::transfer(int src, int dst, double bytes, Work work, int label, int micro_batch,
+                       int flows) {
+  return add(
+      {bytes, src, dst, label, micro_batch, static_cast<std::uint16_t>(flows), Op::transfer, work});
+}
+
+NodeId Graph::join() {
+  return add({});
+}
+
+void Graph::edge(NodeId before, NodeId after) {
+  if (finished_) throw std::logic_error("Graph: edge added after finish()");
+  edges_.emplace_back(before, after);
+}
+
+int Graph::label(const std::string& text) {
+  auto [it, fresh] = label_index_.emplace(text, static_cast<int>(labels_.size()));
+  if (fresh) labels_.push_back(text);
+  return it->second;
+}
+
+const std::string& Graph::label_text(int label) const {
+  static const std::string none;
+  return label >= 0 && label < static_cast<int>(labels_.size()) ? labels_[label] : none;
+}
+
+void Graph::finish() {
+  if (finished_) return;
+  offsets_.assign(nodes_.size() + 1, 0);
+  for (const auto& [from, to] : edges_)
+    if (from < nodes_.size() && to < nodes_.size()) ++offsets_[from + 1];
+  for (std::size_t i = 0; i < nodes_.size(); ++i) offsets_[i + 1] += offsets_[i];
+  successors_.resize(offsets_.back());
+  std::vector<std::uint32_t> fill(offsets_.begin(), offsets_.end() - 1);
+  for (const auto& [from, to] : edges_)
+    if (from < nodes_.size() && to < nodes_.size()) successors_[fill[from]++] = to;
+  if (successors_.size() != edges_.size()) {
+    // Dangling edges stay visible to check(): keep the list until then.
+    finished_ = true;
+    return;
+  }
+  std::vector<std::pair<NodeId, NodeId>>().swap(edges_);
+  finished_ = true;
+}
+
+std::vector<std::uint32_t> Graph::predecessor_counts() const {
+  std::vector<std::uint32_t> counts(nodes_.size(), 0);
+  for (NodeId s : successors_) ++counts[s];
+  return counts;
+}
+
+void Graph::check(int devices, core::Diagnostics& diags) const {
+  const core::SourceLocation nowhere;
+  for (const auto& [from, to] : edges_)
+    if (from >= nodes_.size() || to >= nodes_.size())
+      diags.error(nowhere, "graph",
+                  "edge " + std::to_string(from) + " -> " + std::to_string(to) +
+                      " names a node that does not exist (" + std::to_string(nodes_.size()) +
+                      " nodes)");
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const GraphNode& n = nodes_[i];
+    const std::string where = "graph node " + std::to_string(i) + " (" + label_text(n.label) + ")";
+    if (!std::isfinite(n.amount) || n.amount < 0)
+      diags.error(
+          nowhere, "graph",
+          where + ": amount " + std::to_string(n.amount) + " is not a finite, non-negative number");
+    if (n.op == Op::join) continue;
+    if (n.device < 0 || n.device >= devices)
+      diags.error(nowhere, "graph",
+                  where + ": device " + std::to_string(n.device) + " does not exist");
+    if (n.op == Op::transfer && (n.peer < 0 || n.peer >= devices || n.peer == n.device))
+      diags.error(nowhere, "graph",
+                  where + ": a transfer needs two different devices, found " +
+                      std::to_string(n.device) + " -> " + std::to_string(n.peer));
+  }
+  if (!finished_ || !edges_.empty()) return;
+  // Kahn's algorithm: nodes never released lie on or behind a cycle.
+  auto pending = predecessor_counts();
+  std::vector<NodeId> ready;
+  for (NodeId i = 0; i < nodes_.size(); ++i)
+    if (pending[i] == 0) ready.push_back(i);
+  std::size_t released = 0;
+  while (!ready.empty()) {
+    NodeId n = ready.back();
+    ready.pop_back();
+    ++released;
+    for (auto s = successors_begin(n); s != successors_end(n); ++s)
+      if (--pending[*s] == 0) ready.push_back(*s);
+  }
+  if (released == nodes_.size()) return;
+  // A node never released has a predecessor never released: walking predecessors from
+  // one must come back to a node already seen, and the walk since then is a cycle.
+  std::vector<std::vector<NodeId>> stuck_predecessors(nodes_.size());
+  for (NodeId i = 0; i < nodes_.size(); ++i)
+    if (pending[i] > 0)
+      for (auto s = successors_begin(i); s != successors_end(i); ++s)
+        if (pending[*s] > 0) stuck_predecessors[*s].push_back(i);
+  NodeId at = 0;
+  while (pending[at] == 0) ++at;
+  std::vector<int> seen(nodes_.size(), -1);
+  std::vector<NodeId> path;
+  while (seen[at] < 0) {
+    seen[at] = static_cast<int>(path.size());
+    path.push_back(at);
+    at = stuck_predecessors[at].front();
+  }
+  std::string cycle;
+  for (std::size_t i = path.size(); i-- > static_cast<std::size_t>(seen[at]);)
+    cycle += std::to_string(path[i]) + " (" + label_text(nodes_[path[i]].label) + ") -> ";
+  cycle += std::to_string(path[seen[at]]);
+  diags.error(nowhere, "graph",
+              std::to_string(nodes_.size() - released) +
+                  " nodes can never run: the graph has a cycle: " + cycle);
+}
+
+void Graph::write_json(const std::string& path,
+                       const std::vector<std::string>& device_names) const {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  auto device = [&](int d) -> core::Json {
+    if (d < 0) return nullptr;
+    if (d < static_cast<int>(device_names.size())) return device_names[d];
+    return d;
+  };
+  out << "{\"nodes\": [\n";
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const GraphNode& n = nodes_[i];
+    core::Json j{{"id", i}, {"op", to_string(n.op)}, {"work", to_string(n.work)}};
+    if (n.op != Op::join) j["device"] = device(n.device);
+    if (n.op == Op::transfer) {
+      j["peer"] = device(n.peer);
+      j["bytes"] = n.amount;
+      if (n.flows > 1) j["flows"] = n.flows;
+    } else if (n.op != Op::join) {
+      j["seconds"] = n.amount;
+    }
+    if (n.label >= 0) j["label"] = labels_[n.label];
+    if (n.micro_batch >= 0) j["micro_batch"] = n.micro_batch;
+    core::Json next = core::Json::array();
+    if (finished_)
+      for (auto s = successors_begin(i); s != successors_end(i); ++s) next.push_back(*s);
+    j["successors"] = next;
+    out << "  " << j.dump() << (i + 1 < nodes_.size() ? ",\n" : "\n");
+  }
+  out << "]}\n";
+}
+
+std::size_t Graph::memory_bytes() const {
+  std::size_t bytes =
+      nodes_.capacity() * sizeof(GraphNode) + edges_.capacity() * sizeof(edges_[0]) +
+      offsets_.capacity() * sizeof(std::uint32_t) + successors_.capacity() * sizeof(NodeId);
+  for (const auto& l : labels_) bytes += l.capacity() + sizeof(l) + 32;
+  return bytes;
+}
+
+}  // namespace hgsim::sim

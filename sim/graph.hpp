@@ -1,0 +1,102 @@
+// The execution graph of one training iteration: compute, delay and transfer nodes with
+// dependencies (MLCommons Chakra in spirit). The workload generator builds it, the engine
+// plays it on a platform, the results and the trace read it back.
+//
+// A node is 32 bytes; edges are kept as successor lists (4 bytes per edge), so a graph of
+// N nodes and E edges costs about 32 N + 4 (N + E) bytes before the engine runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/diagnostics.hpp"
+#include "core/scenario.hpp"
+
+namespace hgsim::sim {
+
+using NodeId = std::uint32_t;
+
+enum class Op : std::uint8_t {
+  compute,   // GPU work on `device` for `amount` seconds (shares the GPU with other compute)
+  delay,     // time charged to `device` without using it: a collective costed in closed form
+  transfer,  // `amount` bytes from `device` to `peer` over the platform's route
+  join,      // no cost: a point where several dependencies meet
+};
+
+// What the time is spent on (the results' breakdown and the trace's colours).
+enum class Work : std::uint8_t {
+  forward,
+  backward,
+  recompute,
+  optimizer,
+  codec,    // compression or decompression of a WAN transfer
+  tp_comm,  // tensor-parallel collectives inside a layer
+  pp_comm,  // activations and their gradients between pipeline stages
+  dp_comm,  // data-parallel gradient synchronisation
+  none,
+};
+std::string to_string(Op op);
+std::string to_string(Work work);
+bool is_compute(Work work);  // forward, backward, recompute, optimizer, codec
+
+struct GraphNode {
+  double amount = 0;         // seconds (compute, delay) or bytes (transfer)
+  std::int32_t device = -1;  // compute/delay: the device; transfer: the sender
+  std::int32_t peer = -1;    // transfer: the receiver
+  std::int32_t label = -1;   // index into Graph::labels ("forward L0-19", "dp ring step 3")
+  std::int32_t micro_batch = -1;
+  std::uint16_t flows = 1;  // transfer: parallel TCP flows it stands for (folded fidelity)
+  Op op = Op::join;
+  Work work = Work::none;
+};
+
+class Graph {
+ public:
+  NodeId compute(int device, double seconds, Work work, int label, int micro_batch = -1);
+  NodeId delay(int device, double seconds, Work work, int label, int micro_batch = -1);
+  NodeId transfer(int src, int dst, double bytes, Work work, int label, int micro_batch = -1,
+                  int flows = 1);
+  NodeId join();
+  // `after` runs only once `before` has completed.
+  void edge(NodeId before, NodeId after);
+  int label(const std::string& text);  // interned
+
+  std::size_t size() const { return nodes_.size(); }
+  std::size_t edge_count() const { return finished_ ? successors_.size() : edges_.size(); }
+  const GraphNode& node(NodeId id) const { return nodes_[id]; }
+  const std::string& label_text(int label) const;
+  const std::vector<GraphNode>& nodes() const { return nodes_; }
+
+  // Turns the edge list into successor lists; call once, after the last edge.
+  void finish();
+  bool finished() const { return finished_; }
+  // Successors of `id` (after finish()).
+  const NodeId* successors_begin(NodeId id) const { return &successors_[offsets_[id]]; }
+  const NodeId* successors_end(NodeId id) const { return &successors_[offsets_[id + 1]]; }
+  std::vector<std::uint32_t> predecessor_counts() const;
+
+  // Structural checks: every edge joins existing nodes, transfers name two different
+  // devices below `devices`, amounts are finite and not negative, and there is no cycle
+  // (the first cycle found is reported with the labels of its nodes).
+  void check(int devices, core::Diagnostics& diags) const;
+
+  // {"nodes": [{"id", "op", "work", "device", "peer", "amount", "label", "micro_batch",
+  //   "successors"}], "labels": [...]} -- streamed to `path`.
+  void write_json(const std::string& path, const std::vector<std::string>& device_names) const;
+
+  std::size_t memory_bytes() const;  // what the graph holds, capacity included
+
+ private:
+  NodeId add(GraphNode n);
+  std::vector<GraphNode> nodes_;
+  std::vector<std::pair<NodeId, NodeId>> edges_;  // until finish()
+  std::vector<std::uint32_t> offsets_;
+  std::vector<NodeId> successors_;
+  std::vector<std::string> labels_;
+  std::unordered_map<std::string, int> label_index_;
+  bool finished_ = false;
+};
+
+}  // namespace hgsim::sim

@@ -1,0 +1,120 @@
+// The platform: the simulated hardware of a scenario, described in plain data first
+// (devices, links, routes) and then built into SimGrid or written as SimGrid's platform XML.
+//
+// Topology (every bandwidth per direction, as the scenario writes it):
+//
+//   GPU --nvlink--> NVSwitch <--nvlink-- GPU            inside a node (one NVLink port per GPU)
+//   GPU --nic--> [node uplink] --> fabric --> [node uplink] --nic--> GPU   inside a cluster
+//   GPU --nic--> [uplink] --> cluster gateway --wan--> ... --wan--> gateway --> [uplink] --nic-->
+//   GPU
+//
+// NVLink and NIC ports are split-duplex (each direction its own capacity). The fabric is
+// non-blocking; with `oversubscription: k > 1` each node's traffic in and out of the fabric
+// also crosses a node uplink of gpus_per_node * nic / k. WAN links are one shared link per
+// direction (asymmetric bandwidth allowed), routed along the path of least latency. A flow
+// crossing the WAN is a TCP flow: it cannot exceed window / round-trip time, modelled by a
+// fat-pipe link (no sharing, a per-flow cap) on every inter-cluster route.
+//
+// A device is one GPU (full fidelity) or a folded device standing for `gpus` identical
+// GPUs (folded fidelity): its ports have `gpus` times the bandwidth of one GPU's, so that
+// the summed traffic of the GPUs it stands for takes the time theirs takes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.hpp"
+#include "core/scenario.hpp"
+#include "kernels/gpu_catalog.hpp"
+
+namespace hgsim::sim {
+
+enum class LinkKind { nvlink, nic, uplink, fabric, wan, tcp_window };
+std::string to_string(LinkKind kind);
+
+struct Link {
+  std::string name;
+  LinkKind kind = LinkKind::nic;
+  double bytes_per_s = 0;  // per direction for split-duplex links
+  double latency_s = 0;
+  bool split_duplex = false;  // NVLink, NIC and uplink ports
+  // Bandwidth over time (WAN links with a trace): (time_s, bytes_per_s) steps, repeating
+  // with period `trace_period_s` (0: the last step holds forever).
+  std::vector<std::pair<double, double>> trace;
+  double trace_period_s = 0;
+};
+
+struct Hop {
+  int link = 0;
+  bool up = true;  // direction on a split-duplex link: up = out of the device or node
+};
+
+struct Device {
+  std::string name;  // "beijing/n0/g3"; folded: "beijing/n0/g0+15"
+  int cluster = 0;
+  int node = 0;   // index into Platform::nodes
+  int first_gpu;  // index of its first GPU inside the cluster (node * gpus_per_node + local)
+  int gpus = 1;   // GPUs it stands for (1 at full fidelity)
+  int nvlink = -1;
+  int nic = -1;
+};
+
+struct Node {
+  int cluster = 0;
+  int index = 0;  // node number inside the cluster
+  std::vector<int> devices;
+  int uplink = -1;  // -1: non-blocking fabric
+};
+
+struct ClusterInfo {
+  const core::Cluster* spec = nullptr;
+  const kernels::GpuSpec* gpu = nullptr;
+  std::vector<int> nodes;  // indices into Platform::nodes, in node order
+  // A fat pipe standing for the non-blocking fabric between nodes (SimGrid forbids empty
+  // routes); it never limits a flow and is left out of route() and the results.
+  int fabric = -1;
+};
+
+// What a device of the platform is asked to be: a GPU (or a folded set of GPUs) at a
+// position of a cluster. The workload generator decides placement.
+struct DeviceRequest {
+  int cluster = 0;
+  int first_gpu = 0;  // position inside the cluster; node = first_gpu / gpus_per_node
+  int gpus = 1;
+};
+
+class Platform {
+ public:
+  std::vector<ClusterInfo> clusters;
+  std::vector<Node> nodes;
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  // wan_routes[a][b]: the hops from cluster a's gateway to cluster b's (WAN links and the
+  // TCP-window cap); empty if a == b. connected[a][b] false when no WAN path exists.
+  std::vector<std::vector<std::vector<Hop>>> wan_routes;
+  std::vector<std::vector<bool>> connected;
+  core::NetworkModel network_model = core::NetworkModel::flow;
+
+  // Every link a transfer from device `src` to device `dst` crosses, in order.
+  std::vector<Hop> route(int src, int dst) const;
+  // One-way latency and the narrowest bandwidth along route(src, dst).
+  double route_latency(int src, int dst) const;
+  double route_bandwidth(int src, int dst) const;
+  bool crosses_wan(int src, int dst) const { return devices[src].cluster != devices[dst].cluster; }
+  // The TCP-window cap of one flow between two clusters (infinity within a cluster).
+  double flow_cap(int src, int dst) const;
+  int device_count() const { return static_cast<int>(devices.size()); }
+};
+
+// Builds the platform for the given devices. `gpus` are the scenario's resolved GPU
+// specs, one per cluster. Errors (a WAN graph that does not connect two clusters the
+// devices live in) go to `diags`.
+Platform build_platform(const core::Scenario& s, const std::vector<const kernels::GpuSpec*>& gpus,
+                        const std::vector<DeviceRequest>& requests, core::Diagnostics& diags);
+
+// SimGrid's platform XML (version 4.1) of the same platform: zones per node and cluster,
+// routes as built into SimGrid, bandwidth traces inline.
+std::string platform_xml(const Platform& p);
+
+}  // namespace hgsim::sim

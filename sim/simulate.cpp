@@ -1,0 +1,470 @@
+#include "sim/simulate.hpp"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "kernels/gpu_catalog.hpp"
+#include "models/transformer.hpp"
+#include "sim/engine.hpp"
+#include "sim/trace.hpp"
+#include "sim/workload.hpp"
+
+namespace hgsim::sim {
+
+namespace {
+
+using Interval = std::pair<double, double>;
+
+// Length of the union of intervals (sorted in place).
+double union_length(std::vector<Interval>& v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, start = 0, end = -1;
+  for (const auto& [a, b] : v) {
+    if (a > end) {
+      if (end > start) total += end - start;
+      start = a;
+      end = b;
+    } else {
+      end = std::max(end, b);
+    }
+  }
+  if (end > start) total += end - start;
+  return total;
+}
+
+// Gaps of [lo, hi) not covered by the (sorted, merged on the fly) intervals.
+std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  double at = lo;
+  for (const auto& [a, b] : v) {
+    if (a > at) out.emplace_back(at, std::min(a, hi));
+    at = std::max(at, b);
+    if (at >= hi) break;
+  }
+  if (at < hi) out.emplace_back(at, hi);
+  return out;
+}
+
+std::string gpu_name_at(const core::Cluster& c, int position) {
+  return c.name + "/n" + std::to_string(position / c.gpus_per_node) + "/g" +
+         std::to_string(position % c.gpus_per_node);
+}
+
+core::Json diagnostics_json(const core::Diagnostics& diags) {
+  core::Json out = core::Json::array();
+  for (const auto& d : diags.all())
+    out.push_back({{"severity", d.severity == core::Severity::error ? "error" : "warning"},
+                   {"file", d.where.file},
+                   {"line", d.where.line},
+                   {"column", d.where.column},
+                   {"key_path", d.key_path},
+                   {"message", d.message},
+                   {"hint", d.hint}});
+  return out;
+}
+
+void replay_diagnostics(const core::Json& list, core::Diagnostics& diags) {
+  for (const auto& d : list) {
+    core::SourceLocation where{d.value("file", ""), d.value("line", 0), d.value("column", 0)};
+    if (d.value("severity", "error") == "error")
+      diags.error(where, d.value("key_path", ""), d.value("message", ""), d.value("hint", ""));
+    else
+      diags.warning(where, d.value("key_path", ""), d.value("message", ""), d.value("hint", ""));
+  }
+}
+
+std::vector<const kernels::GpuSpec*> cluster_gpus(const core::Scenario& s) {
+  std::vector<const kernels::GpuSpec*> gpus;
+  for (const auto& c : s.clusters) {
+    const auto* gpu = kernels::find_gpu(c.gpu);
+    if (!gpu) throw std::invalid_argument("unknown GPU " + c.gpu);
+    gpus.push_back(gpu);
+  }
+  return gpus;
+}
+
+int used_gpus(const core::Plan& plan) {
+  int n = 0;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
+  return n;
+}
+
+core::Fidelity chosen_fidelity(const SimulationInput& in, const SimulationOptions& options) {
+  core::Fidelity f =
+      options.fidelity_from_cli ? options.fidelity : in.scenario->simulation.fidelity;
+  if (f != core::Fidelity::automatic) return f;
+  return used_gpus(*in.plan) <= full_fidelity_max_gpus ? core::Fidelity::full
+                                                       : core::Fidelity::folded;
+}
+
+// The whole simulation, inside the child process.
+core::Json run_child(const SimulationInput& in, const SimulationOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  core::Diagnostics diags;
+  const core::Scenario& s = *in.scenario;
+  const core::Plan& plan = *in.plan;
+  const auto fidelity = chosen_fidelity(in, options);
+
+  WorkloadInput w;
+  w.scenario = &s;
+  w.plan = &plan;
+  w.model = in.model;
+  w.wan_activations = in.compression.wan_activations;
+  w.wan_gradients = in.compression.wan_gradients;
+  w.compute = in.compute;
+  w.gpus = cluster_gpus(s);
+  w.folded = fidelity == core::Fidelity::folded;
+  Workload work = build_workload(w, diags);
+  if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
+  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
+
+  std::vector<std::string> device_names;
+  for (const auto& d : work.platform.devices) device_names.push_back(d.name);
+  if (!options.platform_path.empty()) {
+    std::ofstream out(options.platform_path);
+    if (!out) throw std::runtime_error("cannot write the platform to " + options.platform_path);
+    out << platform_xml(work.platform);
+  }
+  if (!options.graph_path.empty()) work.graph.write_json(options.graph_path, device_names);
+  const double graph_bytes = static_cast<double>(work.graph.memory_bytes());
+
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (!options.trace_path.empty())
+    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, work.graph, work.platform);
+  const NodeTimes times = execute(work.graph, work.platform, trace.get());
+  const double T = times.makespan;
+
+  // ---- per device ----
+  const auto& graph = work.graph;
+  const int devices = work.platform.device_count();
+  std::vector<std::vector<Interval>> compute(devices), comm(devices);
+  std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
+  std::vector<double> link_bytes(work.platform.links.size(), 0);
+  std::vector<std::vector<Interval>> link_busy(work.platform.links.size());
+  double codec_seconds = 0;
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const GraphNode& n = graph.node(id);
+    const double a = times.start[id], b = times.end[id];
+    if (n.op == Op::compute) {
+      compute[n.device].emplace_back(a, b);
+      if (n.work == Work::codec) codec_seconds += b - a;
+      if (n.work == Work::forward || n.work == Work::backward || n.work == Work::recompute) {
+        pipe_start[n.device] = std::min(pipe_start[n.device], a);
+        pipe_end[n.device] = std::max(pipe_end[n.device], b);
+      }
+    } else if (n.op == Op::delay) {
+      comm[n.device].emplace_back(a, b);
+    } else if (n.op == Op::transfer) {
+      comm[n.device].emplace_back(a, b);
+      comm[n.peer].emplace_back(a, b);
+      for (const Hop& h : work.platform.route(n.device, n.peer)) {
+        link_bytes[h.link] += n.amount;
+        link_busy[h.link].emplace_back(a, b);
+      }
+    }
+  }
+  std::vector<std::vector<Interval>> bubbles(devices);
+  core::Json device_list = core::Json::array();
+  for (int d = 0; d < devices; ++d) {
+    const Device& dev = work.platform.devices[d];
+    const DeviceRole& role = work.roles[d];
+    auto busy = compute[d];
+    busy.insert(busy.end(), comm[d].begin(), comm[d].end());
+    const double compute_s = union_length(compute[d]);
+    const double busy_s = union_length(busy);
+    double bubble_s = 0;
+    if (pipe_end[d] > pipe_start[d]) {
+      bubbles[d] = gaps(busy, pipe_start[d], pipe_end[d]);
+      for (const auto& [a, b] : bubbles[d]) bubble_s += b - a;
+    }
+    const auto& cluster = *work.platform.clusters[dev.cluster].spec;
+    const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
+    const auto memory =
+        models::stage_memory(*in.model, s.training, plan, role.pipeline, role.stage);
+    const double capacity = gpu.memory.value();
+    for (int position : work.gpus[d]) {
+      device_list.push_back({{"id", gpu_name_at(cluster, position)},
+                             {"cluster", cluster.name},
+                             {"gpu", gpu.name},
+                             {"pipeline", role.pipeline},
+                             {"stage", role.stage},
+                             {"compute_s", compute_s},
+                             {"comm_exposed_s", busy_s - compute_s},
+                             {"bubble_s", bubble_s},
+                             {"idle_s", std::max(0.0, T - busy_s - bubble_s)},
+                             {"memory",
+                              {{"peak_bytes", memory.total.value()},
+                               {"capacity_bytes", capacity},
+                               {"fits", memory.total.value() <= capacity}}}});
+    }
+  }
+  if (trace) trace->finish(bubbles);
+
+  core::Json link_list = core::Json::array();
+  for (std::size_t l = 0; l < work.platform.links.size(); ++l) {
+    const Link& link = work.platform.links[l];
+    if (link.kind == LinkKind::tcp_window || link.kind == LinkKind::fabric) continue;
+    const std::string kind = link.kind == LinkKind::uplink ? "nic" : to_string(link.kind);
+    link_list.push_back({{"name", link.name},
+                         {"kind", kind},
+                         {"bytes", link_bytes[l]},
+                         {"busy_s", union_length(link_busy[l])}});
+  }
+
+  // ---- totals ----
+  const double sequences = plan.global_batch();
+  const double tokens = sequences * s.training.seq_len;
+  const double model_flops =
+      models::training_flops(*in.model, sequences, s.training.seq_len, core::Recompute::none)
+          .value();
+  const int gpus = used_gpus(plan);
+  double peak = 0;
+  std::map<std::string, std::string> compute_provenance;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) {
+      const auto* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
+      peak +=
+          p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, s.training.precision)->rate.value();
+      compute_provenance[gpu->name] = in.compute->provenance(*gpu);
+    }
+
+  core::Json result;
+  result["scenario"] = s.name;
+  result["iteration_time_s"] = T;
+  result["tokens_per_s"] = tokens / T;
+  result["model_tflops_per_gpu"] = model_flops / T / gpus / 1e12;
+  result["mfu"] = model_flops / T / peak;
+  result["gpus"] = gpus;
+  result["devices"] = device_list;
+  result["links"] = link_list;
+  auto codec_json = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
+    return core::Json{{"codec", compress::describe(spec)},
+                      {"wan_raw_bytes", stats.wan_raw_bytes},
+                      {"wan_wire_bytes", stats.wan_wire_bytes},
+                      {"bytes_saved", stats.wan_raw_bytes - stats.wan_wire_bytes}};
+  };
+  result["compression"] = {
+      {"wan_activations", codec_json(in.compression.wan_activations, work.activation_codec)},
+      {"wan_gradients", codec_json(in.compression.wan_gradients, work.gradient_codec)},
+      {"codec_time_s", codec_seconds}};
+  const bool roofline = std::all_of(compute_provenance.begin(), compute_provenance.end(),
+                                    [](const auto& kv) { return kv.second == "estimated"; });
+  result["provenance"] = {
+      {"compute", compute_provenance},
+      {"compute_model",
+       roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
+                  "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
+                : "measured profiles where named, roofline transfer elsewhere"},
+      {"codec",
+       "estimated: compress::code_transfer (encoded sizes; codec time on datasheet "
+       "memory bandwidth)"},
+      {"memory", "analytic: models::stage_memory (weights, gradients, optimizer, activations)"},
+      {"network", std::string("SimGrid ") + "3.32, " +
+                      (s.simulation.network_model == core::NetworkModel::lv08
+                           ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
+                           : "CM02 flow model (latency and bandwidth as written)") +
+                      ", TCP window " + core::format_size(s.simulation.tcp_window) +
+                      " per WAN flow unless the link sets one"}};
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  result["simulator"] = {
+      {"fidelity", core::to_string(fidelity)},
+      {"network_model", core::to_string(s.simulation.network_model)},
+      {"graph_nodes", graph.size()},
+      {"graph_edges", graph.edge_count()},
+      {"graph_bytes", graph_bytes},
+      {"activities", times.activities},
+      {"wall_s",
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
+      {"peak_rss_bytes", static_cast<double>(usage.ru_maxrss) * 1024}};
+  if (!diags.empty()) result["diagnostics"] = diagnostics_json(diags);
+  return {{"result", result}};
+}
+
+bool write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n <= 0) return false;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Refuses a plan that does not fit, naming the stage, what it needs and what would help.
+void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
+  const auto& s = *in.scenario;
+  const auto& plan = *in.plan;
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
+    for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
+      const auto& stage = plan.pipelines[i].stages[st];
+      const auto* gpu = kernels::find_gpu(s.find_cluster(stage.cluster)->gpu);
+      const auto m = models::stage_memory(*in.model, s.training, plan, i, st);
+      if (m.total.value() <= gpu->memory.value()) continue;
+      const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "pipelines[" +
+                               std::to_string(i) + "].stages[" + std::to_string(st) + "]";
+      diags.error(s.where(path), path,
+                  "does not fit in memory: each GPU needs " + core::human_size(m.total) +
+                      " (weights " + core::human_size(m.weights) + ", gradients " +
+                      core::human_size(m.gradients) + ", optimizer " +
+                      core::human_size(m.optimizer) + ", activations " +
+                      core::human_size(m.activations) + "), a " + gpu->name + " has " +
+                      core::human_size(gpu->memory),
+                  "give the stage fewer layers or more tp, turn on recompute, or pass --allow-oom "
+                  "to simulate it anyway");
+    }
+}
+
+}  // namespace
+
+std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                   core::Diagnostics& diags) {
+  if (!options.allow_oom) check_memory(in, diags);
+  if (diags.has_errors()) return std::nullopt;
+
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    diags.error({}, "", "cannot start the simulator: pipe() failed");
+    return std::nullopt;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    diags.error({}, "", "cannot start the simulator: fork() failed");
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    core::Json out;
+    try {
+      out = run_child(in, options);
+    } catch (const std::exception& e) {
+      out = {{"failure", e.what()}};
+    }
+    write_all(fds[1], out.dump());
+    ::close(fds[1]);
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
+    std::string why = WIFSIGNALED(status)
+                          ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                          : "exited with status " + std::to_string(WEXITSTATUS(status));
+    diags.error({}, "", "the simulator process " + why + " before giving a result",
+                "this is a bug in hgsim: please report it with the scenario");
+    return std::nullopt;
+  }
+  const core::Json out = core::Json::parse(text);
+  if (out.contains("failure")) {
+    diags.error({}, "", "simulation failed: " + out["failure"].get<std::string>());
+    return std::nullopt;
+  }
+  if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
+  if (!out.contains("result")) return std::nullopt;
+  core::Json result = out["result"];
+  if (result.contains("diagnostics")) result.erase("diagnostics");
+  return result;
+}
+
+std::string format_results(const core::Json& r) {
+  std::ostringstream out;
+  char line[512];
+  const double T = r["iteration_time_s"].get<double>();
+  std::snprintf(
+      line, sizeof line, "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
+      r["scenario"].get<std::string>().c_str(), core::human_duration(core::Seconds(T)).c_str(),
+      r["simulator"]["fidelity"].get<std::string>().c_str(),
+      r["provenance"]["compute_model"].get<std::string>().rfind("estimated", 0) == 0
+          ? "estimated from datasheets"
+          : "from measured profiles");
+  out << line;
+  std::snprintf(line, sizeof line,
+                "  %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f%%, %d GPUs\n\n",
+                r["tokens_per_s"].get<double>(), r["model_tflops_per_gpu"].get<double>(),
+                100 * r["mfu"].get<double>(), r["gpus"].get<int>());
+  out << line;
+  // One row per (pipeline, stage): the mean over its GPUs.
+  struct Row {
+    std::string cluster, gpu;
+    int gpus = 0;
+    double compute = 0, comm = 0, bubble = 0, idle = 0, memory = 0, capacity = 0;
+    bool fits = true;
+  };
+  std::map<std::pair<int, int>, Row> rows;
+  for (const auto& d : r["devices"]) {
+    Row& row = rows[{d["pipeline"].get<int>(), d["stage"].get<int>()}];
+    row.cluster = d["cluster"];
+    row.gpu = d["gpu"];
+    ++row.gpus;
+    row.compute += d["compute_s"].get<double>();
+    row.comm += d["comm_exposed_s"].get<double>();
+    row.bubble += d["bubble_s"].get<double>();
+    row.idle += d["idle_s"].get<double>();
+    row.memory = d["memory"]["peak_bytes"].get<double>();
+    row.capacity = d["memory"]["capacity_bytes"].get<double>();
+    row.fits = row.fits && d["memory"]["fits"].get<bool>();
+  }
+  std::snprintf(line, sizeof line, "  %-8s %-12s %-16s %5s %9s %9s %9s %9s  %s\n", "stage",
+                "cluster", "gpu", "GPUs", "compute", "comm", "bubble", "idle", "memory per GPU");
+  out << line;
+  for (const auto& [key, row] : rows) {
+    auto pct = [&](double v) { return 100 * v / row.gpus / T; };
+    std::snprintf(line, sizeof line,
+                  "  p%d s%-5d %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
+                  key.first, key.second, row.cluster.c_str(), row.gpu.c_str(), row.gpus,
+                  pct(row.compute), pct(row.comm), pct(row.bubble), pct(row.idle),
+                  core::human_size(core::Bytes(row.memory)).c_str(),
+                  core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
+    out << line;
+  }
+  bool wan_header = false;
+  for (const auto& l : r["links"]) {
+    if (l["kind"] != "wan" || l["bytes"].get<double>() <= 0) continue;
+    if (!wan_header) out << "\n  WAN link                         moved      busy\n";
+    wan_header = true;
+    std::snprintf(line, sizeof line, "  %-30s %9s %8.1f%%\n", l["name"].get<std::string>().c_str(),
+                  core::human_size(core::Bytes(l["bytes"].get<double>())).c_str(),
+                  100 * l["busy_s"].get<double>() / T);
+    out << line;
+  }
+  const auto& c = r["compression"];
+  const double saved = c["wan_activations"]["bytes_saved"].get<double>() +
+                       c["wan_gradients"]["bytes_saved"].get<double>();
+  if (saved > 0) {
+    std::snprintf(line, sizeof line, "\n  compression saved %s on the WAN for %s of codec time\n",
+                  core::human_size(core::Bytes(saved)).c_str(),
+                  core::human_duration(core::Seconds(c["codec_time_s"].get<double>())).c_str());
+    out << line;
+  }
+  out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n";
+  return out.str();
+}
+
+}  // namespace hgsim::sim

@@ -1,0 +1,60 @@
+// One simulated training iteration, from a checked scenario and plan to the results JSON.
+//
+// The results contract (`hgsim run --json`):
+//   iteration_time_s, tokens_per_s, model_tflops_per_gpu, mfu,
+//   devices[]: id, cluster, gpu, pipeline, stage, compute_s, comm_exposed_s, bubble_s,
+//              idle_s, memory{peak_bytes, capacity_bytes, fits}
+//   links[]:   name, kind (nvlink | nic | wan), bytes, busy_s
+//   compression: per traffic class the codec, raw and wire bytes, bytes saved; codec_time_s
+//   provenance: where every number comes from
+//   simulator: fidelity, network model, graph nodes, activities, wall time, peak memory
+//
+// Per device: compute_s is time computing; comm_exposed_s time communicating while not
+// computing; bubble_s time doing neither between its first and last pipeline op; idle_s
+// the rest of the iteration (waiting for gradient sync of others, the optimizer of others).
+// The four add up to iteration_time_s.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compress/codec_spec.hpp"
+#include "core/diagnostics.hpp"
+#include "core/document.hpp"
+#include "core/scenario.hpp"
+#include "kernels/compute_model.hpp"
+
+namespace hgsim::sim {
+
+struct SimulationInput {
+  const core::Scenario* scenario = nullptr;
+  const core::Plan* plan = nullptr;  // the scenario's strategy or a --plan file
+  std::string plan_path;             // "strategy" or the plan file, for messages
+  const core::ModelConfig* model = nullptr;
+  compress::CompressionSpecs compression;
+  const kernels::ComputeModel* compute = nullptr;
+};
+
+struct SimulationOptions {
+  core::Fidelity fidelity = core::Fidelity::automatic;  // overrides the scenario's if set
+  bool fidelity_from_cli = false;
+  bool allow_oom = false;
+  std::string trace_path;     // Chrome trace, streamed
+  std::string graph_path;     // execution graph JSON
+  std::string platform_path;  // SimGrid platform XML
+};
+
+// Full fidelity up to this many GPUs, folded above (fidelity: auto).
+constexpr int full_fidelity_max_gpus = 256;
+
+// Simulates one iteration in a child process (SimGrid allows one engine per process).
+// Returns the results JSON; problems (a plan that does not fit in memory without
+// allow_oom, a WAN that does not join the clusters, a plan folding cannot handle, the
+// simulator failing) go to `diags`.
+std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                   core::Diagnostics& diags);
+
+// The short table a person reads at a glance.
+std::string format_results(const core::Json& results);
+
+}  // namespace hgsim::sim

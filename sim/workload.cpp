@@ -1,0 +1,715 @@
+#include "sim/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+#include "models/transformer.hpp"
+
+namespace hgsim::sim {
+
+// ---- schedules ----------------------------------------------------------------------------
+
+std::vector<PipeOp> gpipe(int micro_batches) {
+  std::vector<PipeOp> ops;
+  for (int mb = 0; mb < micro_batches; ++mb) ops.push_back({true, mb, 0});
+  for (int mb = 0; mb < micro_batches; ++mb) ops.push_back({false, mb, 0});
+  return ops;
+}
+
+std::vector<PipeOp> one_f_one_b(int stages, int stage, int micro_batches) {
+  const int warmup = std::min(stages - stage - 1, micro_batches);
+  const int steady = micro_batches - warmup;
+  std::vector<PipeOp> ops;
+  for (int mb = 0; mb < warmup; ++mb) ops.push_back({true, mb, 0});
+  for (int i = 0; i < steady; ++i) {
+    ops.push_back({true, warmup + i, 0});
+    ops.push_back({false, i, 0});
+  }
+  for (int i = steady; i < micro_batches; ++i) ops.push_back({false, i, 0});
+  return ops;
+}
+
+std::vector<PipeOp> interleaved(int stages, int stage, int micro_batches, int chunks) {
+  // Megatron-LM (schedules.py, forward_backward_pipelining_with_interleaving): the k-th
+  // forward runs chunk (k / p) mod v of micro-batch (k / (p v)) p + k mod p; backwards
+  // walk the chunks in reverse.
+  const int p = stages;
+  const int total = micro_batches * chunks;
+  auto micro_batch = [&](int k) { return (k / (p * chunks)) * p + k % p; };
+  auto forward = [&](int k) { return PipeOp{true, micro_batch(k), (k % (p * chunks)) / p}; };
+  auto backward = [&](int k) {
+    return PipeOp{false, micro_batch(k), chunks - 1 - (k % (p * chunks)) / p};
+  };
+  int warmup = (p - stage - 1) * 2 + (chunks - 1) * p;
+  if (micro_batches == p) warmup = total;
+  warmup = std::min(warmup, total);
+  const int steady = total - warmup;
+  std::vector<PipeOp> ops;
+  for (int k = 0; k < warmup; ++k) ops.push_back(forward(k));
+  for (int i = 0; i < steady; ++i) {
+    ops.push_back(forward(warmup + i));
+    ops.push_back(backward(i));
+  }
+  for (int i = steady; i < total; ++i) ops.push_back(backward(i));
+  return ops;
+}
+
+std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage, int micro_batches,
+                                 int chunks) {
+  switch (schedule) {
+    case core::Schedule::gpipe:
+      return gpipe(micro_batches);
+    case core::Schedule::one_f_one_b:
+      return one_f_one_b(stages, stage, micro_batches);
+    case core::Schedule::interleaved:
+      return interleaved(stages, stage, micro_batches, chunks);
+  }
+  return {};
+}
+
+namespace {
+
+// One tensor-parallel group of one stage: (pipeline, replica, stage, dp rank).
+struct Group {
+  int pipeline = 0;
+  int replica = 0;
+  int stage = 0;
+  int dp_rank = 0;
+  int cluster = 0;
+  int first_gpu = 0;         // placement inside the cluster (the full-fidelity position)
+  std::vector<int> devices;  // tp devices (full) or the folded device
+  int fold = 1;              // identical groups it stands for
+};
+
+// Per (group, op): where the op starts and ends.
+struct OpNodes {
+  NodeId entry = 0;  // a join: the op may start once its inputs arrived
+  NodeId done = 0;   // the op's last node on every device of the group
+};
+
+class Builder {
+ public:
+  Builder(const WorkloadInput& in, core::Diagnostics& diags) : in_(in), d_(diags) {
+    plan_ = in.plan;
+    model_ = in.model;
+    chunks_ = plan_->schedule == core::Schedule::interleaved ? plan_->virtual_stages : 1;
+  }
+
+  Workload build() {
+    place();
+    if (d_.has_errors()) return std::move(w_);
+    for (std::size_t i = 0; i < plan_->pipelines.size(); ++i) build_pipeline(i);
+    sync_gradients();
+    optimizer_steps();
+    w_.graph.finish();
+    return std::move(w_);
+  }
+
+ private:
+  // ---- placement ------------------------------------------------------------------------
+
+  // Tensor-parallel groups take consecutive GPUs of one node, in the order pipelines,
+  // replicas, stages, dp ranks (check_plan made sure they fit).
+  void place() {
+    const auto& s = *in_.scenario;
+    std::vector<int> next_gpu(s.clusters.size(), 0);
+    std::vector<DeviceRequest> requests;
+    for (std::size_t i = 0; i < plan_->pipelines.size(); ++i) {
+      const auto& pipeline = plan_->pipelines[i];
+      const int replicas = in_.folded ? 1 : pipeline.replicas;
+      for (int r = 0; r < pipeline.replicas; ++r)
+        for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
+          const auto& stage = pipeline.stages[st];
+          const int c = cluster_index(stage.cluster);
+          const int per_node = s.clusters[c].gpus_per_node;
+          for (int d = 0; d < stage.dp; ++d) {
+            int& g = next_gpu[c];
+            if (g % per_node + stage.tp > per_node) g += per_node - g % per_node;
+            Group group{static_cast<int>(i), r, static_cast<int>(st), d, c, g, {}, 1};
+            g += stage.tp;
+            placed_.push_back(group);
+            if (r >= replicas || (in_.folded && d > 0)) continue;
+            if (in_.folded) {
+              group.fold = pipeline.replicas * stage.dp;
+              w_.gpus.emplace_back();
+              group.devices.push_back(static_cast<int>(requests.size()));
+              requests.push_back({c, group.first_gpu, stage.tp * group.fold});
+              w_.roles.push_back({group.pipeline, group.stage, 0, 0, 0});
+            } else {
+              for (int t = 0; t < stage.tp; ++t) {
+                group.devices.push_back(static_cast<int>(requests.size()));
+                requests.push_back({c, group.first_gpu + t, 1});
+                w_.gpus.push_back({group.first_gpu + t});
+                w_.roles.push_back({group.pipeline, group.stage, r, d, t});
+              }
+            }
+            groups_.push_back(std::move(group));
+          }
+        }
+    }
+    if (in_.folded)
+      for (std::size_t k = 0; k < groups_.size(); ++k)
+        for (const Group& g : placed_)
+          if (g.pipeline == groups_[k].pipeline && g.stage == groups_[k].stage)
+            for (int t = 0; t < plan_->pipelines[g.pipeline].stages[g.stage].tp; ++t)
+              w_.gpus[groups_[k].devices[0]].push_back(g.first_gpu + t);
+    w_.platform = build_platform(s, in_.gpus, requests, d_);
+  }
+
+  int cluster_index(const std::string& name) const {
+    const auto& clusters = in_.scenario->clusters;
+    for (std::size_t c = 0; c < clusters.size(); ++c)
+      if (clusters[c].name == name) return static_cast<int>(c);
+    return 0;
+  }
+
+  std::vector<int> groups_of(int pipeline, int replica, int stage) const {
+    std::vector<int> out;
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      if (groups_[g].pipeline == pipeline && groups_[g].replica == replica &&
+          groups_[g].stage == stage)
+        out.push_back(static_cast<int>(g));
+    return out;
+  }
+
+  // ---- costs ----------------------------------------------------------------------------
+
+  const kernels::GpuSpec& gpu_of(const Group& g) const { return *in_.gpus[g.cluster]; }
+
+  kernels::LayerWork layer_work(const core::Stage& stage) const {
+    kernels::LayerWork work;
+    work.model = model_;
+    work.sequences = static_cast<double>(plan_->micro_batch) / stage.dp;
+    work.seq_len = in_.scenario->training.seq_len;
+    work.tp = stage.tp;
+    work.sequence_parallel = plan_->sequence_parallel;
+    work.precision = in_.scenario->training.precision;
+    work.recompute = in_.scenario->training.recompute;
+    return work;
+  }
+
+  // The activation tensor of one dp slice of a micro-batch (what a tp collective moves).
+  double slice_bytes(const core::Stage& stage) const {
+    return models::pipeline_boundary_bytes(
+               *model_, static_cast<double>(plan_->micro_batch) / stage.dp,
+               in_.scenario->training.seq_len, in_.scenario->training.precision)
+        .value();
+  }
+
+  // A hop inside one node: NVLink port out, NVLink port in.
+  Hop2 nvlink_hop(int cluster) const {
+    const auto& c = in_.scenario->clusters[cluster];
+    return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
+  }
+  // A hop between nodes of one cluster: NIC out, (uplinks), NIC in. With an oversubscribed
+  // fabric every GPU of the node is taken to be sending at once.
+  Hop2 nic_hop(int cluster) const {
+    const auto& c = in_.scenario->clusters[cluster];
+    return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
+  }
+
+  // ---- one pipeline -----------------------------------------------------------------------
+
+  struct OpKey {
+    int group;
+    bool forward;
+    int micro_batch;
+    int chunk;
+    auto operator<=>(const OpKey&) const = default;
+  };
+
+  void build_pipeline(std::size_t i) {
+    const auto& pipeline = plan_->pipelines[i];
+    const int p = static_cast<int>(pipeline.stages.size());
+    const int replicas = in_.folded ? 1 : pipeline.replicas;
+    for (int r = 0; r < replicas; ++r) {
+      // 1. Every stage's ops, in its schedule's order, chained on its devices.
+      for (int st = 0; st < p; ++st) {
+        const auto order = schedule_for(plan_->schedule, p, st, pipeline.micro_batches, chunks_);
+        for (int g : groups_of(static_cast<int>(i), r, st)) {
+          std::vector<NodeId> stream(groups_[g].devices.size(), w_.graph.join());
+          for (const PipeOp& op : order) {
+            OpNodes nodes = emit_op(groups_[g], pipeline.stages[st], op, st == p - 1, stream);
+            ops_[{g, op.forward, op.micro_batch, op.chunk}] = nodes;
+            if (!op.forward) last_backward_[{g, op.chunk}] = nodes.done;
+          }
+          last_op_[g] = stream;
+        }
+      }
+      // 2. Activations forward and gradients backward between consecutive model chunks.
+      for (int c = 0; c < chunks_; ++c)
+        for (int st = 0; st < p; ++st) {
+          const bool last_chunk_stage = st == p - 1 && c == chunks_ - 1;
+          for (int mb = 0; mb < pipeline.micro_batches; ++mb) {
+            // B of (st, c) needs its own F (activations kept from the forward).
+            for (int g : groups_of(static_cast<int>(i), r, st))
+              w_.graph.edge(ops_.at({g, true, mb, c}).done, ops_.at({g, false, mb, c}).entry);
+            if (last_chunk_stage) continue;
+            const int next_stage = st + 1 < p ? st + 1 : 0;
+            const int next_chunk = st + 1 < p ? c : c + 1;
+            connect(static_cast<int>(i), r, st, c, next_stage, next_chunk, mb, true);
+            connect(static_cast<int>(i), r, next_stage, next_chunk, st, c, mb, false);
+          }
+        }
+    }
+  }
+
+  // One op of one group: per layer, compute and tensor-parallel collectives. Full fidelity
+  // lowers the collectives; folded charges their closed form as a delay.
+  OpNodes emit_op(const Group& g, const core::Stage& stage, const PipeOp& op, bool last_stage,
+                  std::vector<NodeId>& stream) {
+    Graph& graph = w_.graph;
+    const auto work = layer_work(stage);
+    const auto times = in_.compute->layer(gpu_of(g), work);
+    const int layers = stage.layers / chunks_;
+    const bool logits = last_stage && op.chunk == chunks_ - 1;
+    const auto logit_times = logits ? in_.compute->logits(gpu_of(g), work) : kernels::PhaseTimes{};
+    const std::string what = std::string(op.forward ? "F" : "B") + " stage " +
+                             std::to_string(g.stage) +
+                             (chunks_ > 1 ? " chunk " + std::to_string(op.chunk) : "");
+    OpNodes nodes;
+    nodes.entry = graph.join();
+    for (std::size_t d = 0; d < stream.size(); ++d) {
+      graph.edge(stream[d], nodes.entry);
+    }
+    std::vector<NodeId> at(stream.size(), nodes.entry);
+    const int mb = op.micro_batch;
+    auto compute = [&](double seconds, Work kind, const std::string& label) {
+      const int l = graph.label(label);
+      for (std::size_t d = 0; d < at.size(); ++d) {
+        NodeId n = graph.compute(g.devices[d], seconds, kind, l, mb);
+        graph.edge(at[d], n);
+        at[d] = n;
+      }
+    };
+    const double share = models::attention_share_of_layer(*model_, in_.scenario->training.seq_len);
+    const double bytes = slice_bytes(stage);
+    auto tp_collective = [&](bool reduce_scatter_gather, const std::string& label) {
+      if (stage.tp <= 1) return;
+      tp_comm(g, stage, bytes, reduce_scatter_gather, label, mb, at);
+    };
+
+    if (op.forward) {
+      if (stage.tp <= 1) {
+        compute(layers * times.forward.value(), Work::forward, what);
+      } else {
+        for (int l = 0; l < layers; ++l) {
+          const std::string layer = what + " layer " + std::to_string(l);
+          compute(share * times.forward.value(), Work::forward, layer + " attention");
+          tp_collective(false, layer + " attention");
+          compute((1 - share) * times.forward.value(), Work::forward, layer + " mlp");
+          tp_collective(false, layer + " mlp");
+        }
+      }
+      if (logits) compute(logit_times.forward.value(), Work::forward, what + " logits");
+    } else {
+      if (logits) compute(logit_times.backward.value(), Work::backward, what + " logits");
+      const bool full_recompute = work.recompute == core::Recompute::full;
+      if (stage.tp <= 1) {
+        if (times.recompute.value() > 0)
+          compute(layers * times.recompute.value(), Work::recompute, what + " recompute");
+        compute(layers * times.backward.value(), Work::backward, what);
+      } else {
+        for (int l = layers - 1; l >= 0; --l) {
+          const std::string layer = what + " layer " + std::to_string(l);
+          if (full_recompute) {
+            compute(share * times.recompute.value(), Work::recompute,
+                    layer + " recompute attention");
+            tp_collective(false, layer + " recompute attention");
+            compute((1 - share) * times.recompute.value(), Work::recompute,
+                    layer + " recompute mlp");
+            tp_collective(false, layer + " recompute mlp");
+          } else if (times.recompute.value() > 0) {
+            compute(times.recompute.value(), Work::recompute, layer + " recompute");
+          }
+          compute((1 - share) * times.backward.value(), Work::backward, layer + " mlp");
+          tp_collective(false, layer + " mlp");
+          compute(share * times.backward.value(), Work::backward, layer + " attention");
+          tp_collective(false, layer + " attention");
+        }
+      }
+    }
+    nodes.done = graph.join();
+    for (NodeId n : at) graph.edge(n, nodes.done);
+    std::fill(stream.begin(), stream.end(), nodes.done);
+    return nodes;
+  }
+
+  // The tensor-parallel collective after a block: an all-reduce of the block's output, or
+  // with sequence parallelism a reduce-scatter and (before the next block) an all-gather,
+  // which together move what the all-reduce moves.
+  void tp_comm(const Group& g, const core::Stage& stage, double bytes, bool,
+               const std::string& label, int mb, std::vector<NodeId>& at) {
+    Graph& graph = w_.graph;
+    const std::string name =
+        label + (plan_->sequence_parallel ? " tp reduce-scatter+all-gather" : " tp all-reduce");
+    if (in_.folded) {
+      const double seconds = ring_all_reduce_time(stage.tp, bytes, nvlink_hop(g.cluster));
+      NodeId n = graph.delay(g.devices[0], seconds, Work::tp_comm, graph.label(name), mb);
+      graph.edge(at[0], n);
+      at[0] = n;
+      return;
+    }
+    Sender sender{graph, w_.platform, nullptr, nullptr, Work::tp_comm, mb};
+    Collective c{g.devices, at, bytes, name, 1};
+    if (plan_->sequence_parallel) {
+      c.ready = ring_reduce_scatter(sender, c);
+      at = ring_all_gather(sender, c);
+    } else {
+      at = ring_all_reduce(sender, c);
+    }
+  }
+
+  // Sends the output of op (from_stage, from_chunk) of micro-batch mb to the op that needs
+  // it: activations forward, or their gradients backward. The tensor is split into the
+  // pieces where the sender's dp x tp slices and the receiver's overlap (resharding);
+  // receivers without sequence parallelism then all-gather their slice across tp.
+  void connect(int i, int r, int from_stage, int from_chunk, int to_stage, int to_chunk, int mb,
+               bool forward) {
+    const auto& pipeline = plan_->pipelines[i];
+    const auto& from = pipeline.stages[from_stage];
+    const auto& to = pipeline.stages[to_stage];
+    // Forward: F(from) -> F(to). Backward (called with from/to as the forward pair): the
+    // gradient goes from B(from) to B(to).
+    const auto senders = groups_of(i, r, from_stage);
+    const auto receivers = groups_of(i, r, to_stage);
+    const double total =
+        models::pipeline_boundary_bytes(*model_, plan_->micro_batch, in_.scenario->training.seq_len,
+                                        in_.scenario->training.precision)
+            .value();
+    Graph& graph = w_.graph;
+    const int label = graph.label(std::string(forward ? "activations" : "gradients") + " stage " +
+                                  std::to_string(from_stage) + " -> " + std::to_string(to_stage));
+    WanCodec codec{in_.wan_activations, in_.scenario->training.precision, model_->hidden};
+    Sender sender{graph, w_.platform, &codec, &w_.activation_codec, Work::pp_comm, mb};
+
+    std::vector<std::vector<NodeId>> arrived(receivers.size());
+    if (in_.folded) {
+      const Group& a = groups_[senders[0]];
+      const Group& b = groups_[receivers[0]];
+      const int pieces =
+          from.dp * from.tp + to.dp * to.tp - std::gcd(from.dp * from.tp, to.dp * to.tp);
+      const NodeId ready = ops_.at({senders[0], forward, mb, from_chunk}).done;
+      const double bytes = total * pipeline.replicas;
+      arrived[0].push_back(
+          sender.send(a.devices[0], b.devices[0], bytes, ready, label, pieces * pipeline.replicas));
+      if (!plan_->sequence_parallel && to.tp > 1) {
+        const double seconds = ring_all_gather_time(to.tp, slice_bytes(to), nvlink_hop(b.cluster));
+        NodeId n = graph.delay(b.devices[0], seconds, Work::pp_comm,
+                               graph.label("gather activations across tp"), mb);
+        graph.edge(arrived[0].back(), n);
+        arrived[0] = {n};
+      }
+    } else {
+      // Sender slices: dp rank major, tp rank minor; receiver slices likewise.
+      const int n_from = from.dp * from.tp;
+      const int n_to = to.dp * to.tp;
+      const long units = std::lcm(static_cast<long>(n_from), static_cast<long>(n_to));
+      const long from_unit = units / n_from;
+      const long to_unit = units / n_to;
+      std::vector<std::vector<NodeId>> per_device(n_to);
+      long at = 0;
+      while (at < units) {
+        const long end = std::min((at / from_unit + 1) * from_unit, (at / to_unit + 1) * to_unit);
+        const int s = static_cast<int>(at / from_unit);
+        const int t = static_cast<int>(at / to_unit);
+        const Group& a = groups_[senders[s / from.tp]];
+        const Group& b = groups_[receivers[t / to.tp]];
+        const NodeId ready = ops_.at({senders[s / from.tp], forward, mb, from_chunk}).done;
+        const double bytes = total * static_cast<double>(end - at) / units;
+        const int src = a.devices[s % from.tp];
+        const int dst = b.devices[t % to.tp];
+        if (src == dst)
+          per_device[t].push_back(ready);
+        else
+          per_device[t].push_back(sender.send(src, dst, bytes, ready, label));
+        at = end;
+      }
+      for (std::size_t k = 0; k < receivers.size(); ++k) {
+        const Group& b = groups_[receivers[k]];
+        std::vector<NodeId> have;
+        for (int t = 0; t < to.tp; ++t) {
+          NodeId j = graph.join();
+          for (NodeId n : per_device[k * to.tp + t]) graph.edge(n, j);
+          have.push_back(j);
+        }
+        if (!plan_->sequence_parallel && to.tp > 1) {
+          Sender local{graph, w_.platform, nullptr, nullptr, Work::pp_comm, mb};
+          have = ring_all_gather(
+              local, {b.devices, have, slice_bytes(to), "gather activations across tp", 1});
+        }
+        arrived[k] = have;
+      }
+    }
+    for (std::size_t k = 0; k < receivers.size(); ++k) {
+      const NodeId entry = ops_.at({receivers[k], forward, mb, to_chunk}).entry;
+      for (NodeId n : arrived[k]) graph.edge(n, entry);
+    }
+  }
+
+  // ---- gradient synchronisation ---------------------------------------------------------
+
+  // Where model layer `layer` lives in pipeline i: (stage, chunk).
+  std::pair<int, int> holder(int i, int layer) const {
+    const auto& stages = plan_->pipelines[i].stages;
+    int offset = 0;
+    for (int c = 0; c < chunks_; ++c)
+      for (std::size_t st = 0; st < stages.size(); ++st) {
+        const int n = stages[st].layers / chunks_;
+        if (layer < offset + n) return {static_cast<int>(st), c};
+        offset += n;
+      }
+    return {static_cast<int>(stages.size()) - 1, chunks_ - 1};
+  }
+
+  struct Segment {
+    int first_layer = 0;
+    int layers = 0;
+    std::vector<std::pair<int, int>> holders;  // per pipeline: (stage, chunk)
+  };
+
+  std::vector<Segment> segments() const {
+    std::vector<Segment> out;
+    const int n = plan_->pipelines.size();
+    for (int layer = 0; layer < model_->layers; ++layer) {
+      std::vector<std::pair<int, int>> h;
+      for (int i = 0; i < n; ++i) h.push_back(holder(i, layer));
+      if (!out.empty() && out.back().holders == h) {
+        ++out.back().layers;
+      } else {
+        out.push_back({layer, 1, h});
+      }
+    }
+    return out;
+  }
+
+  double segment_parameters(const Segment& seg) const {
+    double params = seg.layers * models::layer_parameters(*model_);
+    if (seg.first_layer == 0) params += models::embedding_parameters(*model_);
+    if (seg.first_layer + seg.layers == model_->layers)
+      params += models::final_norm_parameters(*model_) + models::lm_head_parameters(*model_);
+    return params;
+  }
+
+  void sync_gradients() {
+    // Backward order: the last layers' gradients are ready first.
+    auto segs = segments();
+    std::reverse(segs.begin(), segs.end());
+    int bucket_number = 0;
+    for (const Segment& seg : segs) {
+      // Holder groups, ordered by cluster so that rings cross the WAN as little as possible.
+      std::vector<int> holders;
+      for (std::size_t g = 0; g < groups_.size(); ++g) {
+        const auto [stage, chunk] = seg.holders[groups_[g].pipeline];
+        if (groups_[g].stage == stage) holders.push_back(static_cast<int>(g));
+      }
+      std::stable_sort(holders.begin(), holders.end(),
+                       [&](int a, int b) { return groups_[a].cluster < groups_[b].cluster; });
+      int members = 0;
+      for (int g : holders) members += groups_[g].fold;
+      if (members <= 1) continue;
+      int rings = std::numeric_limits<int>::max();
+      for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
+      const double grad_bytes =
+          models::gradient_bytes(segment_parameters(seg), in_.scenario->training.precision).value();
+      const double per_ring = grad_bytes / rings;
+      const int buckets =
+          std::max(1, static_cast<int>(std::ceil(per_ring / plan_->grad_sync.bucket.value())));
+      for (int b = 0; b < buckets; ++b, ++bucket_number)
+        sync_bucket(seg, holders, rings, per_ring / buckets, bucket_number);
+    }
+  }
+
+  const core::Stage& stage_of(const Group& g) const {
+    return plan_->pipelines[g.pipeline].stages[g.stage];
+  }
+
+  NodeId ready_node(int g, const Segment& seg, int device_index) {
+    const auto [stage, chunk] = seg.holders[groups_[g].pipeline];
+    (void)stage;
+    NodeId j = w_.graph.join();
+    w_.graph.edge(last_backward_.at({g, chunk}), j);
+    const int device = groups_[g].devices[device_index];
+    if (auto it = dp_stream_.find(device); it != dp_stream_.end()) w_.graph.edge(it->second, j);
+    return j;
+  }
+
+  void sync_bucket(const Segment& seg, const std::vector<int>& holders, int rings, double bytes,
+                   int bucket) {
+    Graph& graph = w_.graph;
+    const std::string name = "dp bucket " + std::to_string(bucket);
+    WanCodec codec{in_.wan_gradients, in_.scenario->training.precision, model_->hidden};
+    Sender sender{graph, w_.platform, &codec, &w_.gradient_codec, Work::dp_comm, -1};
+    const auto algorithm = plan_->grad_sync.algorithm;
+    std::vector<int> clusters;
+    for (int g : holders)
+      if (std::find(clusters.begin(), clusters.end(), groups_[g].cluster) == clusters.end())
+        clusters.push_back(groups_[g].cluster);
+
+    if (!in_.folded) {
+      for (int ring = 0; ring < rings; ++ring) {
+        Collective c{{}, {}, bytes, name + (rings > 1 ? " ring " + std::to_string(ring) : ""), 1};
+        std::vector<std::vector<int>> by_cluster(clusters.size());
+        for (int g : holders) {
+          const int tp = stage_of(groups_[g]).tp;
+          const int index = ring * tp / rings;
+          c.members.push_back(groups_[g].devices[index]);
+          c.ready.push_back(ready_node(g, seg, index));
+          const auto k =
+              std::find(clusters.begin(), clusters.end(), groups_[g].cluster) - clusters.begin();
+          by_cluster[k].push_back(groups_[g].devices[index]);
+        }
+        auto done = clusters.size() > 1 && algorithm == core::GradSyncAlgorithm::hierarchical
+                        ? hierarchical_all_reduce(sender, c, by_cluster)
+                        : all_reduce(algorithm, sender, c);
+        for (std::size_t m = 0; m < done.size(); ++m) dp_stream_[c.members[m]] = done[m];
+      }
+      return;
+    }
+
+    // Folded: the members folded into one device reduce among themselves in closed form.
+    if (clusters.size() > 1 && algorithm != core::GradSyncAlgorithm::hierarchical) {
+      if (!warned_flat_) {
+        d_.error(in_.scenario->where("strategy.grad_sync.algorithm"),
+                 "strategy.grad_sync.algorithm",
+                 "folded fidelity cannot fold a " + core::to_string(algorithm) +
+                     " all-reduce whose members span clusters",
+                 "use algorithm: hierarchical, or --fidelity full");
+        warned_flat_ = true;
+      }
+      return;
+    }
+    // Per cluster: the members, the devices that hold them, and one leader device.
+    for (int c : clusters) {
+      std::vector<int> here;
+      int n = 0;
+      for (int g : holders)
+        if (groups_[g].cluster == c) {
+          here.push_back(g);
+          n += groups_[g].fold;
+        }
+      cluster_members_[c] = n;
+      NodeId all_ready = graph.join();
+      for (int g : here) graph.edge(ready_node(g, seg, 0), all_ready);
+      cluster_ready_[c] = all_ready;
+      cluster_groups_[c] = here;
+    }
+    const Hop2 hop = member_hop(holders);
+    if (clusters.size() == 1) {
+      const int c = clusters[0];
+      const double seconds = all_reduce_time(algorithm, cluster_members_[c], bytes, hop);
+      for (int g : cluster_groups_[c]) {
+        NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm, graph.label(name));
+        graph.edge(cluster_ready_[c], n);
+        dp_stream_[groups_[g].devices[0]] = n;
+      }
+      return;
+    }
+    // Hierarchical across clusters: reduce-scatter inside (closed form), the lanes' ring
+    // across clusters between the leaders (transfers), all-gather inside (closed form).
+    std::size_t lanes = std::numeric_limits<int>::max();
+    for (int c : clusters) lanes = std::min<std::size_t>(lanes, cluster_members_[c]);
+    Collective across{{}, {}, bytes * rings, name + " inter", static_cast<int>(lanes) * rings};
+    std::map<int, NodeId> scattered;
+    for (int c : clusters) {
+      const double seconds =
+          ring_reduce_scatter_time(cluster_members_[c], bytes, hop_in(c, holders));
+      NodeId leader_done = graph.join();
+      for (int g : cluster_groups_[c]) {
+        NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm,
+                               graph.label(name + " intra reduce-scatter"));
+        graph.edge(cluster_ready_[c], n);
+        graph.edge(n, leader_done);
+      }
+      across.members.push_back(groups_[cluster_groups_[c][0]].devices[0]);
+      across.ready.push_back(leader_done);
+    }
+    // bytes * rings over `lanes * rings` flows: each flow carries one lane of one ring.
+    across.bytes = bytes / static_cast<double>(lanes) * lanes * rings;
+    auto reduced = ring_all_reduce(sender, across);
+    for (std::size_t k = 0; k < clusters.size(); ++k) {
+      const int c = clusters[k];
+      const double seconds = ring_all_gather_time(cluster_members_[c], bytes, hop_in(c, holders));
+      for (int g : cluster_groups_[c]) {
+        NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm,
+                               graph.label(name + " intra all-gather"));
+        graph.edge(reduced[k], n);
+        dp_stream_[groups_[g].devices[0]] = n;
+      }
+    }
+  }
+
+  // The slowest hop of a ring over the holders' GPUs inside one cluster: NIC when the ring
+  // leaves a node, NVLink when every member sits in one node. Folded groups are looked up
+  // in the full placement, so both fidelities see the same ring.
+  Hop2 hop_in(int cluster, const std::vector<int>& holders) const {
+    const int per_node = in_.scenario->clusters[cluster].gpus_per_node;
+    int first_node = -1;
+    bool one_node = true;
+    for (int h : holders) {
+      if (groups_[h].cluster != cluster) continue;
+      for (const Group& g : placed_) {
+        if (g.pipeline != groups_[h].pipeline || g.stage != groups_[h].stage) continue;
+        if (!in_.folded && (g.replica != groups_[h].replica || g.dp_rank != groups_[h].dp_rank))
+          continue;
+        const int node = g.first_gpu / per_node;
+        if (first_node < 0) first_node = node;
+        one_node = one_node && node == first_node;
+      }
+    }
+    return one_node ? nvlink_hop(cluster) : nic_hop(cluster);
+  }
+
+  Hop2 member_hop(const std::vector<int>& holders) const {
+    return hop_in(groups_[holders[0]].cluster, holders);
+  }
+
+  // ---- optimizer ------------------------------------------------------------------------
+
+  void optimizer_steps() {
+    Graph& graph = w_.graph;
+    const auto& t = in_.scenario->training;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const Group& group = groups_[g];
+      const auto spec = models::stage_spec(*plan_, group.pipeline, group.stage);
+      const double params = models::stage_parameters(*model_, spec);
+      const double seconds =
+          in_.compute->optimizer_step(gpu_of(group), params, t.precision, t.optimizer).value();
+      const int label = graph.label("optimizer stage " + std::to_string(group.stage));
+      for (std::size_t d = 0; d < group.devices.size(); ++d) {
+        const int device = group.devices[d];
+        NodeId n = graph.compute(device, seconds, Work::optimizer, label);
+        graph.edge(last_op_.at(static_cast<int>(g))[d], n);
+        if (auto it = dp_stream_.find(device); it != dp_stream_.end()) graph.edge(it->second, n);
+      }
+    }
+  }
+
+  const WorkloadInput& in_;
+  core::Diagnostics& d_;
+  const core::Plan* plan_ = nullptr;
+  const core::ModelConfig* model_ = nullptr;
+  int chunks_ = 1;
+  Workload w_;
+  std::vector<Group> groups_;
+  std::vector<Group> placed_;  // every group of the full placement (folded or not)
+  std::map<OpKey, OpNodes> ops_;
+  std::map<std::pair<int, int>, NodeId> last_backward_;  // (group, chunk)
+  std::map<int, std::vector<NodeId>> last_op_;           // group -> per device
+  std::map<int, NodeId> dp_stream_;                      // device -> last gradient sync node
+  std::map<int, int> cluster_members_;
+  std::map<int, NodeId> cluster_ready_;
+  std::map<int, std::vector<int>> cluster_groups_;
+  bool warned_flat_ = false;
+};
+
+}  // namespace
+
+Workload build_workload(const WorkloadInput& in, core::Diagnostics& diags) {
+  return Builder(in, diags).build();
+}
+
+}  // namespace hgsim::sim

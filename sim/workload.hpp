@@ -1,0 +1,82 @@
+// The workload generator: a plan, a model and the compute-time model become the execution
+// graph of one training iteration on a platform.
+//
+// What one iteration is, per pipeline replica: the schedule's forwards and backwards of
+// every micro-batch on every stage (each op a chain of per-layer compute and tensor-
+// parallel collectives), activations and their gradients sent between stages (resharded
+// when neighbouring stages have different tp or dp), then each bucket of gradients
+// all-reduced across every GPU that holds the same layers (overlapping the backward of
+// other stages), then the optimizer step. The iteration ends when the last GPU's optimizer
+// step ends.
+//
+// Folded fidelity simulates each stage of each pipeline once: one folded device stands
+// for the stage's tp x dp GPUs of every replica, tensor-parallel collectives and the
+// intra-cluster phases of gradient sync become delays in closed form on the same links,
+// and transfers between folded devices carry the summed bytes of the GPUs they stand for
+// (as that many TCP flows when they cross the WAN).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compress/codec_spec.hpp"
+#include "core/diagnostics.hpp"
+#include "core/scenario.hpp"
+#include "kernels/compute_model.hpp"
+#include "sim/collectives.hpp"
+#include "sim/graph.hpp"
+#include "sim/platform.hpp"
+
+namespace hgsim::sim {
+
+// The per-stage op orders of the three schedules, as Megatron-LM runs them.
+struct PipeOp {
+  bool forward = true;
+  int micro_batch = 0;
+  int chunk = 0;  // model chunk (interleaved); 0 otherwise
+  bool operator==(const PipeOp&) const = default;
+};
+// All forwards, then all backwards.
+std::vector<PipeOp> gpipe(int micro_batches);
+// Warm-up forwards (p - stage - 1), steady one-forward-one-backward, cool-down backwards.
+std::vector<PipeOp> one_f_one_b(int stages, int stage, int micro_batches);
+// Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage.
+std::vector<PipeOp> interleaved(int stages, int stage, int micro_batches, int chunks);
+std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage, int micro_batches,
+                                 int chunks);
+
+struct WorkloadInput {
+  const core::Scenario* scenario = nullptr;
+  const core::Plan* plan = nullptr;
+  const core::ModelConfig* model = nullptr;
+  compress::CodecSpec wan_activations;
+  compress::CodecSpec wan_gradients;
+  const kernels::ComputeModel* compute = nullptr;
+  std::vector<const kernels::GpuSpec*> gpus;  // per cluster
+  bool folded = false;
+};
+
+// Which stage a device works for (and how many GPUs it stands for).
+struct DeviceRole {
+  int pipeline = 0;
+  int stage = 0;
+  int replica = 0;  // folded: 0, standing for every replica
+  int dp_rank = 0;  // folded: 0, standing for every dp rank
+  int tp_rank = 0;  // folded: 0, standing for every tp rank
+};
+
+struct Workload {
+  Platform platform;
+  Graph graph;
+  std::vector<DeviceRole> roles;  // per device
+  // Per device: the positions (inside its cluster) of the GPUs it stands for.
+  std::vector<std::vector<int>> gpus;
+  CodecStats activation_codec;  // pipeline traffic crossing the WAN
+  CodecStats gradient_codec;    // gradient sync crossing the WAN
+};
+
+// Builds platform and graph. Problems (a plan folded fidelity cannot fold, clusters the
+// WAN does not join) go to `diags`; the graph is finished.
+Workload build_workload(const WorkloadInput& in, core::Diagnostics& diags);
+
+}  // namespace hgsim::sim
