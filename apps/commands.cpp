@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -331,6 +332,7 @@ int cmd_gpus(bool json, std::ostream& out) {
 struct RunOptions {
   std::string plan_file;
   std::string fidelity;
+  bool report_stats = false;
   sim::SimulationOptions sim;
 };
 
@@ -359,7 +361,14 @@ std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& o
   in.model = &c.model;
   in.compression = c.compression;
   in.compute = &roofline;
-  return sim::simulate(in, options.sim, diags);
+  sim::SimulationStats stats;
+  auto result = sim::simulate(in, options.sim, diags, &stats);
+  if (result && options.report_stats)
+    std::cerr << "hgsim: simulated " << static_cast<long>(stats.activities) << " activities ("
+              << static_cast<long>(stats.graph_nodes) << " graph nodes) in "
+              << core::human_duration(core::Seconds(stats.wall_s)) << ", peak memory "
+              << core::human_size(core::Bytes(stats.peak_rss_bytes)) << "\n";
+  return result;
 }
 
 int cmd_run(const std::string& path, const RunOptions& options, bool json, std::ostream& out,
@@ -497,6 +506,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                   "write the simulated platform as SimGrid platform XML");
   run->add_option("--export-graph", run_options.sim.graph_path,
                   "write the execution graph as JSON");
+  run->add_flag("--stats", run_options.report_stats,
+                "print how long the simulation took and its peak memory (on stderr)");
   run->add_flag("--allow-oom", run_options.sim.allow_oom,
                 "simulate a plan even when a stage does not fit in GPU memory");
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -279,18 +280,21 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
                       " per WAN flow unless the link sets one"}};
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  result["simulator"] = {
-      {"fidelity", core::to_string(fidelity)},
-      {"network_model", core::to_string(s.simulation.network_model)},
-      {"graph_nodes", graph.size()},
-      {"graph_edges", graph.edge_count()},
-      {"graph_bytes", graph_bytes},
-      {"activities", times.activities},
+  result["simulator"] = {{"fidelity", core::to_string(fidelity)},
+                         {"network_model", core::to_string(s.simulation.network_model)},
+                         {"graph_nodes", graph.size()},
+                         {"graph_edges", graph.edge_count()},
+                         {"activities", times.activities}};
+  core::Json out{{"result", result}};
+  out["stats"] = {
       {"wall_s",
        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
-      {"peak_rss_bytes", static_cast<double>(usage.ru_maxrss) * 1024}};
-  if (!diags.empty()) result["diagnostics"] = diagnostics_json(diags);
-  return {{"result", result}};
+      {"peak_rss_bytes", static_cast<double>(usage.ru_maxrss) * 1024},
+      {"graph_nodes", graph.size()},
+      {"graph_bytes", graph_bytes},
+      {"activities", times.activities}};
+  if (!diags.empty()) out["diagnostics"] = diagnostics_json(diags);
+  return out;
 }
 
 bool write_all(int fd, const std::string& text) {
@@ -331,29 +335,19 @@ void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
 
 }  // namespace
 
-std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                   core::Diagnostics& diags) {
-  if (!options.allow_oom) check_memory(in, diags);
-  if (diags.has_errors()) return std::nullopt;
-
+core::Json run_isolated(const std::function<core::Json()>& body) {
   int fds[2];
-  if (::pipe(fds) != 0) {
-    diags.error({}, "", "cannot start the simulator: pipe() failed");
-    return std::nullopt;
-  }
+  if (::pipe(fds) != 0) throw std::runtime_error("cannot start the simulator: pipe() failed");
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) {
-    diags.error({}, "", "cannot start the simulator: fork() failed");
-    return std::nullopt;
-  }
+  if (pid < 0) throw std::runtime_error("cannot start the simulator: fork() failed");
   if (pid == 0) {
     ::close(fds[0]);
     core::Json out;
     try {
-      out = run_child(in, options);
+      out = {{"value", body()}};
     } catch (const std::exception& e) {
       out = {{"failure", e.what()}};
     }
@@ -374,23 +368,39 @@ std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOp
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
-    std::string why = WIFSIGNALED(status)
-                          ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                          : "exited with status " + std::to_string(WEXITSTATUS(status));
-    diags.error({}, "", "the simulator process " + why + " before giving a result",
-                "this is a bug in hgsim: please report it with the scenario");
-    return std::nullopt;
+    const std::string why = WIFSIGNALED(status)
+                                ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                : "exited with status " + std::to_string(WEXITSTATUS(status));
+    throw std::runtime_error("the simulator process " + why +
+                             " before giving a result (a bug in hgsim: please report it)");
   }
-  const core::Json out = core::Json::parse(text);
-  if (out.contains("failure")) {
-    diags.error({}, "", "simulation failed: " + out["failure"].get<std::string>());
+  core::Json out = core::Json::parse(text);
+  if (out.contains("failure")) throw std::runtime_error(out["failure"].get<std::string>());
+  return out["value"];
+}
+
+std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                   core::Diagnostics& diags, SimulationStats* stats) {
+  if (!options.allow_oom) check_memory(in, diags);
+  if (diags.has_errors()) return std::nullopt;
+  core::Json out;
+  try {
+    out = run_isolated([&] { return run_child(in, options); });
+  } catch (const std::exception& e) {
+    diags.error({}, "", std::string("simulation failed: ") + e.what());
     return std::nullopt;
   }
   if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
   if (!out.contains("result")) return std::nullopt;
-  core::Json result = out["result"];
-  if (result.contains("diagnostics")) result.erase("diagnostics");
-  return result;
+  if (stats) {
+    const auto& st = out["stats"];
+    stats->wall_s = st["wall_s"];
+    stats->peak_rss_bytes = st["peak_rss_bytes"];
+    stats->graph_nodes = st["graph_nodes"];
+    stats->activities = st["activities"];
+    stats->graph_bytes = st["graph_bytes"];
+  }
+  return out["result"];
 }
 
 std::string format_results(const core::Json& r) {

@@ -15,6 +15,7 @@
 // The four add up to iteration_time_s.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,12 +48,26 @@ struct SimulationOptions {
 // Full fidelity up to this many GPUs, folded above (fidelity: auto).
 constexpr int full_fidelity_max_gpus = 256;
 
+// How the simulation itself went (not part of the results: they must not depend on it).
+struct SimulationStats {
+  double wall_s = 0;          // in the child: building, simulating, summing up
+  double peak_rss_bytes = 0;  // the child's peak resident memory
+  double graph_nodes = 0;
+  double graph_bytes = 0;  // memory the execution graph holds
+  double activities = 0;   // SimGrid activities run
+};
+
+// Runs `body` in a child process and returns what it returned: SimGrid allows one engine
+// per process. Throws std::runtime_error with the child's message when it throws, or when
+// it dies.
+core::Json run_isolated(const std::function<core::Json()>& body);
+
 // Simulates one iteration in a child process (SimGrid allows one engine per process).
 // Returns the results JSON; problems (a plan that does not fit in memory without
 // allow_oom, a WAN that does not join the clusters, a plan folding cannot handle, the
 // simulator failing) go to `diags`.
 std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                   core::Diagnostics& diags);
+                                   core::Diagnostics& diags, SimulationStats* stats = nullptr);
 
 // The short table a person reads at a glance.
 std::string format_results(const core::Json& results);

@@ -1,0 +1,580 @@
+// The simulator against closed forms: pipeline schedules, collectives, link sharing,
+// bandwidth traces, a WAN-bound pipeline; folded against full fidelity; determinism; the
+// platform XML loaded back into SimGrid; bad plans and plans that do not fit.
+#include <gtest/gtest.h>
+
+#include <simgrid/s4u.hpp>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "apps/commands.hpp"
+#include "apps/validate.hpp"
+#include "core/document.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "sim/collectives.hpp"
+#include "sim/engine.hpp"
+#include "sim/simulate.hpp"
+#include "sim/workload.hpp"
+
+namespace hgsim {
+namespace {
+
+namespace fs = std::filesystem;
+using core::Json;
+
+apps::CheckedScenario checked(const std::string& yaml) {
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(yaml, "test.yaml", diags);
+  EXPECT_TRUE(node) << diags.format();
+  auto s = core::parse_scenario(*node, "test.yaml", diags);
+  EXPECT_TRUE(s) << diags.format();
+  auto c = apps::check_scenario(*s, diags);
+  EXPECT_TRUE(c) << diags.format();
+  return *c;
+}
+
+// Every layer takes `forward` seconds forward and twice that backward; nothing else costs.
+class FixedTimes final : public kernels::ComputeModel {
+ public:
+  explicit FixedTimes(double forward) : forward_(forward) {}
+  kernels::PhaseTimes layer(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
+    return {core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
+  }
+  kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
+    return {};
+  }
+  core::Seconds optimizer_step(const kernels::GpuSpec&, double, core::Precision,
+                               core::Optimizer) const override {
+    return core::Seconds(0);
+  }
+  std::string provenance(const kernels::GpuSpec&) const override { return "estimated"; }
+
+ private:
+  double forward_;
+};
+
+Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
+         core::Fidelity fidelity = core::Fidelity::full) {
+  sim::SimulationInput in;
+  in.scenario = &c.scenario;
+  in.plan = &c.scenario.strategy.plan;
+  in.model = &c.model;
+  in.compression = c.compression;
+  in.compute = &compute;
+  sim::SimulationOptions options;
+  options.fidelity = fidelity;
+  options.fidelity_from_cli = true;
+  core::Diagnostics diags;
+  auto result = sim::simulate(in, options, diags);
+  EXPECT_TRUE(result) << diags.format();
+  return result ? *result : Json{{"iteration_time_s", -1}};
+}
+
+const char* kTinyModel = R"(
+model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
+)";
+
+// p stages on p single-GPU nodes joined by links so fast that transfers cost nothing.
+std::string pipeline_scenario(const std::string& schedule, int stages, int micro_batches,
+                              int virtual_stages = 1) {
+  std::string yaml = std::string("name: pipeline\n") + kTinyModel +
+                     "training: {global_batch: " + std::to_string(micro_batches) +
+                     ", seq_len: 128, precision: bf16}\n"
+                     "clusters:\n"
+                     "  - {name: c, gpu: H100-80GB-SXM, nodes: " +
+                     std::to_string(stages) +
+                     ", gpus_per_node: 1, nvlink: {bandwidth: 1000TB/s, latency: 0s}, "
+                     "nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
+                     "strategy:\n  schedule: " +
+                     schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) +
+                     "\n  pipelines:\n    - micro_batches: " + std::to_string(micro_batches) +
+                     "\n      stages:\n";
+  for (int s = 0; s < stages; ++s)
+    yaml += "        - {cluster: c, layers: " + std::to_string(8 / stages) + "}\n";
+  return yaml;
+}
+
+// ---- pipeline schedules -------------------------------------------------------------------
+
+TEST(SimPipeline, OneFOneBAndGPipeFollowTheClosedForm) {
+  const double tf = 1e-3;  // per layer
+  const FixedTimes compute(tf);
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    for (auto [p, m] : {std::pair{4, 8}, std::pair{2, 5}, std::pair{8, 3}}) {
+      auto c = checked(pipeline_scenario(schedule, p, m));
+      const double stage_f = 8 / p * tf, stage_b = 2 * stage_f;
+      const double expected = (m + p - 1) * (stage_f + stage_b);  // (m + p - 1)(t_f + t_b)
+      const double got = run(c, compute)["iteration_time_s"];
+      EXPECT_NEAR(got, expected, 1e-6 * expected) << schedule << " p=" << p << " m=" << m;
+    }
+  }
+}
+
+TEST(SimPipeline, InterleavedShrinksTheBubbleByTheChunkCount) {
+  const double tf = 1e-3;
+  const FixedTimes compute(tf);
+  const int p = 4, m = 8, v = 2;
+  auto c = checked(pipeline_scenario("interleaved", p, m, v));
+  const double stage = 8 / p * 3 * tf;  // forward + backward of all chunks
+  // Narayanan et al. 2021: the bubble shrinks from (p - 1) to (p - 1) / v op-times.
+  const double expected = (m + double(p - 1) / v) * stage;
+  const double got = run(c, compute)["iteration_time_s"];
+  EXPECT_NEAR(got, expected, 1e-6 * expected);
+}
+
+TEST(SimPipeline, SchedulesRunEveryOpOnce) {
+  for (int p : {1, 2, 4})
+    for (int stage = 0; stage < p; ++stage)
+      for (int v : {1, 2}) {
+        const int m = 2 * p;
+        auto ops = v == 1 ? sim::one_f_one_b(p, stage, m) : sim::interleaved(p, stage, m, v);
+        ASSERT_EQ(ops.size(), std::size_t(2 * m * v));
+        std::set<std::tuple<bool, int, int>> seen;
+        for (const auto& op : ops) {
+          EXPECT_TRUE(seen.insert({op.forward, op.micro_batch, op.chunk}).second);
+          if (!op.forward) {
+            EXPECT_TRUE(seen.count({true, op.micro_batch, op.chunk}));
+          }
+        }
+      }
+}
+
+// ---- collectives ----------------------------------------------------------------------------
+
+std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
+                           const std::string& latency = "5us") {
+  return std::string("name: nodes\n") + kTinyModel +
+         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
+         "clusters:\n  - {name: c, gpu: A100-80GB-SXM, nodes: " +
+         std::to_string(nodes) +
+         ", gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: " + nic +
+         ", latency: " + latency +
+         "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
+         "      stages:\n        - {cluster: c, layers: 8}\n";
+}
+
+sim::Platform one_gpu_per_node(const core::Scenario& s, int n) {
+  std::vector<sim::DeviceRequest> requests;
+  for (int i = 0; i < n; ++i) requests.push_back({0, i, 1});
+  core::Diagnostics diags;
+  return sim::build_platform(s, {kernels::find_gpu(s.clusters[0].gpu)}, requests, diags);
+}
+
+using Lowering = std::vector<sim::NodeId> (*)(const sim::Sender&, const sim::Collective&);
+
+double simulated_collective(const core::Scenario& s, int n, double bytes, Lowering lowering) {
+  return sim::run_isolated([&] {
+    const sim::Platform platform = one_gpu_per_node(s, n);
+    sim::Graph g;
+    sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
+    sim::Collective c{{}, {}, bytes, "test", 1};
+    for (int i = 0; i < n; ++i) {
+      c.members.push_back(i);
+      c.ready.push_back(g.join());
+    }
+    lowering(sender, c);
+    g.finish();
+    return Json(sim::execute(g, platform).makespan);
+  });
+}
+
+TEST(SimCollectives, LoweredCollectivesMatchTheirClosedForms) {
+  auto c = checked(nodes_scenario(8));
+  const double bandwidth = 100e9 / 8;
+  const sim::Hop2 hop{bandwidth, 2 * 5e-6};  // NIC out and NIC in
+  const double S = 1e9;
+  struct Case {
+    const char* name;
+    Lowering lowering;
+    double (*closed)(int, double, sim::Hop2);
+    std::vector<int> sizes;
+  } cases[] = {
+      {"ring all-reduce", sim::ring_all_reduce, sim::ring_all_reduce_time, {2, 3, 5, 8}},
+      {"ring reduce-scatter", sim::ring_reduce_scatter, sim::ring_reduce_scatter_time, {2, 5, 8}},
+      {"ring all-gather", sim::ring_all_gather, sim::ring_all_gather_time, {3, 8}},
+      {"tree broadcast", sim::tree_broadcast, sim::tree_broadcast_time, {2, 4, 5, 8}},
+      {"tree all-reduce", sim::tree_all_reduce, sim::tree_all_reduce_time, {2, 4, 8}},
+      {"halving-doubling",
+       sim::halving_doubling_all_reduce,
+       sim::halving_doubling_all_reduce_time,
+       {2, 4, 8}},
+  };
+  for (const auto& k : cases)
+    for (int n : k.sizes) {
+      const double expected = k.closed(n, S, hop);
+      const double got = simulated_collective(c.scenario, n, S, k.lowering);
+      EXPECT_NEAR(got, expected, 1e-9 * expected) << k.name << " n=" << n;
+    }
+}
+
+TEST(SimCollectives, RingAllReduceClosedFormByHand) {
+  // 2 (n - 1) / n * S / B + 2 (n - 1) alpha with n = 4, S = 1 GB, B = 12.5 GB/s, alpha = 10 us.
+  EXPECT_NEAR(sim::ring_all_reduce_time(4, 1e9, {12.5e9, 10e-6}), 0.12 + 60e-6, 1e-15);
+  EXPECT_EQ(sim::ring_all_reduce_time(1, 1e9, {12.5e9, 10e-6}), 0);
+}
+
+// ---- links ----------------------------------------------------------------------------------
+
+std::string two_cluster_scenario(const std::string& wan, const std::string& extra = "") {
+  return std::string("name: wan\n") + kTinyModel +
+         "training: {global_batch: 2, seq_len: 128, precision: bf16}\n"
+         "clusters:\n"
+         "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
+         "  - {name: b, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
+         "wan:\n  - {between: [a, b], " +
+         wan + "}\n" + extra +
+         "strategy:\n  pipelines:\n    - micro_batches: 2\n      stages:\n"
+         "        - {cluster: a, layers: 4}\n        - {cluster: b, layers: 4}\n";
+}
+
+// Transfers of `bytes` from cluster a's GPU i to cluster b's GPU i, all starting at 0.
+double wan_transfers(const core::Scenario& s, int flows, double bytes) {
+  return sim::run_isolated([&] {
+    std::vector<sim::DeviceRequest> requests{{0, 0, 1}, {0, 1, 1}, {1, 0, 1}, {1, 1, 1}};
+    core::Diagnostics diags;
+    const auto* gpu = kernels::find_gpu("A100-80GB-SXM");
+    const sim::Platform p = sim::build_platform(s, {gpu, gpu}, requests, diags);
+    sim::Graph g;
+    for (int f = 0; f < flows; ++f) g.transfer(f, 2 + f, bytes, sim::Work::pp_comm, -1);
+    g.finish();
+    return Json(sim::execute(g, p).makespan);
+  });
+}
+
+TEST(SimLinks, TwoFlowsOnOneLinkTakeTwiceAsLong) {
+  auto c = checked(two_cluster_scenario("bandwidth: 1Gbps, latency: 1ms, tcp_window: 1GB"));
+  const double latency = 1e-3 + 2e-6, W = 1e9 / 8, S = 50e6;
+  EXPECT_NEAR(wan_transfers(c.scenario, 1, S), latency + S / W, 1e-9);
+  EXPECT_NEAR(wan_transfers(c.scenario, 2, S), latency + 2 * S / W, 1e-9);
+}
+
+TEST(SimLinks, TcpWindowCapsOneFlowOnALongFatPipe) {
+  // 4 MiB over a 15 ms link: window / RTT = 4 MiB / 30.004 ms, far below 10 Gbit/s.
+  auto c = checked(two_cluster_scenario("bandwidth: 10Gbps, latency: 15ms"));
+  const double latency = 15e-3 + 2e-6;
+  const double cap = 4.0 * 1024 * 1024 / (2 * latency);
+  const double S = 100e6;
+  EXPECT_NEAR(wan_transfers(c.scenario, 1, S), latency + S / cap, 1e-9);
+  // Two flows get a window each: together twice as fast as one.
+  EXPECT_NEAR(wan_transfers(c.scenario, 2, S), latency + S / cap, 1e-9);
+}
+
+TEST(SimLinks, BandwidthTraceHalvingMidTransferGivesTheIntegral) {
+  auto c = checked(two_cluster_scenario("bandwidth: 1Gbps, latency: 1ms, tcp_window: 1GB"));
+  // From 0 s 1 Gbit/s, from 1 s 0.5 Gbit/s; the period ends at 1000 s.
+  auto& wan = c.scenario.wan[0];
+  wan.trace = "inline";
+  wan.trace_steps = {{core::Seconds(0), core::BytesPerSecond(1e9 / 8)},
+                     {core::Seconds(1), core::BytesPerSecond(0.5e9 / 8)},
+                     {core::Seconds(1000), core::BytesPerSecond(1e9 / 8)}};
+  const double latency = 1e-3 + 2e-6, W = 1e9 / 8, S = 200e6;
+  const double moved_by_1s = W * (1 - latency);
+  const double expected = 1 + (S - moved_by_1s) / (W / 2);
+  EXPECT_NEAR(wan_transfers(c.scenario, 1, S), expected, 1e-6);
+}
+
+TEST(SimLinks, WanBoundPipelineIsLimitedByBytesOverBandwidth) {
+  // GPipe over a slow WAN with next to no compute: the forwards stream m activations over
+  // the link one way, then the backwards stream m gradients back: 2 m S / W.
+  const int m = 16;
+  std::string yaml = two_cluster_scenario("bandwidth: 1Gbps, latency: 10us, tcp_window: 1GB");
+  yaml.replace(yaml.find("global_batch: 2"), 15, "global_batch: " + std::to_string(m));
+  yaml.replace(yaml.find("micro_batches: 2"), 16, "micro_batches: " + std::to_string(m));
+  yaml.replace(yaml.find("strategy:\n"), 10, "strategy:\n  schedule: gpipe\n");
+  auto c = checked(yaml);
+  const FixedTimes compute(1e-7);
+  const double S = 128 * 256 * 2;  // one micro-batch's activations: s h bf16
+  const double W = 1e9 / 8;
+  const Json r = run(c, compute);
+  const double T = r["iteration_time_s"];
+  EXPECT_GE(T, 2 * m * S / W);
+  EXPECT_NEAR(T, 2 * m * S / W, 0.01 * T);
+  // int8 on the WAN halves the bytes (plus one scale per block), and the time with them.
+  yaml.replace(yaml.find("strategy:"), 0, "compression: {wan_activations: int8}\n");
+  auto compressed = checked(yaml);
+  const Json rc = run(compressed, compute);
+  const auto& codec = rc["compression"]["wan_activations"];
+  const double ratio = codec["wan_wire_bytes"].get<double>() / codec["wan_raw_bytes"].get<double>();
+  EXPECT_GT(ratio, 0.5);
+  EXPECT_LT(ratio, 0.52);
+  EXPECT_NEAR(rc["iteration_time_s"].get<double>() / T, ratio, 0.03);
+}
+
+// ---- fidelity, determinism -------------------------------------------------------------------
+
+std::string fold_case(const std::string& schedule, const std::string& stages, int replicas,
+                      int micro_batches, const std::string& algorithm, int micro_batch = 1) {
+  const int batch = replicas * micro_batches * micro_batch;
+  return std::string("name: fold\n") +
+         "model: {name: small, layers: 8, hidden: 1024, heads: 16, vocab: 32000}\n"
+         "training: {global_batch: " +
+         std::to_string(batch) +
+         ", seq_len: 1024, precision: bf16}\n"
+         "clusters:\n"
+         "  - {name: a, gpu: A100-80GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+         "  - {name: b, gpu: V100-32GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
+         "150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}\n"
+         "wan:\n  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
+         "strategy:\n  schedule: " +
+         schedule + (schedule == "interleaved" ? "\n  virtual_stages: 2" : "") +
+         "\n  micro_batch: " + std::to_string(micro_batch) +
+         "\n  pipelines:\n    - replicas: " + std::to_string(replicas) +
+         "\n      micro_batches: " + std::to_string(micro_batches) + "\n      stages:\n" + stages +
+         "  grad_sync: {algorithm: " + algorithm + ", bucket: 4MB}\n";
+}
+
+TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
+  const kernels::RooflineModel roofline;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"two clusters, tp 2, two replicas, hierarchical sync",
+       fold_case("1f1b",
+                 "        - {cluster: a, tp: 2, layers: 5}\n"
+                 "        - {cluster: b, tp: 2, layers: 3}\n",
+                 2, 8, "hierarchical")},
+      {"one cluster, tp 2 dp 2, ring sync",
+       fold_case("1f1b",
+                 "        - {cluster: a, tp: 2, dp: 2, layers: 4}\n"
+                 "        - {cluster: a, tp: 2, dp: 2, layers: 4}\n",
+                 1, 8, "ring", 2)},
+      {"interleaved, two replicas", fold_case("interleaved",
+                                              "        - {cluster: a, tp: 2, layers: 4}\n"
+                                              "        - {cluster: a, tp: 2, layers: 4}\n",
+                                              2, 4, "ring")},
+      {"gpipe, tree sync, tp 4", fold_case("gpipe",
+                                           "        - {cluster: b, tp: 4, layers: 4}\n"
+                                           "        - {cluster: b, tp: 4, layers: 4}\n",
+                                           2, 4, "tree")},
+      {"resharding tp 4 -> tp 2 dp 2 across the WAN",
+       fold_case("1f1b",
+                 "        - {cluster: a, tp: 4, layers: 4}\n"
+                 "        - {cluster: b, tp: 2, dp: 2, layers: 4}\n",
+                 2, 6, "hierarchical", 2)},
+  };
+  for (const auto& [name, yaml] : cases) {
+    auto c = checked(yaml);
+    const double full = run(c, roofline, core::Fidelity::full)["iteration_time_s"];
+    const double folded = run(c, roofline, core::Fidelity::folded)["iteration_time_s"];
+    EXPECT_NEAR(folded, full, 0.005 * full) << name;
+  }
+}
+
+TEST(SimFidelity, SameInputGivesByteIdenticalResults) {
+  const kernels::RooflineModel roofline;
+  auto c = checked(fold_case("1f1b",
+                             "        - {cluster: a, tp: 2, layers: 5}\n"
+                             "        - {cluster: b, tp: 2, layers: 3}\n",
+                             2, 4, "hierarchical"));
+  EXPECT_EQ(run(c, roofline).dump(), run(c, roofline).dump());
+}
+
+// ---- graph ----------------------------------------------------------------------------------
+
+TEST(SimGraph, CyclesAndDanglingEndpointsAreReported) {
+  sim::Graph g;
+  const int l = g.label("step");
+  auto a = g.compute(0, 1, sim::Work::forward, l);
+  auto b = g.compute(0, 1, sim::Work::forward, l);
+  auto c = g.compute(0, 1, sim::Work::forward, l);
+  g.edge(a, b);
+  g.edge(b, c);
+  g.edge(c, b);
+  g.transfer(0, 0, 10, sim::Work::pp_comm, l);  // to itself
+  g.transfer(0, 7, 10, sim::Work::pp_comm, l);  // to a device that does not exist
+  g.finish();
+  core::Diagnostics diags;
+  g.check(2, diags);
+  const std::string text = diags.format();
+  EXPECT_NE(text.find("cycle"), std::string::npos) << text;
+  EXPECT_NE(text.find("two different devices"), std::string::npos) << text;
+  EXPECT_EQ(diags.error_count(), 3) << text;
+
+  sim::Graph dangling;
+  dangling.join();
+  dangling.edge(0, 5);
+  dangling.finish();
+  core::Diagnostics d2;
+  dangling.check(1, d2);
+  EXPECT_NE(d2.format().find("does not exist"), std::string::npos) << d2.format();
+}
+
+TEST(SimGraph, NodesStaySmall) {
+  EXPECT_LE(sizeof(sim::GraphNode), 32u);
+}
+
+// ---- platform XML ---------------------------------------------------------------------------
+
+TEST(SimPlatform, ExportedXmlLoadsIntoSimGridWithTheSameRoutes) {
+  auto c = checked(fold_case("1f1b",
+                             "        - {cluster: a, tp: 2, layers: 5}\n"
+                             "        - {cluster: b, tp: 2, layers: 3}\n",
+                             2, 4, "hierarchical"));
+  c.scenario.clusters[0].oversubscription = 2;
+  const auto* a100 = kernels::find_gpu("A100-80GB-SXM");
+  const auto* v100 = kernels::find_gpu("V100-32GB-SXM");
+  std::vector<sim::DeviceRequest> requests{{0, 0, 1}, {0, 1, 1}, {0, 4, 1}, {1, 0, 1}, {1, 5, 1}};
+  core::Diagnostics diags;
+  const auto p = sim::build_platform(c.scenario, {a100, v100}, requests, diags);
+  ASSERT_FALSE(diags.has_errors()) << diags.format();
+  const fs::path xml =
+      fs::temp_directory_path() / ("hgsim-platform-" + std::to_string(getpid()) + ".xml");
+  std::ofstream(xml) << sim::platform_xml(p);
+  const Json routes = sim::run_isolated([&] {
+    int argc = 2;
+    char a0[] = "test", a1[] = "--log=root.thresh:critical";
+    char* argv[] = {a0, a1, nullptr};
+    simgrid::s4u::Engine e(&argc, argv);
+    e.load_platform(xml.string());
+    Json out = Json::array();
+    for (int s = 0; s < p.device_count(); ++s)
+      for (int d = 0; d < p.device_count(); ++d) {
+        if (s == d) continue;
+        std::vector<simgrid::s4u::Link*> links;
+        double latency = 0;
+        e.host_by_name(p.devices[s].name)
+            ->route_to(e.host_by_name(p.devices[d].name), links, &latency);
+        double bandwidth = 1e300;
+        for (auto* l : links) bandwidth = std::min(bandwidth, l->get_bandwidth());
+        out.push_back({latency, bandwidth});
+      }
+    return out;
+  });
+  fs::remove(xml);
+  std::size_t k = 0;
+  for (int s = 0; s < p.device_count(); ++s)
+    for (int d = 0; d < p.device_count(); ++d) {
+      if (s == d) continue;
+      EXPECT_NEAR(routes[k][0].get<double>(), p.route_latency(s, d), 1e-12) << s << "->" << d;
+      EXPECT_NEAR(routes[k][1].get<double>(), p.route_bandwidth(s, d), 1e-3) << s << "->" << d;
+      ++k;
+    }
+}
+
+// ---- the command ----------------------------------------------------------------------------
+
+struct CliResult {
+  int status;
+  std::string out, err;
+};
+CliResult hgsim(std::vector<std::string> args) {
+  args.insert(args.begin(), "hgsim");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int status = apps::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {status, out.str(), err.str()};
+}
+
+fs::path temp_file(const std::string& name, const std::string& text) {
+  const fs::path path = fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(SimCli, BadPlanFilesAreRefusedWithTheirJsonPath) {
+  const auto scenario = temp_file("scenario.yaml", fold_case("1f1b",
+                                                             "        - {cluster: a, layers: 4}\n"
+                                                             "        - {cluster: b, layers: 4}\n",
+                                                             1, 4, "ring"));
+  struct Case {
+    std::string plan, expected;
+  } cases[] = {
+      {R"({"pipelines": [{"micro_batches": 4, "stages": [{"cluster": "mars", "layers": 8}]}]})",
+       "pipelines[0].stages[0].cluster"},
+      {R"({"pipelines": [{"micro_batches": 4, "stages": [{"cluster": "a", "tp": 8, "dp": 4, "layers": 8}]}]})",
+       "pipelines[0].stages[0]"},
+      {R"({"pipelines": [{"micro_batches": 4, "stages": [{"cluster": "a", "layers": 7}]}]})",
+       "layers"},
+      {R"({"pipelines": [{"micro_batches": 3, "stages": [{"cluster": "a", "layers": 8}]}]})",
+       "global_batch"},
+      {R"({"pipelines": [)", "plan.json"},
+  };
+  for (const auto& k : cases) {
+    const auto plan = temp_file("plan.json", k.plan);
+    auto r = hgsim({"run", scenario.string(), "--plan", plan.string()});
+    EXPECT_EQ(r.status, 1) << k.plan << "\n" << r.err << r.out;
+    EXPECT_NE((r.err + r.out).find(k.expected), std::string::npos) << k.plan << "\n" << r.err;
+    fs::remove(plan);
+  }
+  fs::remove(scenario);
+}
+
+TEST(SimCli, APlanThatDoesNotFitIsRefusedUnlessAllowed) {
+  // 8 GPT-3 13B layers of 2048 tokens, no recompute, on a 16 GiB V100: far too much.
+  std::string yaml = fold_case("gpipe", "        - {cluster: b, layers: 40}\n", 1, 32, "ring");
+  yaml.replace(yaml.find("model: {"),
+               yaml.find('\n', yaml.find("model: {")) - yaml.find("model: {"), "model: gpt3-13b");
+  const auto scenario = temp_file("oom.yaml", yaml);
+  auto r = hgsim({"run", scenario.string()});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("does not fit in memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("strategy.pipelines[0].stages[0]"), std::string::npos) << r.err;
+  fs::remove(scenario);
+}
+
+// Every example with an explicit strategy matches the summary checked in beside it
+// (STYLE.md): iteration time, throughput and the per-stage breakdown, within the tolerance
+// the file states. HGSIM_UPDATE_EXPECTED=1 rewrites the files.
+TEST(SimExamples, ExplicitStrategiesMatchTheirExpectedSummaries) {
+  const fs::path dir = fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "examples";
+  int compared = 0;
+  for (const char* name : {"explicit-plan", "inline-model"}) {
+    const fs::path scenario = dir / (std::string(name) + ".yaml");
+    const fs::path expected_file = dir / (std::string(name) + ".expected.json");
+    auto r = hgsim({"run", scenario.string(), "--json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const Json got = Json::parse(r.out);
+    Json summary{{"iteration_time_s", got["iteration_time_s"]},
+                 {"tokens_per_s", got["tokens_per_s"]},
+                 {"mfu", got["mfu"]}};
+    Json stages = Json::object();
+    for (const auto& d : got["devices"]) {
+      const std::string key = "p" + std::to_string(d["pipeline"].get<int>()) + " s" +
+                              std::to_string(d["stage"].get<int>());
+      if (stages.contains(key)) continue;
+      stages[key] = {{"compute_s", d["compute_s"]},
+                     {"comm_exposed_s", d["comm_exposed_s"]},
+                     {"bubble_s", d["bubble_s"]},
+                     {"idle_s", d["idle_s"]},
+                     {"peak_bytes", d["memory"]["peak_bytes"]}};
+    }
+    summary["stages"] = stages;
+    if (std::getenv("HGSIM_UPDATE_EXPECTED")) {
+      Json file{{"command", "hgsim run scenarios/examples/" + std::string(name) + ".yaml --json"},
+                {"tolerance", "relative 1e-6 on every number (the simulator is deterministic)"},
+                {"relative_tolerance", 1e-6},
+                {"summary", summary}};
+      std::ofstream(expected_file) << file.dump(2) << "\n";
+    }
+    std::ifstream in(expected_file);
+    ASSERT_TRUE(in) << "missing " << expected_file << " (run with HGSIM_UPDATE_EXPECTED=1)";
+    const Json expected = Json::parse(in);
+    const double tolerance = expected["relative_tolerance"];
+    std::function<void(const Json&, const Json&, const std::string&)> compare =
+        [&](const Json& e, const Json& g, const std::string& path) {
+          if (e.is_object()) {
+            for (auto it = e.begin(); it != e.end(); ++it) {
+              ASSERT_TRUE(g.contains(it.key())) << path << "." << it.key();
+              compare(it.value(), g[it.key()], path + "." + it.key());
+            }
+            return;
+          }
+          const double want = e.get<double>(), have = g.get<double>();
+          EXPECT_NEAR(have, want, tolerance * std::max(std::abs(want), 1e-6))
+              << name << path << ": expected " << want << ", got " << have << " ("
+              << 100 * (have - want) / want << "%)";
+        };
+    compare(expected["summary"], summary, "");
+    ++compared;
+  }
+  EXPECT_EQ(compared, 2);
+}
+
+}  // namespace
+}  // namespace hgsim
