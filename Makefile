@@ -1,6 +1,6 @@
 # The README's two commands. Both install what is missing (scripts/debian-packages.txt),
 # configure (CMakePresets.json, Release) and build; then
-#   make demo   runs hgsim on the default scenario and prints a summary,
+#   make demo   checks the default scenario, prints its summary, then simulates one iteration,
 #   make test   runs the whole test suite with ctest (its summary is the last lines).
 PRESET        ?= release
 BUILD_DIR     := build/$(PRESET)
@@ -25,6 +25,8 @@ build: configure
 
 demo: build
 	@$(HGSIM) check $(DEMO_SCENARIO) --summary
+	@echo
+	@$(HGSIM) run $(DEMO_SCENARIO)
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
