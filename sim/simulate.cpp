@@ -446,9 +446,10 @@ std::string format_results(const core::Json& r) {
   out << line;
   for (const auto& [key, row] : rows) {
     auto pct = [&](double v) { return 100 * v / row.gpus / T; };
+    const std::string stage = "p" + std::to_string(key.first) + " s" + std::to_string(key.second);
     std::snprintf(line, sizeof line,
-                  "  p%d s%-5d %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
-                  key.first, key.second, row.cluster.c_str(), row.gpu.c_str(), row.gpus,
+                  "  %-8s %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
+                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus,
                   pct(row.compute), pct(row.comm), pct(row.bubble), pct(row.idle),
                   core::human_size(core::Bytes(row.memory)).c_str(),
                   core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
