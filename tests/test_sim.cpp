@@ -408,6 +408,47 @@ TEST(SimGraph, NodesStaySmall) {
   EXPECT_LE(sizeof(sim::GraphNode), 32u);
 }
 
+TEST(SimPlatform, WanRoutesTakeTheLeastLatencyPathAndKeepDirections) {
+  auto c =
+      checked(std::string("name: three\n") + kTinyModel +
+              "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
+              "clusters:\n"
+              "  - {name: a, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 1, nvlink: "
+              "{bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+              "  - {name: b, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 1, nvlink: "
+              "{bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+              "  - {name: c, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 1, nvlink: "
+              "{bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+              "wan:\n"
+              "  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
+              "  - {between: [b, c], bandwidth: 5Gbps, reverse_bandwidth: 2Gbps, latency: 10ms}\n"
+              "  - {between: [a, c], bandwidth: 1Gbps, latency: 50ms}\n"
+              "strategy:\n  pipelines:\n    - micro_batches: 1\n      stages:\n"
+              "        - {cluster: a, layers: 8}\n");
+  const auto* gpu = kernels::find_gpu("A100-80GB-SXM");
+  core::Diagnostics diags;
+  const auto p =
+      sim::build_platform(c.scenario, {gpu, gpu, gpu}, {{0, 0, 1}, {1, 0, 1}, {2, 0, 1}}, diags);
+  auto wan_names = [&](int src, int dst) {
+    std::vector<std::string> names;
+    for (const auto& h : p.route(src, dst))
+      if (p.links[h.link].kind == sim::LinkKind::wan) names.push_back(p.links[h.link].name);
+    return names;
+  };
+  // a -> c: 20 ms through b beats the direct 50 ms link.
+  EXPECT_EQ(wan_names(0, 2), (std::vector<std::string>{"wan:a->b", "wan:b->c"}));
+  EXPECT_EQ(wan_names(2, 0), (std::vector<std::string>{"wan:c->b", "wan:b->a"}));
+  EXPECT_NEAR(p.route_latency(0, 2), 20e-3 + 4e-6, 1e-12);
+  // The window cap of the path: 4 MiB over twice the route latency.
+  EXPECT_NEAR(p.flow_cap(0, 2), 4.0 * 1024 * 1024 / (2 * (20e-3 + 4e-6)), 1e-6);
+  // Asymmetric: b -> c at 5 Gbit/s, c -> b at 2 Gbit/s.
+  EXPECT_NEAR(p.route_bandwidth(1, 2), std::min(5e9 / 8, p.flow_cap(1, 2)), 1e-3);
+  double c_to_b = 0;
+  for (const auto& l : p.links)
+    if (l.name == "wan:c->b") c_to_b = l.bytes_per_s;
+  EXPECT_EQ(c_to_b, 2e9 / 8);
+}
+
 // ---- platform XML ---------------------------------------------------------------------------
 
 TEST(SimPlatform, ExportedXmlLoadsIntoSimGridWithTheSameRoutes) {
