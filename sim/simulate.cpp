@@ -474,7 +474,10 @@ std::string format_results(const core::Json& r) {
                   core::human_duration(core::Seconds(c["codec_time_s"].get<double>())).c_str());
     out << line;
   }
-  out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n";
+  out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n"
+      << "  Sources: times simulated (" << r["provenance"]["network"].get<std::string>()
+      << "); compute " << r["provenance"]["compute_model"].get<std::string>()
+      << "; memory " << r["provenance"]["memory"].get<std::string>() << ".\n";
   return out.str();
 }
 
