@@ -433,6 +433,7 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
   auto points = check_scenario_file(path, diags);
   if (!points) return report_bad_input(diags, json, out, err);
   err << diags.format();
+  if (!list_only) return run_points(*points, json, out, err);
   if (json) {
     Json list = Json::array();
     for (const CheckedPoint& p : *points) {
@@ -450,8 +451,7 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
       out << "\n";
     }
   }
-  if (list_only) return kSuccess;
-  return run_points(*points, json, out, err);
+  return kSuccess;
 }
 
 int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
@@ -556,6 +557,64 @@ TEST(SimCli, APlanThatDoesNotFitIsRefusedUnlessAllowed) {
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("does not fit in memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("strategy.pipelines[0].stages[0]"), std::string::npos) << r.err;
+  fs::remove(scenario);
+}
+
+TEST(SimCli, TraceGraphAndPlatformExportsAreWellFormed) {
+  const auto scenario =
+      temp_file("trace.yaml", fold_case("1f1b",
+                                        "        - {cluster: a, tp: 2, layers: 4}\n"
+                                        "        - {cluster: b, tp: 2, layers: 4}\n",
+                                        1, 4, "ring"));
+  const auto trace = temp_file("trace.json", "");
+  const auto graph = temp_file("graph.json", "");
+  const auto platform = temp_file("platform.xml", "");
+  auto r = hgsim({"run", scenario.string(), "--json", "--trace", trace.string(), "--export-graph",
+                  graph.string(), "--export-platform", platform.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json result = Json::parse(r.out);
+  std::ifstream t(trace);
+  const Json events = Json::parse(t)["traceEvents"];
+  std::set<std::string> categories;
+  std::set<std::pair<int, int>> tracks;
+  int wan_events = 0;
+  for (const auto& e : events) {
+    if (e["ph"] != "X") continue;
+    categories.insert(e["cat"].get<std::string>());
+    tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+    EXPECT_GE(e["dur"].get<double>(), 0);
+    EXPECT_LE((e["ts"].get<double>() + e["dur"].get<double>()) * 1e-6,
+              result["iteration_time_s"].get<double>() * (1 + 1e-9));
+    if (e["pid"].get<int>() == 2) ++wan_events;  // the WAN process follows the clusters
+  }
+  for (const char* c : {"forward", "backward", "tp_comm", "pp_comm", "optimizer", "bubble"})
+    EXPECT_TRUE(categories.count(c)) << c;
+  EXPECT_GT(wan_events, 0);
+  EXPECT_GE(tracks.size(), 8u);  // 4 GPUs x (compute, comm) at least
+  std::ifstream g(graph);
+  const Json nodes = Json::parse(g)["nodes"];
+  EXPECT_EQ(nodes.size(), result["simulator"]["graph_nodes"].get<std::size_t>());
+  std::ifstream x(platform);
+  const std::string xml((std::istreambuf_iterator<char>(x)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<platform version=\"4.1\">"), std::string::npos);
+  EXPECT_NE(xml.find("wan:a->b"), std::string::npos);
+  for (const auto& f : {scenario, trace, graph, platform}) fs::remove(f);
+}
+
+TEST(SimCli, SweepSimulatesEveryPoint) {
+  std::string yaml = fold_case("1f1b",
+                               "        - {cluster: a, layers: 4}\n"
+                               "        - {cluster: b, layers: 4}\n",
+                               1, 4, "ring");
+  yaml += "sweep:\n  wan[0].bandwidth: [1Gbps, 100Gbps]\n";
+  const auto scenario = temp_file("sweep.yaml", yaml);
+  auto r = hgsim({"sweep", scenario.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json points = Json::parse(r.out)["points"];
+  ASSERT_EQ(points.size(), 2u);
+  // A faster WAN never makes the iteration slower.
+  EXPECT_GT(points[0]["result"]["iteration_time_s"].get<double>(),
+            points[1]["result"]["iteration_time_s"].get<double>());
   fs::remove(scenario);
 }
 
