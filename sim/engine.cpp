@@ -3,8 +3,12 @@
 #include <simgrid/kernel/ProfileBuilder.hpp>
 #include <simgrid/s4u.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -17,6 +21,7 @@ using simgrid::kernel::routing::NetPoint;
 namespace {
 
 std::atomic<bool> engine_used{false};
+int progress_setting = -1;  // -1: when stderr is a terminal
 
 std::vector<sg::LinkInRoute> in_route(const std::vector<sg::Link*>& links,
                                       const std::vector<Hop>& hops) {
@@ -164,6 +169,7 @@ class Runner {
       throw std::runtime_error(std::to_string(unfinished) +
                                " graph nodes never ran (a dependency cycle)");
     for (double e : times_.end) times_.makespan = std::max(times_.makespan, e);
+    if (reported_) std::fprintf(stderr, "\n");
     return std::move(times_);
   }
 
@@ -265,8 +271,19 @@ class Runner {
     drain();
   }
 
+  void report_progress() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_report_ < std::chrono::seconds(2)) return;
+    last_report_ = now;
+    std::fprintf(stderr, "\rhgsim: %zu of %zu graph nodes done (%.0f%%), %.3f s simulated   ",
+                 finished_count_, graph_.size(), 100.0 * finished_count_ / graph_.size(),
+                 sg::Engine::get_clock());
+    reported_ = true;
+  }
+
   void finish(NodeId id) {
     times_.end[id] = sg::Engine::get_clock();
+    if (progress_ && (++finished_count_ & 0xffff) == 0) report_progress();
     if (sink_) sink_->completed(id, times_.start[id], times_.end[id]);
     for (auto s = graph_.successors_begin(id); s != graph_.successors_end(id); ++s)
       if (--pending_[*s] == 0) ready_.push_back(*s);
@@ -283,9 +300,17 @@ class Runner {
   std::unordered_multimap<NodeId, sg::ActivityPtr> extra_;
   std::vector<NodeId> ready_, finished_single_, finished_multi_;
   std::vector<sg::ActivityPtr> retired_;
+  bool progress_ = progress_setting < 0 ? ::isatty(2) != 0 : progress_setting > 0;
+  bool reported_ = false;
+  std::size_t finished_count_ = 0;
+  std::chrono::steady_clock::time_point last_report_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
+
+void set_progress(bool on) {
+  progress_setting = on ? 1 : 0;
+}
 
 NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink) {
   if (!graph.finished()) throw std::logic_error("execute: call Graph::finish() first");
