@@ -302,8 +302,8 @@ TEST(SimLinks, WanBoundPipelineIsLimitedByBytesOverBandwidth) {
   const Json rc = run(compressed, compute);
   const auto& codec = rc["compression"]["wan_activations"];
   const double ratio = codec["wan_wire_bytes"].get<double>() / codec["wan_raw_bytes"].get<double>();
-  EXPECT_GT(ratio, 0.5);
-  EXPECT_LT(ratio, 0.52);
+  EXPECT_GT(ratio, 0.5);  // one byte per bf16 element, plus the scales and the header
+  EXPECT_LT(ratio, 0.6);
   EXPECT_NEAR(rc["iteration_time_s"].get<double>() / T, ratio, 0.03);
 }
 
