@@ -62,6 +62,66 @@ bool is_fp8(CodecKind k) {
   return k == CodecKind::fp8_e4m3 || k == CodecKind::fp8_e5m2;
 }
 
+// The loops that touch every element. GCC compiles each twice (AVX2 and the x86-64
+// baseline) and picks one when the program starts, so the binary runs everywhere and uses
+// AVX2 where it exists; the source stays plain C++ that the compiler vectorises.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HGSIM_NO_CLONES)
+#define HGSIM_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HGSIM_HOT
+#endif
+
+// The largest finite |x| of a run, as bits (signed: the magnitudes are below 2^31, and
+// signed max vectorises on every x86-64 level).
+HGSIM_HOT std::uint32_t max_magnitude_bits(const float* x, std::size_t n) {
+  std::int32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto a = static_cast<std::int32_t>(math::finite_magnitude_bits(x[i]));
+    m = a > m ? a : m;
+  }
+  return static_cast<std::uint32_t>(m);
+}
+
+HGSIM_HOT void f32_to_f16_run(const float* x, std::size_t n, std::uint16_t* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::f32_to_f16(x[i]);
+}
+HGSIM_HOT void f32_to_bf16_run(const float* x, std::size_t n, std::uint16_t* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::f32_to_bf16(x[i]);
+}
+HGSIM_HOT void f16_to_f32_run(const std::uint16_t* h, std::size_t n, float* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::f16_to_f32(h[i]);
+}
+HGSIM_HOT void bf16_to_f32_run(const std::uint16_t* h, std::size_t n, float* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::bf16_to_f32(h[i]);
+}
+HGSIM_HOT void e4m3_to_f32_run(const std::uint8_t* c, std::size_t n, float scale, float* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::e4m3_to_f32(c[i]) * scale;
+}
+HGSIM_HOT void e5m2_to_f32_run(const std::uint8_t* c, std::size_t n, float scale, float* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::e5m2_to_f32(c[i]) * scale;
+}
+HGSIM_HOT void quantize_run(const float* x, std::size_t n, float amax, float inv, float qmax,
+                            std::int8_t* q) {
+  for (std::size_t i = 0; i < n; ++i)
+    q[i] = static_cast<std::int8_t>(math::quantize(x[i], amax, inv, qmax, -1.0f));
+}
+HGSIM_HOT void dequantize_int8_run(const std::int8_t* q, std::size_t n, float scale, float* o) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = math::dequantize(q[i], scale, 127.0f);
+}
+// int4: the run starts at an even element; byte i holds elements 2i (low) and 2i+1 (high).
+HGSIM_HOT void dequantize_int4_run(const std::uint8_t* packed, std::size_t n, float scale,
+                                   float* o) {
+  for (std::size_t i = 0; i < n / 2; ++i) {
+    const int lo = packed[i] & 0xF, hi = packed[i] >> 4;
+    o[2 * i] = math::dequantize(lo >= 8 ? lo - 16 : lo, scale, 7.0f);
+    o[2 * i + 1] = math::dequantize(hi >= 8 ? hi - 16 : hi, scale, 7.0f);
+  }
+  if (n % 2) {
+    const int lo = packed[n / 2] & 0xF;
+    o[n - 1] = math::dequantize(lo >= 8 ? lo - 16 : lo, scale, 7.0f);
+  }
+}
+
 // The tensor as fp32: the input itself, or a converted copy.
 class F32 {
  public:
@@ -88,13 +148,11 @@ void store(std::span<const float> values, MutableTensor out, std::size_t offset)
       std::memcpy(static_cast<float*>(out.data) + offset, values.data(), values.size() * 4);
       return;
     case DType::fp16: {
-      auto* o = static_cast<std::uint16_t*>(out.data) + offset;
-      for (std::size_t i = 0; i < values.size(); ++i) o[i] = math::f32_to_f16(values[i]);
+      f32_to_f16_run(values.data(), values.size(), static_cast<std::uint16_t*>(out.data) + offset);
       return;
     }
     case DType::bf16: {
-      auto* o = static_cast<std::uint16_t*>(out.data) + offset;
-      for (std::size_t i = 0; i < values.size(); ++i) o[i] = math::f32_to_bf16(values[i]);
+      f32_to_bf16_run(values.data(), values.size(), static_cast<std::uint16_t*>(out.data) + offset);
       return;
     }
   }
@@ -110,12 +168,6 @@ float load_one(const void* data, DType dtype, std::size_t i) {
       return math::bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
   }
   return 0;
-}
-
-std::uint32_t max_magnitude_bits(const float* x, std::size_t n) {
-  std::uint32_t m = 0;
-  for (std::size_t i = 0; i < n; ++i) m = std::max(m, math::finite_magnitude_bits(x[i]));
-  return m;
 }
 
 // ---- header --------------------------------------------------------------------------------
@@ -255,50 +307,55 @@ std::vector<std::uint64_t> topk_indices(std::span<const float> x, std::uint64_t 
 
 void encode_half(CodecKind kind, std::span<const float> x, std::byte* body) {
   auto* o = reinterpret_cast<std::uint16_t*>(body);
-  if (kind == CodecKind::fp16) {
-    for (std::size_t i = 0; i < x.size(); ++i) o[i] = math::f32_to_f16(x[i]);
-  } else {
-    for (std::size_t i = 0; i < x.size(); ++i) o[i] = math::f32_to_bf16(x[i]);
-  }
+  if (kind == CodecKind::fp16)
+    f32_to_f16_run(x.data(), x.size(), o);
+  else
+    f32_to_bf16_run(x.data(), x.size(), o);
 }
 
+// Per block: the largest finite magnitude, the scale, the codes. One function for the
+// whole tensor, so that the vectorised inner loops are not behind a call per block.
 template <bool E4M3>
-void encode_fp8_run(const float* x, std::size_t n, float inv, std::uint8_t* o) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] * inv;
-    o[i] = E4M3 ? math::f32_to_e4m3(v) : math::f32_to_e5m2(v);
+inline void fp8_blocks(const float* x, std::size_t n, std::size_t block, std::size_t blocks,
+                       float* scales, std::uint8_t* codes) {
+  const float fmax = E4M3 ? math::kE4m3Max : math::kE5m2Max;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t begin = b * block, len = std::min(block, n - begin);
+    std::int32_t m = 0;
+    for (std::size_t i = 0; i < len; ++i) {
+      const auto a = static_cast<std::int32_t>(math::finite_magnitude_bits(x[begin + i]));
+      m = a > m ? a : m;
+    }
+    const math::Scale s = math::block_scale(math::float_of(std::uint32_t(m)), fmax, 1.0f);
+    std::memcpy(scales + b, &s.scale, 4);
+    for (std::size_t i = 0; i < len; ++i)
+      codes[begin + i] =
+          E4M3 ? math::f32_to_e4m3(x[begin + i] * s.inv) : math::f32_to_e5m2(x[begin + i] * s.inv);
   }
+}
+HGSIM_HOT void e4m3_blocks(const float* x, std::size_t n, std::size_t block, std::size_t blocks,
+                           float* scales, std::uint8_t* codes) {
+  fp8_blocks<true>(x, n, block, blocks, scales, codes);
+}
+HGSIM_HOT void e5m2_blocks(const float* x, std::size_t n, std::size_t block, std::size_t blocks,
+                           float* scales, std::uint8_t* codes) {
+  fp8_blocks<false>(x, n, block, blocks, scales, codes);
 }
 
 void encode_fp8(const CodecSpec& spec, std::span<const float> x, std::byte* body) {
-  const bool e4m3 = spec.kind == CodecKind::fp8_e4m3;
-  const float fmax = e4m3 ? math::kE4m3Max : math::kE5m2Max;
   const std::size_t n = x.size();
-  const std::size_t block =
-      spec.scaling == Scaling::per_block ? spec.block : std::max<size_t>(n, 1);
-  const std::size_t blocks = spec.scaling == Scaling::per_block ? ceil_div(n, block) : 1;
-  auto* scales = reinterpret_cast<float*>(body);
+  const bool per_block = spec.scaling == Scaling::per_block;
+  const std::size_t block = per_block ? spec.block : std::max<size_t>(n, 1);
+  const std::size_t blocks = per_block ? ceil_div(n, block) : 1;
+  auto* scales = reinterpret_cast<float*>(body);  // body is 8-byte aligned (after the header)
   auto* codes = reinterpret_cast<std::uint8_t*>(body + 4 * blocks);
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t begin = b * block, len = std::min(block, n - std::min(n, begin));
-    const float amax = math::float_of(max_magnitude_bits(x.data() + begin, len));
-    const float scale = math::block_scale(amax, fmax, 1.0f);
-    std::memcpy(scales + b, &scale, 4);
-    const float inv = math::inverse_scale(scale);
-    if (e4m3)
-      encode_fp8_run<true>(x.data() + begin, len, inv, codes + begin);
-    else
-      encode_fp8_run<false>(x.data() + begin, len, inv, codes + begin);
-  }
+  if (spec.kind == CodecKind::fp8_e4m3)
+    e4m3_blocks(x.data(), n, block, blocks, scales, codes);
+  else
+    e5m2_blocks(x.data(), n, block, blocks, scales, codes);
 }
 
 // int8 (QMAX 127) and int4 (QMAX 7) block absmax.
-template <int QMAX>
-void quantize_block(const float* x, std::size_t n, float amax, float inv, std::int8_t* q) {
-  for (std::size_t i = 0; i < n; ++i)
-    q[i] = static_cast<std::int8_t>(math::quantize(x[i], amax, inv, float(QMAX), -1.0f));
-}
-
 template <int QMAX>
 void quantize_block_stochastic(const float* x, std::size_t n, std::size_t first, float amax,
                                float inv, std::uint64_t seed, std::int8_t* q) {
@@ -317,14 +374,14 @@ void encode_int(const CodecSpec& spec, std::span<const float> x, std::uint64_t s
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t begin = b * block, len = std::min(block, n - begin);
     const float amax = math::float_of(max_magnitude_bits(x.data() + begin, len));
-    const float scale = math::block_scale(amax, float(QMAX), 0.0f);
-    std::memcpy(scales + b, &scale, 4);
-    const float inv = math::inverse_scale(scale);
+    const math::Scale s = math::block_scale(amax, float(QMAX), 0.0f);
+    std::memcpy(scales + b, &s.scale, 4);
+    const float inv = s.inv;
     std::int8_t* codes = QMAX == 127 ? reinterpret_cast<std::int8_t*>(payload) + begin : q.data();
     if (spec.stochastic_rounding)
       quantize_block_stochastic<QMAX>(x.data() + begin, len, begin, amax, inv, seed, codes);
     else
-      quantize_block<QMAX>(x.data() + begin, len, amax, inv, codes);
+      quantize_run(x.data() + begin, len, amax, inv, float(QMAX), codes);
     if constexpr (QMAX == 7) {  // two per byte, the even element in the low nibble
       auto* packed = reinterpret_cast<std::uint8_t*>(payload) + begin / 2;
       const std::size_t pairs = len / 2;
@@ -481,15 +538,23 @@ void decode_chunks(std::uint64_t n, MutableTensor out, Fill fill) {
   }
 }
 
-struct Fp8Table {
-  float e4m3[256], e5m2[256];
-  Fp8Table() {
-    for (int c = 0; c < 256; ++c) {
-      e4m3[c] = math::e4m3_to_f32(static_cast<std::uint8_t>(c));
-      e5m2[c] = math::e5m2_to_f32(static_cast<std::uint8_t>(c));
+// Like decode_chunks, but runs also end at block boundaries (one scale per run).
+template <class Fill>
+void decode_runs(std::uint64_t n, std::uint64_t block, MutableTensor out, Fill fill) {
+  float tmp[kChunk];
+  std::uint64_t begin = 0;
+  while (begin < n) {
+    const std::uint64_t block_end = std::min(n, (begin / block + 1) * block);
+    const std::size_t len = std::min<std::uint64_t>(kChunk, block_end - begin);
+    if (out.dtype == DType::fp32) {
+      fill(begin, len, static_cast<float*>(out.data) + begin);
+    } else {
+      fill(begin, len, tmp);
+      store({tmp, len}, out, begin);
     }
+    begin += len;
   }
-};
+}
 
 void decode_body(const EncodedInfo& info, const std::byte* body, MutableTensor out) {
   const std::uint64_t n = info.count;
@@ -511,47 +576,40 @@ void decode_body(const EncodedInfo& info, const std::byte* body, MutableTensor o
         return;
       }
       decode_chunks(n, out, [&](std::uint64_t begin, std::size_t len, float* o) {
-        const std::byte* src = body + 2 * begin;
-        for (std::size_t i = 0; i < len; ++i) o[i] = load_one(src, wire, i);
+        const auto* src = reinterpret_cast<const std::uint16_t*>(body) + begin;
+        if (wire == DType::fp16)
+          f16_to_f32_run(src, len, o);
+        else
+          bf16_to_f32_run(src, len, o);
       });
       return;
     }
     case CodecKind::fp8_e4m3:
     case CodecKind::fp8_e5m2: {
-      static const Fp8Table tables;
-      const float* table = info.kind == CodecKind::fp8_e4m3 ? tables.e4m3 : tables.e5m2;
+      const bool e4m3 = info.kind == CodecKind::fp8_e4m3;
       const std::uint64_t block = info.per_block ? info.block : std::max<std::uint64_t>(n, 1);
       const std::uint64_t blocks = info.per_block ? ceil_div(n, block) : 1;
       const auto* codes = reinterpret_cast<const std::uint8_t*>(body + 4 * blocks);
-      decode_chunks(n, out, [&](std::uint64_t begin, std::size_t len, float* o) {
-        for (std::size_t i = 0; i < len; ++i) {
-          const std::uint64_t at = begin + i;
-          const float scale = get<float>(body + 4 * (at / block));
-          o[i] = table[codes[at]] * scale;
-        }
+      decode_runs(n, block, out, [&](std::uint64_t begin, std::size_t len, float* o) {
+        const float scale = get<float>(body + 4 * (begin / block));
+        if (e4m3)
+          e4m3_to_f32_run(codes + begin, len, scale, o);
+        else
+          e5m2_to_f32_run(codes + begin, len, scale, o);
       });
       return;
     }
     case CodecKind::int8:
     case CodecKind::int4: {
-      const bool int8 = info.kind == CodecKind::int8;
-      const float qmax = int8 ? 127.0f : 7.0f;
       const std::uint64_t block = info.block, blocks = ceil_div(n, block);
       const std::byte* payload = body + 4 * blocks;
-      decode_chunks(n, out, [&](std::uint64_t begin, std::size_t len, float* o) {
-        for (std::size_t i = 0; i < len; ++i) {
-          const std::uint64_t at = begin + i;
-          const float scale = get<float>(body + 4 * (at / block));
-          int code;
-          if (int8) {
-            code = static_cast<std::int8_t>(payload[at]);
-          } else {
-            const auto byte = static_cast<std::uint8_t>(payload[at / 2]);
-            const int nibble = (at % 2) ? byte >> 4 : byte & 0xF;
-            code = nibble >= 8 ? nibble - 16 : nibble;
-          }
-          o[i] = math::dequantize(code, scale, qmax);
-        }
+      decode_runs(n, block, out, [&](std::uint64_t begin, std::size_t len, float* o) {
+        const float scale = get<float>(body + 4 * (begin / block));
+        if (info.kind == CodecKind::int8)
+          dequantize_int8_run(reinterpret_cast<const std::int8_t*>(payload) + begin, len, scale, o);
+        else  // runs start at even elements: blocks and chunks are even
+          dequantize_int4_run(reinterpret_cast<const std::uint8_t*>(payload) + begin / 2, len,
+                              scale, o);
       });
       return;
     }
@@ -903,9 +961,9 @@ void convert(ConstTensor from, MutableTensor to) {
     const std::size_t len = std::min(kChunk, from.count - begin);
     float* o = to.dtype == DType::fp32 ? static_cast<float*>(to.data) + begin : tmp;
     if (from.dtype == DType::fp16)
-      for (std::size_t i = 0; i < len; ++i) o[i] = math::f16_to_f32(h[begin + i]);
+      f16_to_f32_run(h + begin, len, o);
     else
-      for (std::size_t i = 0; i < len; ++i) o[i] = math::bf16_to_f32(h[begin + i]);
+      bf16_to_f32_run(h + begin, len, o);
     if (to.dtype != DType::fp32) store({tmp, len}, to, begin);
   }
 }

@@ -132,65 +132,70 @@ HGSIM_HD float bf16_to_f32(std::uint16_t h) {
 constexpr float kE4m3Max = 448.0f;
 constexpr float kE5m2Max = 57344.0f;
 
+// The fp8 encoders and decoders are branch-free (selects only, integer arithmetic on
+// non-negative int32 values) so that the CPU loops vectorise.
+
+// Rounding is done by the float adder: adding B = 2^(E + 20) to a value of exponent E
+// (E >= -6; below, B = 2^14) leaves an ulp of 2^(E - 3), e4m3's spacing there, so the sum
+// is rounded to nearest even in hardware and its low bits, minus B's, count the steps:
+// 8..16 for a normal value (the implicit 1 included), 0..8 below 2^-6. Checked against the
+// previous two-path formula on all 2^32 inputs.
 HGSIM_HD std::uint8_t f32_to_e4m3(float x) {
   const std::uint32_t w = bits_of(x);
   const std::uint32_t sign = (w >> 24) & 0x80u;
-  const std::uint32_t a = w & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<std::uint8_t>(sign | 0x7Fu);   // NaN
-  if (a >= 0x43E00000u) return static_cast<std::uint8_t>(sign | 0x7Eu);  // >= 448, Inf: saturate
-  std::uint32_t code;
-  if (a < 0x3C800000u) {  // below 2^-6: subnormal, a multiple of 2^-9
-    code = static_cast<std::uint32_t>(round_even(mul_rn(float_of(a), 512.0f)));
-  } else {
-    const std::uint32_t r = a + 0x7FFFFu + ((a >> 20) & 1u);
-    code = (r >> 20) - (120u << 3);
-    if (code > 0x7Eu) code = 0x7Eu;
-  }
-  return static_cast<std::uint8_t>(sign | code);
+  const std::int32_t a = static_cast<std::int32_t>(w & 0x7FFFFFFFu);
+  const std::int32_t ac = a < 0x43E00000 ? a : 0x43E00000;  // >= 448 (and Inf): saturate
+  std::int32_t eb = ac & 0x7F800000;
+  eb = eb > (121 << 23) ? eb : (121 << 23);  // exponent E, at least -6
+  const std::int32_t bb = eb + (20 << 23);   // B = 2^(E + 20)
+  const std::int32_t steps =
+      static_cast<std::int32_t>(bits_of(add_rn(float_of(static_cast<std::uint32_t>(ac)),
+                                               float_of(static_cast<std::uint32_t>(bb))))) -
+      bb;
+  // NaN was saturated to 0x7E; the NaN code is one up.
+  const std::int32_t code = steps + (((eb >> 23) - 121) << 3) + (a > 0x7F800000 ? 1 : 0);
+  return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(code));
 }
 
+// The same with 2 mantissa bits: B = 2^(E + 21), E at least -14.
 HGSIM_HD std::uint8_t f32_to_e5m2(float x) {
   const std::uint32_t w = bits_of(x);
   const std::uint32_t sign = (w >> 24) & 0x80u;
-  const std::uint32_t a = w & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<std::uint8_t>(sign | 0x7Eu);   // NaN
-  if (a == 0x7F800000u) return static_cast<std::uint8_t>(sign | 0x7Cu);  // Inf
-  if (a >= 0x47600000u) return static_cast<std::uint8_t>(sign | 0x7Bu);  // >= 57344: saturate
-  std::uint32_t code;
-  if (a < 0x38800000u) {  // below 2^-14: subnormal, a multiple of 2^-16
-    code = static_cast<std::uint32_t>(round_even(mul_rn(float_of(a), 65536.0f)));
-  } else {
-    const std::uint32_t r = a + 0xFFFFFu + ((a >> 21) & 1u);
-    code = (r >> 21) - (112u << 2);
-    if (code > 0x7Bu) code = 0x7Bu;
-  }
-  return static_cast<std::uint8_t>(sign | code);
-}
-
-// 2^e for -30 <= e <= 30, exactly.
-HGSIM_HD float exp2i(int e) {
-  return float_of(static_cast<std::uint32_t>(e + 127) << 23);
+  const std::int32_t a = static_cast<std::int32_t>(w & 0x7FFFFFFFu);
+  const std::int32_t ac = a < 0x47600000 ? a : 0x47600000;  // >= 57344: saturate
+  std::int32_t eb = ac & 0x7F800000;
+  eb = eb > (113 << 23) ? eb : (113 << 23);
+  const std::int32_t bb = eb + (21 << 23);
+  const std::int32_t steps =
+      static_cast<std::int32_t>(bits_of(add_rn(float_of(static_cast<std::uint32_t>(ac)),
+                                               float_of(static_cast<std::uint32_t>(bb))))) -
+      bb;
+  // Inf and NaN were saturated to 0x7B: Inf is one code up (0x7C), NaN three (0x7E).
+  const std::int32_t code =
+      steps + (((eb >> 23) - 113) << 2) + (a >= 0x7F800000 ? 1 : 0) + (a > 0x7F800000 ? 2 : 0);
+  return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(code));
 }
 
 HGSIM_HD float e4m3_to_f32(std::uint8_t c) {
-  const float sign = (c & 0x80u) ? -1.0f : 1.0f;
-  const int e = (c >> 3) & 0xF;
-  const int m = c & 0x7;
-  if (e == 0xF && m == 0x7) return float_of(0x7FC00000u | ((c & 0x80u) ? 0x80000000u : 0u));
-  if (e == 0) return sign * static_cast<float>(m) * exp2i(-9);
-  return sign * (1.0f + static_cast<float>(m) / 8.0f) * exp2i(e - 7);
+  const std::int32_t v = c;
+  const std::uint32_t sign = static_cast<std::uint32_t>(v & 0x80) << 24;
+  const std::int32_t e = (v >> 3) & 0xF, m = v & 0x7;
+  const std::uint32_t normal = static_cast<std::uint32_t>(((e + 120) << 23) | (m << 20));
+  const std::uint32_t subnormal = bits_of(mul_rn(static_cast<float>(m), 0.001953125f));  // 2^-9
+  std::uint32_t r = e == 0 ? subnormal : normal;
+  r = (e == 0xF && m == 0x7) ? 0x7FC00000u : r;  // NaN
+  return float_of(sign | r);
 }
 
 HGSIM_HD float e5m2_to_f32(std::uint8_t c) {
-  const float sign = (c & 0x80u) ? -1.0f : 1.0f;
-  const int e = (c >> 2) & 0x1F;
-  const int m = c & 0x3;
-  if (e == 0x1F) {
-    if (m == 0) return float_of(0x7F800000u | ((c & 0x80u) ? 0x80000000u : 0u));
-    return float_of(0x7FC00000u | ((c & 0x80u) ? 0x80000000u : 0u));
-  }
-  if (e == 0) return sign * static_cast<float>(m) * exp2i(-16);
-  return sign * (1.0f + static_cast<float>(m) / 4.0f) * exp2i(e - 15);
+  const std::int32_t v = c;
+  const std::uint32_t sign = static_cast<std::uint32_t>(v & 0x80) << 24;
+  const std::int32_t e = (v >> 2) & 0x1F, m = v & 0x3;
+  const std::uint32_t normal = static_cast<std::uint32_t>(((e + 112) << 23) | (m << 21));
+  const std::uint32_t subnormal = bits_of(mul_rn(static_cast<float>(m), 1.52587890625e-05f));
+  std::uint32_t r = e == 0 ? subnormal : normal;
+  r = e == 0x1F ? (m == 0 ? 0x7F800000u : 0x7FC00000u) : r;  // Inf, NaN
+  return float_of(sign | r);
 }
 
 // ---- scales --------------------------------------------------------------------------------
@@ -200,14 +205,16 @@ HGSIM_HD float e5m2_to_f32(std::uint8_t c) {
 // reciprocal is not finite (amax zero, or so small that amax / qmax underflows) is stored
 // as 0 for integer codecs (the block decodes to zeros) and 1 for fp8 (values that small
 // round to zero in fp8 anyway).
-HGSIM_HD float block_scale(float amax, float qmax, float unusable) {
+struct Scale {
+  float scale;  // what is stored: value = code x scale
+  float inv;    // what encoding multiplies by: 1 / scale (0 when the scale is 0)
+};
+
+HGSIM_HD Scale block_scale(float amax, float qmax, float unusable) {
   const float s = amax / qmax;
   const float inv = 1.0f / s;
-  return (s > 0.0f && is_finite_bits(bits_of(inv))) ? s : unusable;
-}
-
-HGSIM_HD float inverse_scale(float scale) {
-  return scale > 0.0f ? 1.0f / scale : 0.0f;
+  if (s > 0.0f && is_finite_bits(bits_of(inv))) return {s, inv};
+  return {unusable, unusable > 0.0f ? 1.0f / unusable : 0.0f};
 }
 
 // The integer code of x for a block with largest finite magnitude amax and inverse scale

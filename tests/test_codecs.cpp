@@ -6,9 +6,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "apps/commands.hpp"
 #include "compress/codec.hpp"
 #include "compress/codec_cost.hpp"
 #include "compress/codec_math.hpp"
@@ -588,4 +592,25 @@ TEST(CodecCost, WireBytesAreTheEncodedBytes) {
       int8.encode.value(),
       kLaunchSeconds + (2 * n + int8.wire_bytes.value()) / (0.7 * gpu.memory_bandwidth.value()),
       1e-12);
+}
+
+// ---- hgsim codecs --------------------------------------------------------------------------
+
+TEST(CodecsCommand, JsonHasEveryCodecAndTheMemcpyReference) {
+  const char* argv[] = {"hgsim", "codecs", "--bench", "--json", "--size", "2048"};
+  std::ostringstream out, err;
+  ASSERT_EQ(hgsim::apps::run_cli(6, argv, out, err), 0) << err.str();
+  const auto doc = nlohmann::json::parse(out.str());
+  EXPECT_GT(doc.at("memcpy_gb_per_s").get<double>(), 0);
+  std::set<std::string> names;
+  for (const auto& c : doc.at("codecs")) {
+    names.insert(c.at("codec").get<std::string>());
+    for (const char* key : {"ratio_vs_fp32", "rel_l2_error", "encode_gb_per_s", "decode_gb_per_s"})
+      EXPECT_TRUE(c.at(key).is_number()) << key;
+    if (c.at("codec") == "int8") {
+      EXPECT_NEAR(c.at("ratio_vs_fp32").get<double>(), (2048 + 16 * 4 + 40) / 8192.0, 1e-12);
+      EXPECT_LT(c.at("rel_l2_error").get<double>(), 0.01);
+    }
+  }
+  for (const std::string& name : codec_names()) EXPECT_TRUE(names.count(name)) << name;
 }
