@@ -12,6 +12,7 @@
 
 #include "apps/commands.hpp"
 #include "compress/codec.hpp"
+#include "compress/codec_spec.hpp"
 
 namespace hgsim::apps {
 namespace {

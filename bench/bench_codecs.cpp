@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "compress/codec.hpp"
+#include "compress/codec_spec.hpp"
 
 namespace {
 

@@ -58,6 +58,12 @@ std::uint64_t derive_seed(std::uint64_t spec_seed, std::uint64_t step) {
   return math::mix64(spec_seed ^ math::mix64(step));
 }
 
+const char* codec_name(CodecKind k) {
+  static const char* const names[] = {"none", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2",
+                                      "int8", "int4", "topk", "randomk",  "powersgd"};
+  return names[static_cast<int>(k)];
+}
+
 bool is_fp8(CodecKind k) {
   return k == CodecKind::fp8_e4m3 || k == CodecKind::fp8_e5m2;
 }
@@ -634,7 +640,7 @@ void decode_body(const EncodedInfo& info, const std::byte* body, MutableTensor o
         idx = random_indices(info.seed, n, info.kept);
       }
       const std::size_t es = element_size(out.dtype);
-      std::memset(out.data, 0, n * es);
+      if (n) std::memset(out.data, 0, n * es);
       if (out.dtype == info.dtype) {  // exact: copy the bits (NaN payloads included)
         for (std::uint64_t j = 0; j < info.kept; ++j)
           std::memcpy(static_cast<std::byte*>(out.data) + idx[j] * es, values + j * es, es);
@@ -681,20 +687,6 @@ std::string to_string(DType d) {
 
 std::size_t element_size(DType d) {
   return d == DType::fp32 ? 4 : 2;
-}
-
-DType storage_dtype(core::Precision p) {
-  switch (p) {
-    case core::Precision::fp32:
-    case core::Precision::tf32:
-      return DType::fp32;
-    case core::Precision::fp16:
-      return DType::fp16;
-    case core::Precision::bf16:
-    case core::Precision::fp8:
-      return DType::bf16;
-  }
-  return DType::fp32;
 }
 
 std::uint64_t element_count(std::span<const std::int64_t> shape) {
@@ -794,7 +786,8 @@ EncodedInfo inspect(std::span<const std::byte> buf) {
                     std::uint8_t ok_flags) {
     if ((!a_used && a) || (!b_used && b) || (!kept_used && kept) || (!seed_used && seed) ||
         (flags & ~ok_flags))
-      bad("header fields that " + to_string(info.kind) + " does not use are not zero");
+      bad(std::string("header fields that ") + codec_name(info.kind) +
+          " does not use are not zero");
   };
   switch (info.kind) {
     case CodecKind::none:

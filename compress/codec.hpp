@@ -22,8 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "compress/codec_spec.hpp"
-#include "core/scenario.hpp"
+#include "compress/codec_types.hpp"
 
 namespace hgsim::compress {
 
@@ -31,11 +30,6 @@ namespace hgsim::compress {
 enum class DType : std::uint8_t { fp32 = 0, fp16 = 1, bf16 = 2 };
 std::string to_string(DType);
 std::size_t element_size(DType);
-// The storage type of a training precision: tf32 tensors are fp32 in memory, fp8 training
-// keeps tensors between layers in bf16 (Transformer Engine's convention, as
-// core::element_bytes does).
-DType storage_dtype(core::Precision);
-
 // Raw 16-bit floats, so that spans of them have their own type.
 struct Half {
   std::uint16_t bits;

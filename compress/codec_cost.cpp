@@ -22,6 +22,20 @@ core::Seconds roofline(const Work& w, const kernels::GpuSpec& device) {
 
 }  // namespace
 
+DType storage_dtype(core::Precision p) {
+  switch (p) {
+    case core::Precision::fp32:
+    case core::Precision::tf32:
+      return DType::fp32;
+    case core::Precision::fp16:
+      return DType::fp16;
+    case core::Precision::bf16:
+    case core::Precision::fp8:
+      return DType::bf16;
+  }
+  return DType::fp32;
+}
+
 TransferCoding code_transfer(const CodecSpec& requested, const std::vector<std::int64_t>& shape,
                              core::Precision precision, const kernels::GpuSpec& device) {
   const DType dtype = storage_dtype(precision);

@@ -7,12 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "compress/codec.hpp"
 #include "compress/codec_spec.hpp"
 #include "core/scenario.hpp"
 #include "core/units.hpp"
 #include "kernels/gpu_catalog.hpp"
 
 namespace hgsim::compress {
+
+// The storage type of a training precision: tf32 tensors are fp32 in memory, fp8 training
+// keeps tensors between layers in bf16 (Transformer Engine's convention, as
+// core::element_bytes does).
+DType storage_dtype(core::Precision);
 
 struct TransferCoding {
   core::Bytes wire_bytes;  // what crosses the link
