@@ -14,6 +14,7 @@
 
 #include <Eigen/Dense>
 
+#include "compress/codec_cuda_body.hpp"
 #include "compress/codec_math.hpp"
 
 static_assert(std::endian::native == std::endian::little,
@@ -859,6 +860,68 @@ void decode(std::span<const std::byte> encoded, MutableTensor out) {
                      " elements, the output has room for " + std::to_string(out.count));
   if (info.count > 0 && out.data == nullptr) throw CodecError("decode: the output has no data");
   decode_body(info, encoded.data() + kHeaderBytes, out);
+}
+
+// ---- GPU ---------------------------------------------------------------------------------
+
+bool cuda_available(std::string* why) {
+  std::string reason;
+  const bool ok = cuda::available(reason);
+  if (why) *why = reason;
+  return ok;
+}
+
+bool cuda_supports(CodecKind kind) {
+  return cuda::supports(static_cast<int>(kind));
+}
+
+void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape, ConstTensor input,
+                 std::span<std::byte> out, std::uint64_t seed) {
+  const Prepared p = prepare(requested, shape, input, out);
+  const CodecSpec& spec = p.spec;
+  if (!cuda_supports(spec.kind))
+    throw CodecError("encode_cuda: no CUDA kernel for " + std::string(codec_name(spec.kind)));
+  Header h{spec.kind, input.dtype, 0, p.n, 0, 0, 0, 0};
+  cuda::BodyParams params;
+  params.kind = static_cast<int>(spec.kind);
+  params.dtype = static_cast<int>(input.dtype);
+  params.count = p.n;
+  if (is_fp8(spec.kind)) {
+    const bool per_block = spec.scaling == Scaling::per_block;
+    if (per_block) h.flags |= kFlagPerBlock, h.a = static_cast<std::uint32_t>(spec.block);
+    params.block =
+        per_block ? static_cast<std::uint64_t>(spec.block) : std::max<std::uint64_t>(p.n, 1);
+  } else if (spec.kind == CodecKind::int8 || spec.kind == CodecKind::int4) {
+    h.a = static_cast<std::uint32_t>(spec.block);
+    if (spec.stochastic_rounding) h.flags |= kFlagStochastic;
+    params.block = static_cast<std::uint64_t>(spec.block);
+    params.stochastic = spec.stochastic_rounding;
+    params.seed = derive_seed(spec.seed, seed);
+  }
+  std::string error;
+  if (!cuda::encode_body_host(params, input.data, p.n * element_size(input.dtype),
+                              out.data() + kHeaderBytes, out.size() - kHeaderBytes, error))
+    throw CodecError("encode_cuda: " + error);
+  write_header(out.data(), h);
+}
+
+void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
+  const EncodedInfo info = inspect(encoded);
+  if (!cuda_supports(info.kind))
+    throw CodecError("decode_cuda: no CUDA kernel for " + std::string(codec_name(info.kind)));
+  if (out.size() != info.count)
+    throw CodecError("decode_cuda: the buffer holds " + std::to_string(info.count) +
+                     " elements, the output has room for " + std::to_string(out.size()));
+  cuda::BodyParams params;
+  params.kind = static_cast<int>(info.kind);
+  params.dtype = static_cast<int>(info.dtype);
+  params.count = info.count;
+  params.block =
+      is_fp8(info.kind) && !info.per_block ? std::max<std::uint64_t>(info.count, 1) : info.block;
+  std::string error;
+  if (!cuda::decode_body_host(params, encoded.data() + kHeaderBytes, encoded.size() - kHeaderBytes,
+                              out.data(), error))
+    throw CodecError("decode_cuda: " + error);
 }
 
 // ---- TensorCodec ---------------------------------------------------------------------------

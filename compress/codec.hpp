@@ -120,6 +120,17 @@ std::vector<std::byte> encode(const CodecSpec& spec, std::span<const std::int64_
 // converted with round-to-nearest-even). Elements a sparse codec did not send are zero.
 void decode(std::span<const std::byte> encoded, MutableTensor out);
 
+// The GPU path (compress/codec_cuda.cu, built when nvcc is found): the same bytes as
+// encode() for the deterministic codecs with kernels (none, fp16, bf16, fp8 in both
+// scalings, int8, int4; stochastic rounding too, it is a function of the seed). Host
+// memory in and out. cuda_available() says why not when it cannot run ("no CUDA device").
+bool cuda_available(std::string* why = nullptr);
+bool cuda_supports(CodecKind kind);
+// CodecError when the codec has no kernel, the arguments are wrong or CUDA fails.
+void encode_cuda(const CodecSpec& spec, std::span<const std::int64_t> shape, ConstTensor input,
+                 std::span<std::byte> out, std::uint64_t seed = 0);
+void decode_cuda(std::span<const std::byte> encoded, std::span<float> out);
+
 // A codec bound to one tensor across training steps.
 class TensorCodec {
  public:

@@ -614,3 +614,46 @@ TEST(CodecsCommand, JsonHasEveryCodecAndTheMemcpyReference) {
   }
   for (const std::string& name : codec_names()) EXPECT_TRUE(names.count(name)) << name;
 }
+
+// ---- CPU and CUDA ------------------------------------------------------------------------
+
+// The deterministic codecs write the same bytes on the GPU as on the CPU (and decode to
+// the same values). Runs where a GPU is; skips elsewhere, saying why.
+TEST(CodecsCuda, EncodingsAreBitIdenticalToTheCpu) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << why;
+  SEEDED(rng);
+  for (const CodecSpec& spec : all_specs()) {
+    if (!cuda_supports(spec.kind)) continue;
+    SCOPED_TRACE(describe(spec));
+    for (const Shape& shape : {Shape{0}, Shape{1}, Shape{1001}, Shape{300, 129}}) {
+      const std::size_t n = element_count(shape);
+      std::vector<float> x = gaussian(rng, n, 10.0f);
+      if (n > 10) x[3] = NAN, x[5] = INFINITY, x[7] = -1e-40f;
+      std::vector<BFloat16> b(n);
+      convert(std::span<const float>(x), std::span<BFloat16>(b));
+      for (bool as_bf16 : {false, true}) {
+        const ConstTensor in = as_bf16 ? ConstTensor(std::span<const BFloat16>(b))
+                                       : ConstTensor(std::span<const float>(x));
+        const std::vector<std::byte> cpu = encode(spec, shape, in, 5);
+        std::vector<std::byte> gpu(cpu.size());
+        encode_cuda(spec, shape, in, gpu, 5);
+        ASSERT_EQ(cpu, gpu) << "n=" << n << (as_bf16 ? " bf16" : " fp32");
+        std::vector<float> from_cpu(n), from_gpu(n);
+        decode(cpu, std::span<float>(from_cpu));
+        decode_cuda(cpu, from_gpu);
+        ASSERT_EQ(0, std::memcmp(from_cpu.data(), from_gpu.data(), 4 * n));
+      }
+    }
+  }
+}
+
+TEST(CodecsCuda, WithoutADeviceTheGpuPathSaysWhy) {
+  std::string why;
+  if (cuda_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(why.empty());
+  std::vector<float> x(16, 1.0f);
+  std::vector<std::byte> out(encoded_bytes(make(CodecKind::int8), Shape{16}, DType::fp32));
+  EXPECT_THROW(encode_cuda(make(CodecKind::int8), Shape{16}, std::span<const float>(x), out),
+               CodecError);
+}
