@@ -165,16 +165,12 @@ void store(std::span<const float> values, MutableTensor out, std::size_t offset)
   }
 }
 
+// One element of a possibly unaligned array (top-k values follow indices of 1 to 5 bytes).
 float load_one(const void* data, DType dtype, std::size_t i) {
-  switch (dtype) {
-    case DType::fp32:
-      return static_cast<const float*>(data)[i];
-    case DType::fp16:
-      return math::f16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-    case DType::bf16:
-      return math::bf16_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-  }
-  return 0;
+  const auto* bytes = static_cast<const std::byte*>(data);
+  if (dtype == DType::fp32) return get<float>(bytes + 4 * i);
+  const auto h = get<std::uint16_t>(bytes + 2 * i);
+  return dtype == DType::fp16 ? math::f16_to_f32(h) : math::bf16_to_f32(h);
 }
 
 // ---- header --------------------------------------------------------------------------------
@@ -457,6 +453,8 @@ Prepared prepare(const CodecSpec& spec, std::span<const std::int64_t> shape, Con
                      std::to_string(input.count));
   if (n > 0 && input.data == nullptr) throw CodecError("encode: the input has no data");
   const std::size_t bytes = encoded_bytes(spec, shape, input.dtype);
+  if (reinterpret_cast<std::uintptr_t>(out.data()) % 4 != 0)
+    throw CodecError("encode: the output buffer must start at a 4-byte aligned address");
   if (out.size() != bytes)
     throw CodecError("encode: the output holds " + std::to_string(out.size()) +
                      " bytes, the encoding needs exactly " + std::to_string(bytes));
@@ -855,6 +853,8 @@ std::vector<std::byte> encode(const CodecSpec& spec, std::span<const std::int64_
 
 void decode(std::span<const std::byte> encoded, MutableTensor out) {
   const EncodedInfo info = inspect(encoded);
+  if (reinterpret_cast<std::uintptr_t>(encoded.data()) % 4 != 0)
+    throw CodecError("decode: the encoded buffer must start at a 4-byte aligned address");
   if (out.count != info.count)
     throw CodecError("decode: the buffer holds " + std::to_string(info.count) +
                      " elements, the output has room for " + std::to_string(out.count));

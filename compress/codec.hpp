@@ -116,6 +116,9 @@ void encode(const CodecSpec& spec, std::span<const std::int64_t> shape, ConstTen
 std::vector<std::byte> encode(const CodecSpec& spec, std::span<const std::int64_t> shape,
                               ConstTensor input, std::uint64_t seed = 0);
 
+// Encoded buffers must start at 4-byte aligned addresses (a std::vector's data does); the
+// scales and 16-bit payloads inside are then aligned. CodecError otherwise.
+//
 // Decodes into `out`, which must have the encoded element count (any dtype: the values are
 // converted with round-to-nearest-even). Elements a sparse codec did not send are zero.
 void decode(std::span<const std::byte> encoded, MutableTensor out);

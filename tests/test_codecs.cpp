@@ -657,3 +657,36 @@ TEST(CodecsCuda, WithoutADeviceTheGpuPathSaysWhy) {
   EXPECT_THROW(encode_cuda(make(CodecKind::int8), Shape{16}, std::span<const float>(x), out),
                CodecError);
 }
+
+// Found by fuzz_topk: top-k values follow 1- to 5-byte indices, so they are unaligned; the
+// conversion into another dtype read them as aligned floats (UBSan: misaligned load).
+TEST(Codecs, TopKValuesAfterOddIndexBytesDecodeIntoEveryDtype) {
+  SEEDED(rng);
+  for (std::size_t n : {1, 3, 257, 70000}) {
+    std::vector<float> x = gaussian(rng, n);
+    CodecSpec spec = make(CodecKind::topk);
+    spec.ratio = 0.3;
+    const auto enc = encode(spec, Shape{long(n)}, std::span<const float>(x));
+    std::vector<float> y(n);
+    std::vector<BFloat16> b(n);
+    std::vector<Half> h(n);
+    decode(enc, std::span<float>(y));
+    decode(enc, std::span<BFloat16>(b));
+    decode(enc, std::span<Half>(h));
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(b[i].bits, math::f32_to_bf16(y[i]));
+      EXPECT_EQ(h[i].bits, math::f32_to_f16(y[i]));
+    }
+  }
+}
+
+TEST(Codecs, UnalignedEncodedBuffersAreRefused) {
+  std::vector<float> x(8, 1.0f), y(8);
+  const auto enc = encode(make(CodecKind::int8), Shape{8}, std::span<const float>(x));
+  std::vector<std::byte> shifted(enc.size() + 1);
+  std::memcpy(shifted.data() + 1, enc.data(), enc.size());
+  EXPECT_THROW(decode(std::span(shifted).subspan(1), std::span<float>(y)), CodecError);
+  EXPECT_THROW(encode(make(CodecKind::int8), Shape{8}, std::span<const float>(x),
+                      std::span(shifted).subspan(1)),
+               CodecError);
+}
