@@ -20,7 +20,7 @@ struct CodecSpec {
   bool error_feedback = false;            // topk/randomk/powersgd
   int rank = 0;                           // powersgd
   bool warm_start = false;                // powersgd: reuse last step's Q
-  std::uint64_t seed = 0;                 // randomk
+  std::uint64_t seed = 0;                 // randomk; also stochastic rounding, PowerSGD Q0
   CodecKind fallback = CodecKind::none;   // powersgd: codec for tensors that are not 2-D
   bool operator==(const CodecSpec&) const = default;
 };
