@@ -424,14 +424,21 @@ RowMatrix random_q(std::uint64_t seed, Eigen::Index cols, Eigen::Index rank) {
 
 // One PowerSGD step (Vogels et al. 2019, Algorithm 1 without the all-reduces): P = M Q,
 // P orthonormalised, Q = M^T P; M ~ P Q^T. `q` is the starting Q (cols x rank) and becomes
-// the new one (the warm start for the next step).
+// the new one (the warm start for the next step). A cold start (`cold`) first runs one
+// extra power iteration: a random Q can be badly conditioned, and one iteration from it
+// loses digits even on a matrix of rank <= r (seen as a flaky exactness test); a rank that
+// covers every column starts from the identity, which makes P Q^T = M to rounding.
 void encode_powersgd(std::span<const float> m, std::uint64_t rows, std::uint64_t cols, RowMatrix& q,
-                     std::byte* body) {
+                     bool cold, std::byte* body) {
   Eigen::Map<const RowMatrix> M(m.data(), rows, cols);
   const Eigen::Index rank = q.cols();
-  RowMatrix p = M * q;
-  Eigen::HouseholderQR<RowMatrix> qr(p);
-  p = qr.householderQ() * RowMatrix::Identity(rows, rank);
+  auto orthonormal = [&](const RowMatrix& a) -> RowMatrix {
+    Eigen::HouseholderQR<RowMatrix> qr(a);
+    return qr.householderQ() * RowMatrix::Identity(a.rows(), a.cols());
+  };
+  if (cold && rank == Eigen::Index(cols)) q = RowMatrix::Identity(cols, rank);
+  RowMatrix p = orthonormal(M * q);
+  if (cold && rank < Eigen::Index(cols)) p = orthonormal(M * (M.transpose() * p));
   q = M.transpose() * p;
   std::memcpy(body, p.data(), 4 * p.size());
   std::memcpy(body + 4 * p.size(), q.data(), 4 * q.size());
@@ -513,10 +520,9 @@ void encode_with(const CodecSpec& requested, std::span<const std::int64_t> shape
       const int rank = effective_rank(spec.rank, shape);
       h.a = static_cast<std::uint32_t>(rank);
       h.b = static_cast<std::uint32_t>(cols);
-      RowMatrix q = warm_q && warm_q->rows() == Eigen::Index(cols) && warm_q->cols() == rank
-                        ? *warm_q
-                        : random_q(key, Eigen::Index(cols), rank);
-      encode_powersgd(F32(input).span(), rows, cols, q, body);
+      const bool warm = warm_q && warm_q->rows() == Eigen::Index(cols) && warm_q->cols() == rank;
+      RowMatrix q = warm ? *warm_q : random_q(key, Eigen::Index(cols), rank);
+      encode_powersgd(F32(input).span(), rows, cols, q, !warm, body);
       if (warm_q) *warm_q = std::move(q);
       break;
     }
