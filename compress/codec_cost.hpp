@@ -43,7 +43,8 @@ struct TransferCoding {
 //     the collecting pass) plus the encoding; random-k: one 32-byte sector per kept element
 //     plus the encoding; decode writes the whole tensor (zeros) and reads the encoding;
 //   PowerSGD: two reads of the matrix (P = M Q, Q = M^T P) plus the encoding, 4 m n r +
-//     4 m r^2 FLOPs; decode reads P and Q, writes the matrix, 2 m n r FLOPs;
+//     4 m r^2 FLOPs (the steady state with warm start; a tensor's first step does one more
+//     power iteration); decode reads P and Q, writes the matrix, 2 m n r FLOPs;
 //   error feedback adds reading the residual, writing it back and one decode (12 bytes per
 //     element plus the decode's bytes).
 // Until the profiler measures codec kernels per device, this is the model.
