@@ -112,6 +112,25 @@ HGSIM_HOT void quantize_run(const float* x, std::size_t n, float amax, float inv
   for (std::size_t i = 0; i < n; ++i)
     q[i] = static_cast<std::int8_t>(math::quantize(x[i], amax, inv, qmax, -1.0f));
 }
+// Elements first .. first + n - 1, within one 2^32 range of indices (one noise key).
+HGSIM_HOT void quantize_stochastic_keyed(const float* x, std::uint32_t n, std::uint32_t first_low,
+                                         std::uint32_t key, float amax, float inv, float qmax,
+                                         std::int8_t* q) {
+  for (std::uint32_t i = 0; i < n; ++i)
+    q[i] = static_cast<std::int8_t>(
+        math::quantize(x[i], amax, inv, qmax, math::uniform01_keyed(key, first_low + i)));
+}
+void quantize_stochastic_run(const float* x, std::size_t n, std::uint64_t first, float amax,
+                             float inv, float qmax, std::uint64_t seed, std::int8_t* q) {
+  while (n > 0) {  // split where the index's high half changes
+    const std::uint64_t room = (std::uint64_t(1) << 32) - (first & 0xFFFFFFFFu);
+    const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>({n, room, UINT32_MAX}));
+    quantize_stochastic_keyed(x, len, static_cast<std::uint32_t>(first),
+                              math::noise_key(seed, static_cast<std::uint32_t>(first >> 32)), amax,
+                              inv, qmax, q);
+    x += len, q += len, first += len, n -= len;
+  }
+}
 HGSIM_HOT void dequantize_int8_run(const std::int8_t* q, std::size_t n, float scale, float* o) {
   for (std::size_t i = 0; i < n; ++i) o[i] = math::dequantize(q[i], scale, 127.0f);
 }
@@ -359,13 +378,6 @@ void encode_fp8(const CodecSpec& spec, std::span<const float> x, std::byte* body
 }
 
 // int8 (QMAX 127) and int4 (QMAX 7) block absmax.
-template <int QMAX>
-void quantize_block_stochastic(const float* x, std::size_t n, std::size_t first, float amax,
-                               float inv, std::uint64_t seed, std::int8_t* q) {
-  for (std::size_t i = 0; i < n; ++i)
-    q[i] = static_cast<std::int8_t>(
-        math::quantize(x[i], amax, inv, float(QMAX), math::uniform01(seed, first + i)));
-}
 
 template <int QMAX>
 void encode_int(const CodecSpec& spec, std::span<const float> x, std::uint64_t seed,
@@ -382,7 +394,7 @@ void encode_int(const CodecSpec& spec, std::span<const float> x, std::uint64_t s
     const float inv = s.inv;
     std::int8_t* codes = QMAX == 127 ? reinterpret_cast<std::int8_t*>(payload) + begin : q.data();
     if (spec.stochastic_rounding)
-      quantize_block_stochastic<QMAX>(x.data() + begin, len, begin, amax, inv, seed, codes);
+      quantize_stochastic_run(x.data() + begin, len, begin, amax, inv, float(QMAX), seed, codes);
     else
       quantize_run(x.data() + begin, len, amax, inv, float(QMAX), codes);
     if constexpr (QMAX == 7) {  // two per byte, the even element in the low nibble

@@ -255,10 +255,32 @@ HGSIM_HD std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Uniform in [0, 1) with 24 random bits.
+// MurmurHash3's 32-bit finaliser: a bijection that mixes every bit.
+HGSIM_HD std::uint32_t mix32(std::uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
+// Uniform in [0, 1) with 24 random bits, a function of (seed, index) only. 32-bit
+// arithmetic, so that a loop over consecutive indices vectorises (AVX2 has 32-bit but no
+// 64-bit multiplies): the seed and the index's high half make a key, the low half is mixed
+// with it.
+HGSIM_HD std::uint32_t noise_key(std::uint64_t seed, std::uint32_t index_high) {
+  const std::uint32_t s =
+      static_cast<std::uint32_t>(seed) ^ (static_cast<std::uint32_t>(seed >> 32) * 0x9E3779B9u);
+  return mix32(s ^ index_high);
+}
+HGSIM_HD float uniform01_keyed(std::uint32_t key, std::uint32_t index_low) {
+  const std::uint32_t r = mix32((index_low * 0x9E3779B9u) ^ key);
+  return static_cast<float>(static_cast<std::int32_t>(r >> 8)) * 5.9604644775390625e-08f;
+}
 HGSIM_HD float uniform01(std::uint64_t seed, std::uint64_t index) {
-  const std::uint64_t r = mix64(seed ^ mix64(index));
-  return static_cast<float>(r >> 40) * 5.9604644775390625e-08f;  // 2^-24
+  return uniform01_keyed(noise_key(seed, static_cast<std::uint32_t>(index >> 32)),
+                         static_cast<std::uint32_t>(index));
 }
 
 }  // namespace hgsim::compress::math
