@@ -10,7 +10,7 @@ HGSIM         := $(BUILD_DIR)/apps/hgsim
 
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps configure build demo test bench format clean
+.PHONY: all deps configure build demo test bench fuzz format clean
 
 all: build
 
@@ -33,6 +33,24 @@ test: build
 
 bench: build
 	@$(BUILD_DIR)/bench/hgsim_bench
+
+# Codec fuzzers (libFuzzer; needs clang and libclang-rt-14-dev, not in the package list
+# because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,
+# seeded from fuzz/corpus/<codec>/; crashes land in build/fuzz/crashes/.
+FUZZ_SECONDS ?= 60
+FUZZ_CODECS  := none fp16 bf16 fp8_e4m3 fp8_e5m2 int8 int4 topk randomk powersgd
+fuzz:
+	@cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DHGSIM_FUZZ=ON -DHGSIM_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_CODECS))
+	@mkdir -p build/fuzz/crashes
+	@for c in $(FUZZ_CODECS); do \
+	  mkdir -p build/fuzz/corpus/$$c; \
+	  build/fuzz/fuzz/fuzz_$$c -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/crashes/$$c- build/fuzz/corpus/$$c fuzz/corpus/$$c \
+	    2>&1 | grep -E '^stat::number_of_executed_units|^==.*ERROR|^SUMMARY|^artifact' \
+	    | sed "s/^/$$c: /" || exit 1; \
+	done
 
 format:
 	@git ls-files '*.cpp' '*.hpp' '*.cu' | xargs clang-format -i

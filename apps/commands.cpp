@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
+#include "apps/codecs_command.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
@@ -521,6 +522,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sweep->add_flag("--json", json, "print as JSON");
   sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
 
+  CodecsOptions codecs_options;
+  CLI::App* codecs = add_codecs_command(app, codecs_options);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -545,6 +549,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
     if (models_cmd->parsed()) return cmd_models(json, out);
     if (gpus->parsed()) return cmd_gpus(json, out);
+    if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
     if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
     if (run->parsed()) {
       if (!run_options.fidelity.empty()) {

@@ -1,66 +1,78 @@
 #include "compress/codec_cost.hpp"
 
 #include <algorithm>
-#include <cmath>
+
+#include "compress/codec.hpp"
 
 namespace hgsim::compress {
 
 namespace {
 
-double element_count(const std::vector<std::int64_t>& shape) {
-  double n = 1;
-  for (auto d : shape) n *= static_cast<double>(d);
-  return n;
-}
+struct Work {
+  double bytes = 0;
+  double flops = 0;
+};
 
-// Bytes on the wire. Stand-in until the codec implementations give exact sizes: payload
-// plus one fp32 scale per block, 4-byte indices for top-k.
-double wire_bytes(const CodecSpec& spec, const std::vector<std::int64_t>& shape,
-                  core::Precision dtype) {
-  const double n = element_count(shape);
-  const double block = spec.block > 0 ? spec.block : n;
-  const double scales = n > 0 ? std::ceil(n / block) * 4 : 0;
-  switch (spec.kind) {
-    case CodecKind::none:
-      return n * core::element_bytes(dtype);
-    case CodecKind::fp16:
-    case CodecKind::bf16:
-      return 2 * n;
-    case CodecKind::fp8_e4m3:
-    case CodecKind::fp8_e5m2:
-      return n + (spec.scaling == Scaling::per_block ? scales : 4);
-    case CodecKind::int8:
-      return n + scales;
-    case CodecKind::int4:
-      return std::ceil(n / 2) + scales;
-    case CodecKind::topk:
-      return std::ceil(spec.ratio * n) * (core::element_bytes(dtype) + 4);
-    case CodecKind::randomk:
-      return std::ceil(spec.ratio * n) * core::element_bytes(dtype) + 8;
-    case CodecKind::powersgd: {
-      const double cols = shape.empty() ? 1 : static_cast<double>(shape.back());
-      const double rows = cols > 0 ? n / cols : 0;
-      const double rank = std::min<double>(spec.rank, std::min(rows, cols));
-      return (rows + cols) * rank * core::element_bytes(dtype);
-    }
-  }
-  return n * core::element_bytes(dtype);
+core::Seconds roofline(const Work& w, const kernels::GpuSpec& device) {
+  const double memory = w.bytes / (kMemoryEfficiency * device.memory_bandwidth.value());
+  const double math =
+      device.peak_fp32 ? w.flops / (kFlopEfficiency * device.peak_fp32->value()) : 0.0;
+  return core::Seconds(kLaunchSeconds + std::max(memory, math));
 }
 
 }  // namespace
 
-TransferCoding code_transfer(const CodecSpec& spec, const std::vector<std::int64_t>& shape,
-                             core::Precision dtype, const kernels::GpuSpec& device) {
-  const double raw = element_count(shape) * core::element_bytes(dtype);
-  const double wire = wire_bytes(spec, shape, dtype);
-  TransferCoding coding{core::Bytes(wire), core::Seconds(0), core::Seconds(0), "estimated"};
-  if (spec.kind == CodecKind::none) return coding;
-  // Stand-in: codecs are memory-bound kernels reading the input and writing the output at
-  // 70% of the datasheet memory bandwidth.
-  const auto bandwidth = 0.7 * device.memory_bandwidth;
-  coding.encode = core::Bytes(raw + wire) / bandwidth;
-  coding.decode = core::Bytes(raw + wire) / bandwidth;
-  return coding;
+DType storage_dtype(core::Precision p) {
+  switch (p) {
+    case core::Precision::fp32:
+    case core::Precision::tf32:
+      return DType::fp32;
+    case core::Precision::fp16:
+      return DType::fp16;
+    case core::Precision::bf16:
+    case core::Precision::fp8:
+      return DType::bf16;
+  }
+  return DType::fp32;
+}
+
+TransferCoding code_transfer(const CodecSpec& requested, const std::vector<std::int64_t>& shape,
+                             core::Precision precision, const kernels::GpuSpec& device) {
+  const DType dtype = storage_dtype(precision);
+  const double n = static_cast<double>(element_count(shape));
+  const double raw = n * static_cast<double>(element_size(dtype));
+  const CodecSpec spec = effective_spec(requested, shape);
+  if (spec.kind == CodecKind::none)
+    return {core::Bytes(raw), core::Seconds(0), core::Seconds(0), "estimated"};
+
+  const double wire = static_cast<double>(encoded_bytes(spec, shape, dtype));
+  Work enc{raw + wire, 0}, dec{wire + raw, 0};
+  switch (spec.kind) {
+    case CodecKind::fp8_e4m3:
+    case CodecKind::fp8_e5m2:
+      if (spec.scaling == Scaling::per_tensor) enc.bytes += raw;
+      break;
+    case CodecKind::topk:
+      enc.bytes = 5 * raw + wire;
+      break;
+    case CodecKind::randomk:
+      enc.bytes = 32 * static_cast<double>(kept_elements(spec.ratio, element_count(shape))) + wire;
+      break;
+    case CodecKind::powersgd: {
+      const double cols = static_cast<double>(shape.back()), rows = n / cols;
+      const double r = effective_rank(spec.rank, shape);
+      enc = {2 * raw + wire, 4 * rows * cols * r + 4 * rows * r * r};
+      dec = {wire + raw, 2 * rows * cols * r};
+      break;
+    }
+    default:
+      break;
+  }
+  if (spec.error_feedback) {
+    enc.bytes += 12 * n + dec.bytes;
+    enc.flops += dec.flops;
+  }
+  return {core::Bytes(wire), roofline(enc, device), roofline(dec, device), "estimated"};
 }
 
 }  // namespace hgsim::compress

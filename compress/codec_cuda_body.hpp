@@ -1,0 +1,38 @@
+// Plain C++17 interface between codec.cpp (C++20) and the CUDA kernels (codec_cuda.cu,
+// nvcc, C++17): the body of an encoding (everything after the header), computed on the
+// GPU with the element arithmetic of codec_math.hpp, so that it is bit-identical to the
+// CPU's for the deterministic codecs. Built from codec_cuda_none.cpp without nvcc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace hgsim::compress::cuda {
+
+struct BodyParams {
+  int kind = 0;   // CodecKind
+  int dtype = 0;  // DType of the input (encode) or of the encoded tensor (decode)
+  std::uint64_t count = 0;
+  std::uint64_t block = 0;  // elements per scale (per-tensor fp8: count)
+  bool stochastic = false;
+  std::uint64_t seed = 0;  // the derived key (stochastic rounding)
+};
+
+// Whether the GPU path can run here; otherwise `why` says why (no CUDA in this build, no
+// device).
+bool available(std::string& why);
+// The codecs with GPU kernels: none, fp16, bf16, fp8 (both scalings), int8, int4.
+bool supports(int kind);
+
+// Device pointers. Return false with `error` set on a CUDA error.
+bool encode_body_device(const BodyParams& p, const void* input, void* body, std::string& error);
+bool decode_body_device(const BodyParams& p, const void* body, float* output, std::string& error);
+
+// Host pointers: copy in, run, copy out (tests, hgsim codecs).
+bool encode_body_host(const BodyParams& p, const void* input, std::size_t input_bytes, void* body,
+                      std::size_t body_bytes, std::string& error);
+bool decode_body_host(const BodyParams& p, const void* body, std::size_t body_bytes, float* output,
+                      std::string& error);
+
+}  // namespace hgsim::compress::cuda
