@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
+#include "apps/profile_command.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
@@ -406,6 +407,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sweep->add_flag("--json", json, "print as JSON");
   sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
 
+  ProfileOptions profile_options;
+  CLI::App* profile = add_profile_command(app, profile_options);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -430,6 +434,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
     if (models_cmd->parsed()) return cmd_models(json, out);
     if (gpus->parsed()) return cmd_gpus(json, out);
+    if (profile->parsed()) return run_profile_command(profile_options, out, err);
     if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
     if (run->parsed())
       return cmd_not_yet("run", scenario, "the simulator: issue #3", json, out, err);
