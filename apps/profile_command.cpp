@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -158,6 +159,46 @@ int profile_cpu(const ProfileOptions& o, std::ostream& out, std::ostream& err) {
   return kSuccess;
 }
 
+int profile_cuda(const ProfileOptions& o, std::ostream& out, std::ostream& err) {
+  kernels::CudaSweep sweep;
+  sweep.ops.models = o.models;
+  sweep.ops.micro_batches = o.micro_batches;
+  sweep.ops.tp = o.tp;
+  sweep.ops.seq_len = o.seq_len;
+  sweep.ops.hidden = 0;
+  std::optional<core::Precision> precision;
+  for (core::Precision p : {core::Precision::fp32, core::Precision::tf32, core::Precision::fp16,
+                            core::Precision::bf16, core::Precision::fp8})
+    if (core::to_string(p) == o.dtype) precision = p;
+  if (!precision) {
+    err << "hgsim profile: --dtype " << o.dtype << ": expected fp32, tf32, fp16, bf16 or fp8\n";
+    return kBadInput;
+  }
+  sweep.ops.precision = *precision;
+  sweep.ops.seconds_per_entry = o.seconds_per_entry;
+  sweep.ops.progress = [&](const std::string& line) { err << "hgsim profile: " << line << "\n"; };
+  sweep.extra_gemm_dtypes = o.gemm_dtypes;
+  sweep.max_seconds = o.max_seconds;
+  kernels::Profile p = kernels::profile_cuda(sweep, measurement_conditions());
+  kernels::write_profile(p, o.out);
+  out << "wrote " << o.out << ": " << p.entries.size() << " entries in "
+      << p.device.conditions["sweep_seconds"] << " s on " << p.device.name << "\n";
+  for (const auto& [dtype, peak] : p.device.peak_flops_per_s)
+    out << "  measured " << dtype << " matrix peak " << fixed(peak / 1e12, 1) << " TFLOP/s\n";
+  out << "  measured copy bandwidth " << fixed(p.device.copy_bandwidth_bytes_per_s / 1e9, 0)
+      << " GB/s\n";
+  return kSuccess;
+}
+
+// Fills the device defaults of the options left empty.
+ProfileOptions with_defaults(ProfileOptions o) {
+  const bool cuda = o.device == "cuda";
+  if (o.tp.empty()) o.tp = cuda ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 2};
+  if (o.seq_len <= 0 && !cuda) o.seq_len = 128;
+  if (o.seconds_per_entry <= 0) o.seconds_per_entry = cuda ? 0.02 : 0.15;
+  return o;
+}
+
 }  // namespace
 
 CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
@@ -179,20 +220,36 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
                   "--check-layers: predict from this profile instead "
                   "of measuring the ops first");
   cmd->add_option("--seconds-per-entry", o.seconds_per_entry, "time spent on each op shape");
+  cmd->add_option("--dtype", o.dtype, "cuda: the dtype of every op (fp32 tf32 fp16 bf16 fp8)");
+  cmd->add_option("--gemm-dtypes", o.gemm_dtypes, "cuda: more dtypes for the forward GEMMs")
+      ->delimiter(',');
+  cmd->add_option("--max-seconds", o.max_seconds, "cuda: stop the sweep after this long");
   cmd->add_flag("--json", o.json, "print the --check-layers table as JSON");
   return cmd;
 }
 
-int run_profile_command(const ProfileOptions& o, std::ostream& out, std::ostream& err) {
+int run_profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
+  const ProfileOptions o = with_defaults(options);
   if (o.device == "cuda") {
     std::string why;
     if (kernels::local_cuda_devices(&why).empty()) {
       err << "hgsim profile: no CUDA device: " << why << "\n";
       return kBadInput;
     }
-    err << "hgsim profile: the CUDA profiler is not part of this build yet (see README, "
-           "Compute costs)\n";
-    return kInternalError;
+    if (o.check_layers) {
+      err << "hgsim profile: --check-layers runs on the CPU only (--device cpu)\n";
+      return kBadInput;
+    }
+    if (o.out.empty()) {
+      err << "hgsim profile: --out FILE.json is required\n";
+      return kBadInput;
+    }
+    try {
+      return profile_cuda(o, out, err);
+    } catch (const std::exception& e) {
+      err << "hgsim profile: " << e.what() << "\n";
+      return kInternalError;
+    }
   }
   try {
     if (o.check_layers) return check_layers(o, out, err);

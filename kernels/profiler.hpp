@@ -43,14 +43,26 @@ struct CpuSweep {
   std::vector<std::string> models;  // zoo names; empty: the whole zoo
   std::vector<int> micro_batches{1, 2, 4};
   std::vector<int> tp{1, 2};
-  int seq_len = 128;
-  int hidden = 256;
+  int seq_len = 128;  // 0: the model's own (GPU sweeps): 1024 for learned positions, else 2048
+  int hidden = 256;   // scale_for_cpu's hidden size; 0: the zoo's shapes unscaled (GPU sweeps)
+  core::Precision precision = core::Precision::fp32;
   double seconds_per_entry = 0.15;
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
 };
 
-// The deduplicated op calls of a sweep (fp32), in a stable order.
+// The deduplicated op calls of a sweep, in a stable order.
 std::vector<OpCall> sweep_ops(const CpuSweep& sweep);
+
+// The GPU sweep: the zoo unscaled (hidden 0, seq_len 0), `precision` for every op, plus
+// the forward GEMMs in each of `extra_gemm_dtypes`; stops after `max_seconds` (the profile
+// then says "truncated" in its conditions). Fails with the reason when there is no device.
+struct CudaSweep {
+  CpuSweep ops;
+  std::vector<std::string> extra_gemm_dtypes;
+  double max_seconds = 220;
+};
+Profile profile_cuda(const CudaSweep& sweep,
+                     const std::map<std::string, std::string>& conditions = {});
 
 // Measures the sweep and the CPU's peaks; `conditions` go to device.conditions as given.
 Profile profile_cpu(const CpuSweep& sweep,

@@ -133,11 +133,14 @@ std::vector<OpCall> sweep_ops(const CpuSweep& sweep) {
     if (seen.insert({c.op, c.shape}).second) calls.push_back(c);
   };
   for (const core::ModelConfig& zoo_model : configs) {
-    const core::ModelConfig m = scale_for_cpu(zoo_model, sweep.hidden);
+    const core::ModelConfig m =
+        sweep.hidden > 0 ? scale_for_cpu(zoo_model, sweep.hidden) : zoo_model;
+    const int seq_len =
+        sweep.seq_len > 0 ? sweep.seq_len : (zoo_model.max_positions > 0 ? 1024 : 2048);
     for (int tp : sweep.tp) {
-      if (m.heads % tp || m.kv_heads % tp || m.ffn_hidden % tp || m.vocab % tp) continue;
+      if (m.heads % tp || m.kv_heads % tp || m.ffn_hidden % tp) continue;
       for (int mb : sweep.micro_batches) {
-        const LayerShape shape{&m, double(mb), sweep.seq_len, tp, false, core::Precision::fp32};
+        const LayerShape shape{&m, double(mb), seq_len, tp, false, sweep.precision};
         for (const PhaseOps& ops : {layer_ops(shape), logits_ops(shape)}) {
           for (const OpCall& c : ops.forward) add(c);
           for (const OpCall& c : ops.backward) add(c);
