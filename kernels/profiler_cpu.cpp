@@ -317,10 +317,10 @@ Profile profile_cpu(const CpuSweep& sweep, const std::map<std::string, std::stri
   p.device.conditions["isa"] = "SSE2 (Release flags, no -march)";
   p.attention = "batched GEMM + softmax, scores materialised (Eigen), causal";
   p.created = utc_now();
+  const std::vector<OpCall> calls = sweep_ops(sweep);  // unknown models fail here, first
   say("measuring the matrix peak and the copy bandwidth");
   p.device.peak_flops_per_s["fp32"] = measure_cpu_matrix_peak();
   p.device.copy_bandwidth_bytes_per_s = measure_cpu_copy_bandwidth();
-  const std::vector<OpCall> calls = sweep_ops(sweep);
   say(std::to_string(calls.size()) + " op shapes to time");
   unsigned seed = 1;
   for (std::size_t i = 0; i < calls.size(); ++i) {

@@ -47,6 +47,7 @@ Profile profile_cuda(const CudaSweep& sweep, const std::map<std::string, std::st
   auto say = [&](const std::string& line) {
     if (sweep.ops.progress) sweep.ops.progress(line);
   };
+  const std::vector<OpCall> calls = sweep_ops(sweep.ops);  // unknown models fail here, first
   gpu::CudaDeviceInfo info;
   std::string error;
   if (!gpu::cuda_device_info(&info, &error)) throw std::runtime_error("no CUDA device: " + error);
@@ -73,7 +74,6 @@ Profile profile_cuda(const CudaSweep& sweep, const std::map<std::string, std::st
   };
   std::vector<Job> jobs;
   const std::string dtype = dtype_name(sweep.ops.precision);
-  const std::vector<OpCall> calls = sweep_ops(sweep.ops);
   for (const OpCall& c : calls) jobs.push_back({c, c.op == "adam" ? "fp32" : dtype});
   for (const std::string& extra : sweep.extra_gemm_dtypes)
     for (const OpCall& c : calls)
