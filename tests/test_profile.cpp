@@ -337,3 +337,34 @@ TEST(ProfileCommand, ChecksLayersOfATinySweep) {
     EXPECT_GT(row["measured_s"].get<double>(), 0);
   }
 }
+
+TEST(Profile, RecomputeAndSequenceParallel) {
+  const ProfileModel model({synthetic_profile("H100-80GB-SXM", "h100.json")});
+  const GpuSpec& h100 = gpu("H100-80GB-SXM");
+  const core::ModelConfig& m = models::find_model("llama2-7b")->config;
+  LayerWork work;
+  work.model = &m;
+  work.sequences = 2;
+  work.seq_len = 2048;
+  work.tp = 2;
+  const PhaseTimes none = model.layer(h100, work);
+  EXPECT_EQ(none.recompute.value(), 0);
+  work.recompute = core::Recompute::full;
+  EXPECT_DOUBLE_EQ(model.layer(h100, work).recompute.value(), none.forward.value());
+  work.recompute = core::Recompute::selective;
+  const LayerShape shape{&m, 2, 2048, 2, false, Precision::bf16};
+  std::vector<OpCall> attention;
+  for (const OpCall& c : layer_ops(shape).forward)
+    if (c.op == "attention") attention.push_back(c);
+  EXPECT_DOUBLE_EQ(model.layer(h100, work).recompute.value(),
+                   model.ops_time(h100, attention, Precision::bf16).value());
+  // Sequence parallelism splits the norms and residual adds over tp: less time, same FLOPs.
+  work.recompute = core::Recompute::none;
+  work.sequence_parallel = true;
+  EXPECT_LT(model.layer(h100, work).forward.value(), none.forward.value());
+  const LayerShape sp{&m, 2, 2048, 2, true, Precision::bf16};
+  for (const OpCall& c : layer_ops(sp).forward)
+    if (c.op == "rmsnorm") {
+      EXPECT_EQ(c.shape[0], 2 * 2048 / 2);
+    }
+}
