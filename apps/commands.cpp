@@ -10,8 +10,10 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/codecs_command.hpp"
+#include "apps/profile_command.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
+#include "kernels/profile.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
 #include "sim/simulate.hpp"
@@ -333,6 +335,7 @@ int cmd_gpus(bool json, std::ostream& out) {
 struct RunOptions {
   std::string plan_file;
   std::string fidelity;
+  std::vector<std::string> profiles;
   bool report_stats = false;
   sim::SimulationOptions sim;
 };
@@ -354,14 +357,18 @@ std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& o
                 "write a plan under strategy:, or pass one with --plan PLAN.json");
     return std::nullopt;
   }
-  static const kernels::RooflineModel roofline;
+  // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
+  // without a profile of their own are estimated (roofline on datasheet figures).
+  const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
+  const auto compute = kernels::compute_model_for(files, diags);
+  if (diags.has_errors()) return std::nullopt;
   sim::SimulationInput in;
   in.scenario = &c.scenario;
   in.plan = &plan;
   in.plan_path = plan_path;
   in.model = &c.model;
   in.compression = c.compression;
-  in.compute = &roofline;
+  in.compute = compute.get();
   sim::SimulationStats stats;
   auto result = sim::simulate(in, options.sim, diags, &stats);
   if (result && options.report_stats)
@@ -501,6 +508,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                   "full (every GPU and transfer), folded (identical groups once) or auto "
                   "(full up to 256 GPUs); overrides simulation.fidelity")
       ->check(CLI::IsMember({"full", "folded", "auto"}));
+  run->add_option("--profile", run_options.profiles,
+                  "measured profile JSON (hgsim profile); repeatable; default: the profiles in "
+                  "kernels/profiles/");
   run->add_option("--trace", run_options.sim.trace_path,
                   "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
   run->add_option("--export-platform", run_options.sim.platform_path,
@@ -524,6 +534,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   CodecsOptions codecs_options;
   CLI::App* codecs = add_codecs_command(app, codecs_options);
+  ProfileOptions profile_options;
+  CLI::App* profile = add_profile_command(app, profile_options);
 
   try {
     app.parse(argc, argv);
@@ -550,6 +562,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (models_cmd->parsed()) return cmd_models(json, out);
     if (gpus->parsed()) return cmd_gpus(json, out);
     if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
+    if (profile->parsed()) return run_profile_command(profile_options, out, err);
     if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
     if (run->parsed()) {
       if (!run_options.fidelity.empty()) {

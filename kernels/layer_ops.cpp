@@ -1,0 +1,198 @@
+#include "kernels/layer_ops.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace hgsim::kernels {
+
+const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> names{"gemm",
+                                              "gemm_dgrad",
+                                              "gemm_wgrad",
+                                              "attention",
+                                              "attention_backward",
+                                              "layernorm",
+                                              "layernorm_backward",
+                                              "rmsnorm",
+                                              "rmsnorm_backward",
+                                              "gelu",
+                                              "gelu_backward",
+                                              "swiglu",
+                                              "swiglu_backward",
+                                              "add",
+                                              "rope",
+                                              "cross_entropy",
+                                              "adam"};
+  return names;
+}
+
+OpCall make_op(const std::string& op, std::vector<double> shape, double e) {
+  auto need = [&](std::size_t rank) {
+    if (shape.size() != rank)
+      throw std::invalid_argument("op " + op + " takes a shape of " + std::to_string(rank) +
+                                  " numbers, got " + std::to_string(shape.size()));
+  };
+  OpCall c{op, shape, 0, 0, Bound::memory};
+  const auto& s = shape;
+  if (op == "gemm" || op == "gemm_dgrad" || op == "gemm_wgrad") {
+    need(3);
+    c.bound = Bound::compute;
+    c.flops = 2 * s[0] * s[1] * s[2];
+    c.bytes = e * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]);
+  } else if (op == "attention" || op == "attention_backward") {
+    need(5);  // sequences, heads, kv_heads, seq, head_dim
+    c.bound = Bound::compute;
+    const double q = s[0] * s[1] * s[3] * s[4], kv = s[0] * s[2] * s[3] * s[4];
+    const double scores = s[0] * s[1] * s[3] * s[3];
+    const bool backward = op == "attention_backward";
+    c.flops = 4 * s[0] * s[1] * s[3] * s[3] * s[4] * (backward ? 2 : 1);
+    c.bytes = backward ? e * (4 * q + 4 * kv) + 2 * e * scores : e * (2 * q + 2 * kv) + e * scores;
+  } else if (op == "layernorm" || op == "rmsnorm") {
+    need(2);
+    c.flops = 7 * s[0] * s[1];
+    c.bytes = e * 2 * s[0] * s[1];
+  } else if (op == "layernorm_backward" || op == "rmsnorm_backward") {
+    need(2);
+    c.flops = 12 * s[0] * s[1];
+    c.bytes = e * 3 * s[0] * s[1];
+  } else if (op == "gelu" || op == "gelu_backward") {
+    need(1);
+    c.flops = (op == "gelu" ? 10 : 16) * s[0];
+    c.bytes = e * (op == "gelu" ? 2 : 3) * s[0];
+  } else if (op == "swiglu" || op == "swiglu_backward") {
+    need(2);
+    c.flops = (op == "swiglu" ? 6 : 12) * s[0] * s[1];
+    c.bytes = e * (op == "swiglu" ? 3 : 5) * s[0] * s[1];
+  } else if (op == "add") {
+    need(1);
+    c.flops = s[0];
+    c.bytes = e * 3 * s[0];
+  } else if (op == "rope") {
+    need(4);  // tokens, heads, head_dim, seq
+    c.flops = 6 * s[0] * s[1] * s[2] / 2;
+    c.bytes = e * 2 * s[0] * s[1] * s[2];
+  } else if (op == "cross_entropy") {
+    need(2);
+    c.flops = 5 * s[0] * s[1];
+    c.bytes = e * 2 * s[0] * s[1];
+  } else if (op == "adam") {
+    need(1);
+    c.flops = 12 * s[0];
+    // fp32 master weights and moments, fp32 gradient: read 4 arrays, write 3.
+    c.bytes = 4.0 * 7 * s[0];
+  } else {
+    throw std::invalid_argument("unknown op '" + op + "'");
+  }
+  return c;
+}
+
+namespace {
+
+struct Dims {
+  double tokens, hidden, heads, kv_heads, head_dim, ffn;
+  double sequences, seq;
+};
+
+Dims dims(const LayerShape& l) {
+  const core::ModelConfig& m = *l.model;
+  const int tp = std::max(l.tp, 1);
+  Dims d{};
+  d.sequences = l.sequences;
+  d.seq = l.seq_len;
+  d.tokens = l.sequences * l.seq_len;
+  d.hidden = m.hidden;
+  d.heads = double(m.heads) / tp;
+  d.kv_heads = std::max(double(m.kv_heads) / tp, 1.0);
+  d.head_dim = double(m.hidden) / m.heads;
+  d.ffn = double(m.ffn_hidden) / tp;
+  return d;
+}
+
+}  // namespace
+
+PhaseOps layer_ops(const LayerShape& l) {
+  const core::ModelConfig& m = *l.model;
+  const double e = double(core::element_bytes(l.precision));
+  const Dims d = dims(l);
+  const std::string norm = m.norm == core::Norm::rmsnorm ? "rmsnorm" : "layernorm";
+  const bool swiglu = m.activation == core::Activation::swiglu;
+  const bool rotary = m.max_positions == 0;
+  const double qkv = (d.heads + 2 * d.kv_heads) * d.head_dim;
+  const double up = swiglu ? 2 * d.ffn : d.ffn;
+  PhaseOps ops;
+  auto fwd = [&](const std::string& op, std::vector<double> shape) {
+    ops.forward.push_back(make_op(op, std::move(shape), e));
+  };
+  auto bwd = [&](const std::string& op, std::vector<double> shape) {
+    ops.backward.push_back(make_op(op, std::move(shape), e));
+  };
+  auto linear_backward = [&](std::vector<double> shape) {
+    bwd("gemm_dgrad", shape);
+    bwd("gemm_wgrad", shape);
+  };
+  const std::vector<double> qkv_gemm{d.tokens, qkv, d.hidden};
+  const std::vector<double> out_gemm{d.tokens, d.hidden, d.heads * d.head_dim};
+  const std::vector<double> up_gemm{d.tokens, up, d.hidden};
+  const std::vector<double> down_gemm{d.tokens, d.hidden, d.ffn};
+  const std::vector<double> attention{d.sequences, d.heads, d.kv_heads, d.seq, d.head_dim};
+  const std::vector<double> rope{d.tokens, d.heads + d.kv_heads, d.head_dim, d.seq};
+  const double norm_tokens = l.sequence_parallel ? d.tokens / std::max(l.tp, 1) : d.tokens;
+
+  // Forward, in the order the layer runs.
+  fwd(norm, {norm_tokens, d.hidden});
+  fwd("gemm", qkv_gemm);
+  if (rotary) fwd("rope", rope);
+  fwd("attention", attention);
+  fwd("gemm", out_gemm);
+  fwd("add", {norm_tokens * d.hidden});
+  fwd(norm, {norm_tokens, d.hidden});
+  fwd("gemm", up_gemm);
+  if (swiglu)
+    fwd("swiglu", {d.tokens, d.ffn});
+  else
+    fwd("gelu", {d.tokens * d.ffn});
+  fwd("gemm", down_gemm);
+  fwd("add", {norm_tokens * d.hidden});
+
+  // Backward, in reverse: the residual gradient flows past each block and is added to the
+  // block's input gradient after the block's norm.
+  linear_backward(down_gemm);
+  if (swiglu)
+    bwd("swiglu_backward", {d.tokens, d.ffn});
+  else
+    bwd("gelu_backward", {d.tokens * d.ffn});
+  linear_backward(up_gemm);
+  bwd(norm + "_backward", {norm_tokens, d.hidden});
+  bwd("add", {norm_tokens * d.hidden});
+  linear_backward(out_gemm);
+  bwd("attention_backward", attention);
+  if (rotary) bwd("rope", rope);
+  linear_backward(qkv_gemm);
+  bwd(norm + "_backward", {norm_tokens, d.hidden});
+  bwd("add", {norm_tokens * d.hidden});
+  return ops;
+}
+
+PhaseOps logits_ops(const LayerShape& l) {
+  const core::ModelConfig& m = *l.model;
+  const double e = double(core::element_bytes(l.precision));
+  const Dims d = dims(l);
+  const std::string norm = m.norm == core::Norm::rmsnorm ? "rmsnorm" : "layernorm";
+  const double vocab = double(m.vocab) / std::max(l.tp, 1);
+  const std::vector<double> head{d.tokens, vocab, d.hidden};
+  PhaseOps ops;
+  ops.forward.push_back(make_op(norm, {d.tokens, d.hidden}, e));
+  ops.forward.push_back(make_op("gemm", head, e));
+  // The logits and their gradient are fp32 (as in Megatron-LM's cross-entropy).
+  ops.forward.push_back(make_op("cross_entropy", {d.tokens, vocab}, 4));
+  ops.backward.push_back(make_op("gemm_dgrad", head, e));
+  ops.backward.push_back(make_op("gemm_wgrad", head, e));
+  ops.backward.push_back(make_op(norm + "_backward", {d.tokens, d.hidden}, e));
+  return ops;
+}
+
+OpCall optimizer_op(double parameters) {
+  return make_op("adam", {parameters}, 4);
+}
+
+}  // namespace hgsim::kernels

@@ -1,0 +1,68 @@
+// The ops one GPU runs for one transformer layer, the logits layer and the optimizer step,
+// with their shapes after tensor-parallel sharding: the list the profiler sweeps, the
+// compute-time model sums, and the CPU layer (check-layers) executes.
+//
+// Op names and shapes (T = tokens = sequences x seq_len on this GPU, h hidden, d head_dim,
+// a/k query/kv heads on this GPU = heads / tp, max(kv_heads / tp, 1), f = ffn_hidden / tp):
+//   gemm, gemm_dgrad, gemm_wgrad   {m, n, k} of the forward Y[m,n] = X[m,k] W[k,n];
+//                                  dgrad is dX = dY W^T, wgrad is dW = X^T dY (same FLOPs)
+//   attention, attention_backward  {sequences, a, k, seq_len, d} (causal)
+//   layernorm[_backward], rmsnorm[_backward]  {T, h}
+//   gelu[_backward]                {T * f}      swiglu[_backward] {T, f}
+//   add                            {elements}   (the residual, forward and backward)
+//   rope                           {T, a + k, d, seq_len} (forward, and inverse in backward)
+//   cross_entropy                  {T, vocab / tp} (forward and gradient in one pass)
+//   adam                           {parameters}
+// Shapes are doubles: a data-parallel slice may hold a fractional number of sequences.
+// Not modelled: dropout, bias adds (fused into the GEMM epilogue on GPUs), the permutes
+// between the QKV GEMM and attention, and the tensor-parallel collectives (the simulator
+// costs those on its links).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/scenario.hpp"
+
+namespace hgsim::kernels {
+
+// How an op's time scales: with its FLOPs (GEMMs, attention) or with its bytes.
+enum class Bound { compute, memory };
+
+struct OpCall {
+  std::string op;
+  std::vector<double> shape;
+  double flops = 0;
+  double bytes = 0;  // bytes read and written once, at `element_bytes` per element
+  Bound bound = Bound::memory;
+  double work() const { return bound == Bound::compute ? flops : bytes; }
+};
+
+// One op with its FLOPs and bytes from its name and shape (throws std::invalid_argument
+// for an unknown op or a shape of the wrong rank).
+OpCall make_op(const std::string& op, std::vector<double> shape, double element_bytes);
+
+struct LayerShape {
+  const core::ModelConfig* model = nullptr;
+  double sequences = 1;
+  int seq_len = 0;
+  int tp = 1;
+  // Megatron sequence parallelism: norms and residual adds run on tokens / tp.
+  bool sequence_parallel = false;
+  core::Precision precision = core::Precision::bf16;
+};
+
+struct PhaseOps {
+  std::vector<OpCall> forward;
+  std::vector<OpCall> backward;
+};
+
+PhaseOps layer_ops(const LayerShape& shape);
+// Final norm, LM head GEMM (vocab split over tp) and cross-entropy.
+PhaseOps logits_ops(const LayerShape& shape);
+OpCall optimizer_op(double parameters);
+
+// Every op name, forward and backward.
+const std::vector<std::string>& op_names();
+
+}  // namespace hgsim::kernels

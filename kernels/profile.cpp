@@ -1,0 +1,252 @@
+#include "kernels/profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace hgsim::kernels {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kFormat = "hgsim-profile/1";
+
+// Reads a profile, throwing ProfileError with the file and the JSON path of the problem.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw ProfileError(file_ + ": " + (path.empty() ? "" : path + ": ") + message);
+  }
+  const Json& member(const Json& object, const std::string& path, const char* key) const {
+    if (!object.contains(key)) fail(path, std::string("missing key '") + key + "'");
+    return object.at(key);
+  }
+  std::string string(const Json& object, const std::string& path, const char* key) const {
+    const Json& v = member(object, path, key);
+    if (!v.is_string()) fail(join(path, key), "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  double number(const Json& object, const std::string& path, const char* key, bool positive) const {
+    const Json& v = member(object, path, key);
+    if (!v.is_number()) fail(join(path, key), "expected a number, got " + v.dump());
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < 0 || (positive && x == 0))
+      fail(join(path, key), std::string("expected a ") + (positive ? "positive" : "non-negative") +
+                                " number, got " + v.dump());
+    return x;
+  }
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  Profile read(const Json& j) const {
+    if (!j.is_object()) fail("", "expected a JSON object at the top level");
+    if (string(j, "", "format") != kFormat)
+      fail("format", std::string("expected \"") + kFormat + "\"");
+    Profile p;
+    p.file = file_;
+    p.created = string(j, "", "created");
+    p.attention = j.contains("attention") && j["attention"].is_string()
+                      ? j["attention"].get<std::string>()
+                      : "";
+    p.device = device(member(j, "", "device"));
+    const Json& entries = member(j, "", "entries");
+    if (!entries.is_array()) fail("entries", "expected an array");
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      p.entries.push_back(entry(entries[i], "entries[" + std::to_string(i) + "]"));
+    return p;
+  }
+
+ private:
+  ProfileDevice device(const Json& d) const {
+    const std::string path = "device";
+    if (!d.is_object()) fail(path, "expected an object");
+    ProfileDevice dev;
+    dev.kind = string(d, path, "kind");
+    if (dev.kind != "cpu" && dev.kind != "cuda")
+      fail(path + ".kind", "expected \"cpu\" or \"cuda\", got \"" + dev.kind + "\"");
+    dev.name = string(d, path, "name");
+    if (d.contains("catalog_gpu") && !d["catalog_gpu"].is_null())
+      dev.catalog_gpu = string(d, path, "catalog_gpu");
+    if (d.contains("driver")) dev.driver = string(d, path, "driver");
+    if (d.contains("toolkit")) dev.toolkit = string(d, path, "toolkit");
+    if (d.contains("clocks") && d["clocks"].is_object())
+      for (const auto& [k, v] : d["clocks"].items())
+        if (v.is_number()) dev.clocks[k] = v.get<double>();
+    const Json& peaks = member(d, path, "peak_flops_per_s");
+    if (!peaks.is_object()) fail(path + ".peak_flops_per_s", "expected an object {dtype: FLOP/s}");
+    for (const auto& [k, v] : peaks.items())
+      dev.peak_flops_per_s[k] = number(peaks, path + ".peak_flops_per_s", k.c_str(), true);
+    dev.copy_bandwidth_bytes_per_s = number(d, path, "copy_bandwidth_bytes_per_s", true);
+    if (d.contains("conditions") && d["conditions"].is_object())
+      for (const auto& [k, v] : d["conditions"].items())
+        dev.conditions[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    return dev;
+  }
+
+  ProfileEntry entry(const Json& e, const std::string& path) const {
+    if (!e.is_object()) fail(path, "expected an object");
+    ProfileEntry out;
+    out.op = string(e, path, "op");
+    if (std::find(op_names().begin(), op_names().end(), out.op) == op_names().end())
+      fail(path + ".op",
+           "unknown op \"" + out.op + "\"; " + core::did_you_mean(out.op, op_names()));
+    out.dtype = string(e, path, "dtype");
+    static const std::vector<std::string> dtypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
+    if (std::find(dtypes.begin(), dtypes.end(), out.dtype) == dtypes.end())
+      fail(path + ".dtype", "unknown dtype \"" + out.dtype +
+                                "\"; expected one of fp32, tf32, "
+                                "fp16, bf16, fp8");
+    const Json& shape = member(e, path, "shape");
+    if (!shape.is_array() || shape.empty()) fail(path + ".shape", "expected a non-empty array");
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (!shape[i].is_number() || shape[i].get<double>() <= 0)
+        fail(path + ".shape[" + std::to_string(i) + "]",
+             "expected a positive number, got " + shape[i].dump());
+      out.shape.push_back(shape[i].get<double>());
+    }
+    try {
+      make_op(out.op, out.shape, 4);
+    } catch (const std::invalid_argument& err) {
+      fail(path + ".shape", err.what());
+    }
+    out.median_s = number(e, path, "median_s", true);
+    out.p10_s = number(e, path, "p10_s", true);
+    out.p90_s = number(e, path, "p90_s", true);
+    if (!(out.p10_s <= out.median_s && out.median_s <= out.p90_s))
+      fail(path, "expected p10_s <= median_s <= p90_s");
+    out.flops = number(e, path, "flops", false);
+    out.bytes = number(e, path, "bytes", false);
+    if (e.contains("repeats")) out.repeats = int(number(e, path, "repeats", true));
+    return out;
+  }
+
+  std::string file_;
+};
+
+double log_interpolate(double x, double x0, double y0, double x1, double y1) {
+  if (x1 == x0) return y0;
+  const double f = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
+  return std::exp(std::log(y0) + f * (std::log(y1) - std::log(y0)));
+}
+
+}  // namespace
+
+Profile parse_profile(const std::string& json_text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    throw ProfileError(file + ": not valid JSON: " + e.what());
+  }
+  return Reader(file).read(j);
+}
+
+Profile read_profile(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ProfileError(file.string() + ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_profile(text.str(), file.string());
+}
+
+std::string profile_to_json(const Profile& p) {
+  Json device{
+      {"kind", p.device.kind},
+      {"name", p.device.name},
+      {"catalog_gpu", p.device.catalog_gpu.empty() ? Json(nullptr) : Json(p.device.catalog_gpu)},
+      {"driver", p.device.driver},
+      {"toolkit", p.device.toolkit},
+      {"clocks", p.device.clocks},
+      {"peak_flops_per_s", p.device.peak_flops_per_s},
+      {"copy_bandwidth_bytes_per_s", p.device.copy_bandwidth_bytes_per_s},
+      {"conditions", p.device.conditions}};
+  Json entries = Json::array();
+  for (const ProfileEntry& e : p.entries) {
+    Json row{
+        {"op", e.op},          {"dtype", e.dtype}, {"shape", e.shape}, {"median_s", e.median_s},
+        {"p10_s", e.p10_s},    {"p90_s", e.p90_s}, {"flops", e.flops}, {"bytes", e.bytes},
+        {"repeats", e.repeats}};
+    // Achieved rates and their fraction of the measured peaks (informational).
+    if (e.flops > 0) row["tflops"] = e.flops / e.median_s / 1e12;
+    if (e.bytes > 0) row["gb_per_s"] = e.bytes / e.median_s / 1e9;
+    const auto peak = p.device.peak_flops_per_s.find(e.dtype);
+    if (peak != p.device.peak_flops_per_s.end() && e.flops > 0)
+      row["fraction_of_peak_flops"] = e.flops / e.median_s / peak->second;
+    if (p.device.copy_bandwidth_bytes_per_s > 0 && e.bytes > 0)
+      row["fraction_of_copy_bandwidth"] =
+          e.bytes / e.median_s / p.device.copy_bandwidth_bytes_per_s;
+    entries.push_back(row);
+  }
+  Json j{{"format", kFormat},
+         {"device", device},
+         {"created", p.created},
+         {"attention", p.attention},
+         {"entries", entries}};
+  return j.dump(1) + "\n";
+}
+
+void write_profile(const Profile& profile, const std::filesystem::path& file) {
+  std::ofstream out(file);
+  if (!out) throw ProfileError(file.string() + ": cannot be written");
+  out << profile_to_json(profile);
+}
+
+std::string dtype_name(core::Precision precision) {
+  return core::to_string(precision);
+}
+
+// ---- database ------------------------------------------------------------------------------
+
+ProfileDatabase::ProfileDatabase(Profile profile) : profile_(std::move(profile)) {
+  for (const ProfileEntry& e : profile_.entries) by_op_[{e.op, e.dtype}].push_back(&e);
+}
+
+bool ProfileDatabase::has(const std::string& op, const std::string& dtype) const {
+  return by_op_.count({op, dtype}) > 0;
+}
+
+std::optional<double> ProfileDatabase::time(const OpCall& call, const std::string& dtype) const {
+  const auto found = by_op_.find({call.op, dtype});
+  if (found == by_op_.end()) return std::nullopt;
+  const auto& all = found->second;
+  for (const ProfileEntry* e : all)
+    if (e->shape == call.shape) return e->median_s;
+  // The curve: entries that differ only in the first dimension, else all of the op's.
+  std::vector<std::pair<double, double>> curve;  // (work, seconds)
+  auto work_of = [&](const ProfileEntry& e) {
+    return call.bound == Bound::compute ? e.flops : e.bytes;
+  };
+  for (const ProfileEntry* e : all)
+    if (e->shape.size() == call.shape.size() &&
+        std::equal(e->shape.begin() + 1, e->shape.end(), call.shape.begin() + 1))
+      curve.emplace_back(work_of(*e), e->median_s);
+  if (curve.empty())
+    for (const ProfileEntry* e : all) curve.emplace_back(work_of(*e), e->median_s);
+  std::sort(curve.begin(), curve.end());
+  // Equal work measured more than once: their geometric mean.
+  std::vector<std::pair<double, double>> points;
+  for (std::size_t i = 0; i < curve.size();) {
+    std::size_t j = i;
+    double log_sum = 0;
+    for (; j < curve.size() && curve[j].first == curve[i].first; ++j)
+      log_sum += std::log(curve[j].second);
+    points.emplace_back(curve[i].first, std::exp(log_sum / double(j - i)));
+    i = j;
+  }
+  const double work = call.work();
+  if (work <= 0) return 0.0;
+  if (work <= points.front().first) return points.front().second * work / points.front().first;
+  if (work >= points.back().first) return points.back().second * work / points.back().first;
+  const auto upper = std::upper_bound(points.begin(), points.end(), std::make_pair(work, 0.0));
+  const auto lower = upper - 1;
+  return log_interpolate(work, lower->first, lower->second, upper->first, upper->second);
+}
+
+}  // namespace hgsim::kernels

@@ -1,0 +1,145 @@
+// Measured op profiles (the JSON `hgsim profile` writes), the database that answers "how
+// long does this op take on that device", and the compute-time model built on it.
+//
+// Profile JSON (format "hgsim-profile/1"):
+//   device   {kind: cpu|cuda, name, catalog_gpu (the kernels/gpus.yaml name, or null),
+//             driver, toolkit, clocks, peak_flops_per_s {dtype: measured matrix peak},
+//             copy_bandwidth_bytes_per_s (measured), conditions {...}}
+//   created  ISO 8601 UTC
+//   attention  which attention the profile measured
+//   entries[]  {op, dtype, shape[], median_s, p10_s, p90_s, flops, bytes, repeats}
+// Op names and shapes: kernels/layer_ops.hpp.
+//
+// Lookup (ProfileDatabase::time): an entry with exactly the shape asked for gives its
+// median. Otherwise the time is interpolated in log space over the op's entries of the same
+// dtype: log(time) piecewise linear in log(work) (FLOPs for GEMMs and attention, bytes for
+// the rest), through the entries that share every dimension but the first (the token
+// count) when there are any, else through all entries of the op. Beyond the measured range
+// the throughput of the nearest measured point is kept (time proportional to work). The
+// result is exact at measured points and monotone between two of them.
+//
+// Roofline transfer (ProfileModel): a GPU with a profile of its own (catalog_gpu or device
+// name) is `measured:<file>`. A GPU without one takes the profile of the nearest profiled
+// architecture (volta < turing < ampere < ada < hopper; on a tie the newer) and scales its
+// times by datasheet ratios: compute-bound ops by the source's over the target's math rate
+// for the precision (kernels/gpu_catalog.hpp's precision policy), memory-bound ops by the
+// ratio of memory bandwidths. Its provenance is `estimated`. Without any GPU profile the
+// RooflineModel answers (also `estimated`).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.hpp"
+#include "kernels/compute_model.hpp"
+#include "kernels/layer_ops.hpp"
+
+namespace hgsim::kernels {
+
+struct ProfileEntry {
+  std::string op;
+  std::string dtype;  // "fp32", "tf32", "fp16", "bf16", "fp8"
+  std::vector<double> shape;
+  double median_s = 0, p10_s = 0, p90_s = 0;
+  double flops = 0, bytes = 0;
+  int repeats = 0;
+};
+
+struct ProfileDevice {
+  std::string kind = "cpu";  // "cpu" or "cuda"
+  std::string name;
+  std::string catalog_gpu;  // the GPU catalog name; empty for a CPU
+  std::string driver, toolkit;
+  std::map<std::string, double> clocks;            // e.g. sm_mhz, memory_mhz
+  std::map<std::string, double> peak_flops_per_s;  // measured matrix peak per dtype
+  double copy_bandwidth_bytes_per_s = 0;           // measured
+  std::map<std::string, std::string> conditions;   // load, pinning, threads, compiler, ...
+};
+
+struct Profile {
+  ProfileDevice device;
+  std::string created;
+  std::string attention;  // what the attention entries measured
+  std::vector<ProfileEntry> entries;
+  std::string file;  // where it was read from (not part of the JSON)
+};
+
+// A profile file that is not a valid profile: the message names the file and the JSON path
+// ("kernels/profiles/x.json: entries[3].median_s: expected a positive number").
+class ProfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+Profile read_profile(const std::filesystem::path& file);
+Profile parse_profile(const std::string& json_text, const std::string& file);
+std::string profile_to_json(const Profile& profile);  // pretty-printed
+void write_profile(const Profile& profile, const std::filesystem::path& file);
+
+// dtype names of the precisions.
+std::string dtype_name(core::Precision precision);
+
+class ProfileDatabase {
+ public:
+  explicit ProfileDatabase(Profile profile);
+  const Profile& profile() const { return profile_; }
+  bool has(const std::string& op, const std::string& dtype) const;
+  // Seconds for `call` in `dtype` (see the file comment); nullopt when the profile has no
+  // entry for the op in that dtype.
+  std::optional<double> time(const OpCall& call, const std::string& dtype) const;
+
+ private:
+  Profile profile_;
+  std::map<std::pair<std::string, std::string>, std::vector<const ProfileEntry*>> by_op_;
+};
+
+class ProfileModel final : public ComputeModel {
+ public:
+  // `profiles` must not be empty. GPUs that neither have a profile nor can be transferred
+  // to (no GPU profile at all) go to `fallback`.
+  explicit ProfileModel(std::vector<Profile> profiles, RooflineEfficiency fallback = {});
+
+  PhaseTimes layer(const GpuSpec& gpu, const LayerWork& work) const override;
+  PhaseTimes logits(const GpuSpec& gpu, const LayerWork& work) const override;
+  core::Seconds optimizer_step(const GpuSpec& gpu, double parameters, core::Precision precision,
+                               core::Optimizer optimizer) const override;
+  std::string provenance(const GpuSpec& gpu) const override;
+
+  // The forward and backward times of a list of ops on `gpu` (what layer() sums).
+  core::Seconds ops_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
+                         core::Precision precision) const;
+
+  // Which profile answers for `gpu` and how: nullptr when the roofline fallback does.
+  struct Source {
+    const ProfileDatabase* database = nullptr;
+    const GpuSpec* profiled_gpu = nullptr;  // the source GPU of a transfer; nullptr if own
+    bool measured = false;
+  };
+  Source source_for(const GpuSpec& gpu) const;
+
+ private:
+  std::vector<std::unique_ptr<ProfileDatabase>> databases_;
+  RooflineModel fallback_;
+};
+
+// The compute model the simulator and planner should use: a ProfileModel over the given
+// profile files, or the RooflineModel when the list is empty. A file that cannot be read
+// or is not a valid profile is an error in `diags` (key path = JSON path, file = the
+// profile); then the RooflineModel is returned so the caller can still go on if it wants.
+std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& profile_files,
+                                                core::Diagnostics& diags);
+
+// The profiles shipped in kernels/profiles/ (absolute paths, sorted), found from the source
+// tree the binary was built from; empty if that tree is gone.
+std::vector<std::string> shipped_profiles();
+
+// A GpuSpec standing for a profiled device that is not in the GPU catalog (a CPU): its
+// measured peaks and copy bandwidth as the "datasheet" figures, name = device name.
+GpuSpec device_as_gpu(const ProfileDevice& device);
+
+}  // namespace hgsim::kernels
