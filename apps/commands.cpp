@@ -517,6 +517,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan->add_option("--verify", plan_options.verify,
                    "how many of the best candidates to simulate (default 3)")
       ->check(CLI::Range(1, 100));
+  plan->add_option("--evaluate", plan_options.evaluate_file,
+                   "cost this plan with the analytic model and simulate it (no search): the "
+                   "model's error on any plan, with the model's per-stage times");
   plan->add_flag("--no-compression", plan_options.no_compression,
                  "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
 

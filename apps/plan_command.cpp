@@ -94,6 +94,41 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
   static const kernels::RooflineModel roofline;
   const auto wall_start = std::chrono::steady_clock::now();
   const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  if (!options.evaluate_file.empty()) {
+    auto plan = core::load_plan(options.evaluate_file, diags);
+    if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) {
+      err << diags.format();
+      return kBadInput;
+    }
+    const auto e = planner::estimate(ctx, *plan);
+    planner::Options po;
+    auto v = planner::simulate_candidate(ctx, {*plan, e.iteration_s, planner::describe(ctx, *plan)},
+                                         po, diags);
+    if (!v) {
+      err << diags.format();
+      return kBadInput;
+    }
+    Json j{{"analytic_time_s", e.iteration_s},
+           {"simulated_time_s", v->simulated_s},
+           {"error", (e.iteration_s - v->simulated_s) / v->simulated_s},
+           {"fidelity", v->fidelity},
+           {"pipelines", Json::array()}};
+    for (const auto& pe : e.pipelines) {
+      Json stages = Json::array();
+      for (const auto& st : pe.stages)
+        stages.push_back({{"forward_s", st.forward_s},
+                          {"backward_s", st.backward_s},
+                          {"send_s", st.send_s},
+                          {"sync_s", st.sync_s},
+                          {"optimizer_s", st.optimizer_s}});
+      j["pipelines"].push_back({{"pipeline_s", pe.pipeline_s},
+                                {"fill_s", pe.fill_s},
+                                {"period_s", pe.period_s},
+                                {"stages", stages}});
+    }
+    out << j.dump(2) << "\n";
+    return kSuccess;
+  }
   planner::Options po;
   po.verify = options.verify;
   po.time_budget_s = options.time_budget_s;

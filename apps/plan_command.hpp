@@ -19,6 +19,7 @@ struct PlanCommandOptions {
   double time_budget_s = 60;
   int verify = 3;
   bool no_compression = false;  // plan (and compare) with every codec off
+  std::string evaluate_file;    // --evaluate PLAN: cost and simulate this plan only
 };
 
 int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,

@@ -100,6 +100,9 @@ std::vector<std::vector<NodeRange>> placement(const Context& ctx, const core::Pl
 
 struct Transfer {
   double seconds = 0;  // latency + bytes / bandwidth (+ receiver's tp all-gather)
+  double port = 0;     // of which the GPUs' NIC (or NVLink) ports are busy
+  double fixed = 0;    // latency and the receiver's all-gather
+  double link = 0;     // the WAN's share (bytes / min(bandwidth, flows x window / RTT))
   double serial = 0;   // how long the link is busy with it (period bound)
   double encode = 0;   // at the sender, per micro-batch
   double decode = 0;   // at the receiver
@@ -131,6 +134,8 @@ Transfer stage_transfer(const Context& ctx, const core::Plan& plan, const core::
     const bool same_node = ra.single() && rb.single() && ra.first == rb.first;
     const auto hop = same_node ? nvlink_hop(cluster_b) : nic_hop(cluster_b);
     x.serial = total / ports / hop.bytes_per_s;
+    x.port = x.serial;
+    x.fixed = x.seconds + hop.latency_s;
     x.seconds += hop.latency_s + x.serial;
     return x;
   }
@@ -143,6 +148,9 @@ Transfer stage_transfer(const Context& ctx, const core::Plan& plan, const core::
   const double bandwidth = std::min(
       {ctx.wan_bandwidth[ca][cb], flows * ctx.flow_cap[ca][cb], pipeline.replicas * ports * nic});
   x.serial = x.wire / std::min(ctx.wan_bandwidth[ca][cb], pipeline.replicas * ports * nic);
+  x.port = x.wire / (pipeline.replicas * ports * nic);
+  x.link = x.wire / std::min(ctx.wan_bandwidth[ca][cb], flows * ctx.flow_cap[ca][cb]);
+  x.fixed = x.seconds + ctx.latency[ca][cb];
   x.seconds += ctx.latency[ca][cb] + x.wire / bandwidth;
   x.encode = c.encode;
   x.decode = c.decode;
@@ -261,6 +269,22 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
     if (chunks > 1 && p > 1)  // the last stage hands chunk k to stage 0's chunk k + 1
       sends[p - 1] = stage_transfer(ctx, plan, pipeline, pipeline.stages[p - 1], pipeline.stages[0],
                                     nodes[i][p - 1], nodes[i][0]);
+    // A stage inside the pipeline sends activations forward and gradients backward
+    // through the same port (NIC or NVLink), and receives both through the other
+    // direction: when a transfer outlasts the op between the two sends, they overlap and
+    // share the port.
+    for (int st = 0; st + 1 < p; ++st) {
+      Transfer& x = sends[st];
+      const bool sender_busy = st > 0 && sends[st - 1].port > 0;
+      const bool receiver_busy = st + 2 < p && sends[st + 1].port > 0;
+      if (!sender_busy && !receiver_busy) continue;
+      const auto& stage = pipeline.stages[st];
+      const int c = ctx.cluster_index(stage.cluster);
+      const LayerCost lc = layer_cost(ctx, c, stage.tp, stage.dp, plan.micro_batch);
+      const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
+      const double overlap = std::clamp((x.port - gap) / std::max(x.port, 1e-30), 0.0, 1.0);
+      x.seconds = x.fixed + std::max(x.link, x.port * (1 + overlap));
+    }
     double sum_fb = 0, max_fb = 0, sum_f = 0, sum_b = 0, max_f = 0, max_b = 0;
     double sum_x = 0, max_serial = 0;
     for (int st = 0; st < p; ++st) {
@@ -303,6 +327,8 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       sum_b += se.backward_s;
       max_f = std::max(max_f, se.forward_s);
       max_b = std::max(max_b, se.backward_s);
+      // The stage's port carries its activations out and its gradients back.
+      if (st > 0) max_serial = std::max(max_serial, out_x.port + sends[st - 1].port);
       if (st + 1 < p || chunks > 1) {
         sum_x += out_x.seconds;
         max_serial = std::max(max_serial, out_x.serial);
@@ -347,8 +373,20 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
         break;
       }
       case core::Schedule::interleaved: {
-        pe.fill_s = max_fb + (sum_fb - max_fb) / chunks + 2 * sum_x;
-        pe.period_s = std::max(max_fb, chunks * max_serial);
+        // Every micro-batch crosses every boundary v times each way; the same windows as
+        // 1F1B bound the period, with v transfers per boundary.
+        double period = std::max(max_fb, chunks * max_serial);
+        for (int first = 0; first < p; ++first) {
+          double window = 0;
+          for (int last = first; last < p; ++last) {
+            window += pe.stages[last].forward_s + pe.stages[last].backward_s;
+            if (last > first) window += 2 * chunks * pe.stages[last - 1].send_s;
+            if (last - first + 1 > m) break;
+            period = std::max(period, window / (last - first + 1));
+          }
+        }
+        pe.fill_s = max_fb + (sum_fb - max_fb) / chunks + 2 * chunks * sum_x;
+        pe.period_s = period;
         T = pe.fill_s + (m - 1) * pe.period_s;
         break;
       }
@@ -370,6 +408,10 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   for (int l = 0; l < layers; ++l)
     for (const auto& pipeline : plan.pipelines)
       holders_of[l].push_back(holder(pipeline, chunks, l).first);
+  // WAN bytes of gradient sync: the syncs of all segments run at once after the
+  // backward, so a WAN link carries them all in that phase (a bound on its length).
+  std::vector<double> sync_bytes(ctx.wan_link_bandwidth.size(), 0);
+  double first_sync = std::numeric_limits<double>::infinity();
   int l_end = layers;
   while (l_end > 0) {
     int l_begin = l_end - 1;
@@ -442,7 +484,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
           step = std::max(step, ctx.latency[a][b] + t + coded[j].encode + coded[j].decode);
         }
         for (double& l : load) l *= 2.0 * (k - 1) * buckets;
-        for (std::size_t l = 0; l < load.size(); ++l) wan_bytes[l] += load[l];
+        for (std::size_t l = 0; l < load.size(); ++l) sync_bytes[l] += load[l];
         bucket_time = 2 * inside + 2.0 * (k - 1) * step;
       }
       seg_time = buckets * bucket_time;
@@ -451,6 +493,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       double start = 0;
       for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
         start = std::max(start, stream[i][h[i]]);
+      if (clusters.size() > 1) first_sync = std::min(first_sync, start);
       for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
         stream[i][h[i]] = start + seg_time;
         out.pipelines[i].stages[h[i]].sync_s += seg_time;
@@ -463,8 +506,10 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st)
       T = std::max(T, stream[i][st] + out.pipelines[i].stages[st].optimizer_s);
-  for (std::size_t l = 0; l < wan_bytes.size(); ++l)
-    T = std::max(T, wan_bytes[l] / ctx.wan_link_bandwidth[l]);
+  for (std::size_t l = 0; l < wan_bytes.size(); ++l) {
+    T = std::max(T, (wan_bytes[l] + sync_bytes[l]) / ctx.wan_link_bandwidth[l]);
+    if (sync_bytes[l] > 0) T = std::max(T, first_sync + sync_bytes[l] / ctx.wan_link_bandwidth[l]);
+  }
   out.iteration_s = T;
   return out;
 }

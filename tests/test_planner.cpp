@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "apps/commands.hpp"
@@ -373,6 +374,69 @@ TEST(PlannerSearch, WithinTwoPercentOfExhaustiveSearch) {
 }
 
 // ---- hgsim plan and hgsim run on strategy: auto ---------------------------------------------
+
+TEST(PlannerCli, PlanPrintsTheContractAndItsPlanFileRunsUnchangedToTheSameTime) {
+  const fs::path scenario = temp_file("two.yaml", kTwoClusters);
+  const fs::path plan_file =
+      fs::temp_directory_path() / ("hgsim-planner-" + std::to_string(::getpid()) + "-plan.json");
+  auto r = cli({"plan", scenario.c_str(), "--json", "--baselines", "--out", plan_file.c_str()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  const double best = j["best"]["iteration_time_s"];
+  EXPECT_GT(best, 0);
+  EXPECT_TRUE(j["best"].contains("plan"));
+  EXPECT_GT(j["search"]["candidates_evaluated"].get<long>(), 100);
+  EXPECT_GE(j["search"]["wall_s"].get<double>(), 0);
+  ASSERT_GE(j["baselines"].size(), 5u);
+  std::set<std::string> names;
+  for (const auto& b : j["baselines"]) {
+    names.insert(b["name"]);
+    ASSERT_TRUE(b.contains("feasible"));
+    if (!b["feasible"].get<bool>()) {
+      EXPECT_FALSE(b["why"].get<std::string>().empty());
+      continue;
+    }
+    // The planner never returns a plan slower than a feasible baseline it reports.
+    EXPECT_LE(best, b["iteration_time_s"].get<double>() * (1 + 1e-9)) << b["name"];
+  }
+  for (const char* name : {"megatron", "dp-only", "pipeline-uniform", "metis-like", "dtfm"})
+    EXPECT_TRUE(names.count(name)) << name;
+  for (const auto& v : j["verified"]) EXPECT_TRUE(v.contains("error"));
+
+  auto run = cli({"run", scenario.c_str(), "--plan", plan_file.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NEAR(Json::parse(run.out)["iteration_time_s"].get<double>(), best, 1e-9 * best);
+
+  // strategy: auto runs the planner's best plan.
+  auto automatic = cli({"run", scenario.c_str(), "--json"});
+  ASSERT_EQ(automatic.status, 0) << automatic.err;
+  EXPECT_NEAR(Json::parse(automatic.out)["iteration_time_s"].get<double>(), best, 1e-9 * best);
+  fs::remove(scenario);
+  fs::remove(plan_file);
+}
+
+TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
+  // LLaMA-2 70B on four GPUs: its training state alone does not fit in their memory.
+  std::string state = std::string(kTwoClusters);
+  state.replace(state.find("model: {"), state.find("\ntraining") - state.find("model: {"),
+                "model: llama2-70b");
+  const fs::path small = temp_file("small.yaml", state);
+  auto r = cli({"plan", small.c_str()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more GPUs"), std::string::npos) << r.err;
+
+  // Activations bind: long sequences on a small model; full recomputation would fit.
+  std::string act = std::string(kTwoClusters);
+  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536");
+  act.replace(act.find("hidden: 2048"), 12, "hidden: 4096");
+  const fs::path tight = temp_file("tight.yaml", act);
+  auto t = cli({"plan", tight.c_str()});
+  EXPECT_EQ(t.status, 1) << t.out;
+  EXPECT_NE(t.err.find("recompute"), std::string::npos) << t.err;
+  fs::remove(small);
+  fs::remove(tight);
+}
 
 }  // namespace
 }  // namespace hgsim
