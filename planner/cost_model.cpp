@@ -256,19 +256,44 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   // finish[i][s]: when stage s of pipeline i ends its last backward.
   std::vector<std::vector<double>> finish(plan.pipelines.size());
 
+  // Every pipeline's transfers first: pipelines whose stages cross the same WAN link in
+  // the same direction share it (they run side by side, micro-batch for micro-batch).
+  std::vector<std::vector<Transfer>> all_sends(plan.pipelines.size());
+  std::vector<double> step_load(ctx.wan_link_bandwidth.size(), 0);
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
     const auto& pipeline = plan.pipelines[i];
     const int p = static_cast<int>(pipeline.stages.size());
-    const int m = pipeline.micro_batches;
-    PipelineEstimate pe;
-    pe.stages.resize(p);
-    std::vector<Transfer> sends(p);
+    auto& sends = all_sends[i];
+    sends.resize(p);
     for (int st = 0; st + 1 < p; ++st)
       sends[st] = stage_transfer(ctx, plan, pipeline, pipeline.stages[st], pipeline.stages[st + 1],
                                  nodes[i][st], nodes[i][st + 1]);
     if (chunks > 1 && p > 1)  // the last stage hands chunk k to stage 0's chunk k + 1
       sends[p - 1] = stage_transfer(ctx, plan, pipeline, pipeline.stages[p - 1], pipeline.stages[0],
                                     nodes[i][p - 1], nodes[i][0]);
+    for (const Transfer& x : sends)
+      if (x.wire > 0)
+        for (int l : ctx.wan_links[x.from][x.to]) step_load[l] += x.wire;
+  }
+  for (auto& sends : all_sends)
+    for (Transfer& x : sends) {
+      if (x.wire <= 0) continue;
+      double shared = 0;
+      for (int l : ctx.wan_links[x.from][x.to])
+        shared = std::max(shared, step_load[l] / ctx.wan_link_bandwidth[l]);
+      if (shared <= x.link) continue;
+      x.link = shared;
+      x.serial = std::max(x.serial, shared);
+      x.seconds = x.fixed + std::max(x.link, x.port);
+    }
+
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const auto& pipeline = plan.pipelines[i];
+    const int p = static_cast<int>(pipeline.stages.size());
+    const int m = pipeline.micro_batches;
+    PipelineEstimate pe;
+    pe.stages.resize(p);
+    std::vector<Transfer>& sends = all_sends[i];
     // A stage inside the pipeline sends activations forward and gradients backward
     // through the same port (NIC or NVLink), and receives both through the other
     // direction: when a transfer outlasts the op between the two sends, they overlap and

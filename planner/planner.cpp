@@ -112,13 +112,21 @@ class Search {
         min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
       }
     const int L = ctx_.model->layers;
-    for (const auto& order : pipeline_orders(ctx_, members, options_.orders_per_group)) {
+    // Long paths: only the two cheapest orders.
+    const int orders = members.size() <= 4 ? options_.orders_per_group : 2;
+    for (const auto& order : pipeline_orders(ctx_, members, orders)) {
       for (int R : replica_options(min_gpus)) {
         if (R > total || stop()) break;
+        // At most ~256 shape combinations per group (32 beyond four clusters): fewer
+        // shapes per cluster on long paths.
+        const double combinations = order.size() <= 4 ? 256 : 32;
+        const int per_cluster = std::clamp(
+            static_cast<int>(std::pow(combinations, 1.0 / static_cast<double>(order.size()))), 1,
+            options_.shapes_per_cluster);
         std::vector<std::vector<ClusterShape>> shapes;
         for (int c : order) {
-          shapes.push_back(cluster_shapes(ctx_, c, s.clusters[c].gpu_count() / R, b, L,
-                                          options_.shapes_per_cluster));
+          shapes.push_back(
+              cluster_shapes(ctx_, c, s.clusters[c].gpu_count() / R, b, L, per_cluster));
           if (shapes.back().empty()) break;
         }
         if (shapes.size() != order.size() || shapes.back().empty()) continue;
@@ -199,55 +207,61 @@ class Search {
   // Two or more groups over disjoint sets of clusters, each from its best configurations.
   void mixtures(int b, int total) {
     const int n = static_cast<int>(ctx_.scenario->clusters.size());
-    // label[c]: 0 = idle, 1.. = group; restricted growth so each partition appears once.
-    std::vector<int> label(n, 0);
-    for (;;) {
-      int k = 0;
-      while (k < n && ++label[k] > n) label[k++] = 0;
-      if (k == n || stop()) break;
-      // Each partition once: groups numbered 1, 2, ... in order of first appearance.
-      int groups = 0;
-      bool canonical = true;
-      for (int c = 0; c < n && canonical; ++c) {
-        if (label[c] == 0) continue;
-        if (label[c] > groups + 1) canonical = false;
-        groups = std::max(groups, label[c]);
+    std::vector<int> label(n, 0);  // 0 = idle, 1.. = group, numbered by first appearance
+    partitions(label, 0, 0, b, total);
+  }
+
+  void partitions(std::vector<int>& label, int c, int groups, int b, int total) {
+    if (stop()) return;
+    if (c == static_cast<int>(label.size())) {
+      if (groups >= 2) mixture(label, groups, b, total);
+      return;
+    }
+    for (int g = 0; g <= groups + 1; ++g) {
+      label[c] = g;
+      partitions(label, c + 1, std::max(groups, g), b, total);
+    }
+  }
+
+  void mixture(const std::vector<int>& label, int groups, int b, int total) {
+    std::vector<int> masks(groups, 0);
+    for (std::size_t c = 0; c < label.size(); ++c)
+      if (label[c] > 0) masks[label[c] - 1] |= 1 << c;
+    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
+      std::vector<const std::vector<Kept>*> lists;
+      double combinations = 1;
+      for (int m : masks) {
+        auto it = kept_.find({m, b, static_cast<int>(schedule)});
+        if (it == kept_.end() || it->second.empty()) break;
+        lists.push_back(&it->second);
+        combinations *= it->second.size();
       }
-      if (!canonical || groups < 2) continue;
-      std::vector<int> masks(groups, 0);
-      for (int c = 0; c < n; ++c)
-        if (label[c] > 0) masks[label[c] - 1] |= 1 << c;
-      for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
-        std::vector<const std::vector<Kept>*> lists;
-        for (int m : masks) {
-          auto it = kept_.find({m, b, static_cast<int>(schedule)});
-          if (it == kept_.end() || it->second.empty()) break;
-          lists.push_back(&it->second);
+      if (lists.size() != masks.size()) continue;
+      // Many groups: only each group's best configuration.
+      const std::size_t depth =
+          combinations > 27 || masks.size() > 3 ? 1 : static_cast<std::size_t>(-1);
+      std::vector<std::size_t> pick(lists.size(), 0);
+      for (;;) {
+        std::vector<core::Pipeline> pipelines;
+        std::vector<double> fill, period;
+        for (std::size_t g = 0; g < lists.size(); ++g) {
+          const Kept& kp = (*lists[g])[pick[g]];
+          pipelines.push_back(kp.pipeline);
+          fill.push_back(kp.fill_s);
+          period.push_back(kp.period_s);
         }
-        if (lists.size() != masks.size()) continue;
-        std::vector<std::size_t> pick(lists.size(), 0);
-        for (;;) {
-          std::vector<core::Pipeline> pipelines;
-          std::vector<double> fill, period;
-          for (std::size_t g = 0; g < lists.size(); ++g) {
-            const Kept& kp = (*lists[g])[pick[g]];
-            pipelines.push_back(kp.pipeline);
-            fill.push_back(kp.fill_s);
-            period.push_back(kp.period_s);
+        core::Plan plan = plan_skeleton(schedule, b, 1);
+        plan.pipelines = share_batch(pipelines, fill, period, total);
+        // Gradient sync crosses the WAN here: every bucket pays its round trips, so
+        // larger buckets are tried too (a grad_sync.bucket of the plan).
+        if (!plan.pipelines.empty())
+          for (double bucket : {25e6, 250e6, 2.5e9}) {
+            plan.grad_sync.bucket = core::Bytes(bucket);
+            if (auto e = cost(plan)) offer(plan, e->iteration_s, "");
           }
-          core::Plan plan = plan_skeleton(schedule, b, 1);
-          plan.pipelines = share_batch(pipelines, fill, period, total);
-          // Gradient sync crosses the WAN here: every bucket pays its round trips, so
-          // larger buckets are tried too (a grad_sync.bucket of the plan).
-          if (!plan.pipelines.empty())
-            for (double bucket : {25e6, 250e6, 2.5e9}) {
-              plan.grad_sync.bucket = core::Bytes(bucket);
-              if (auto e = cost(plan)) offer(plan, e->iteration_s, "");
-            }
-          std::size_t g = 0;
-          while (g < pick.size() && ++pick[g] == lists[g]->size()) pick[g++] = 0;
-          if (g == pick.size()) break;
-        }
+        std::size_t g = 0;
+        while (g < pick.size() && ++pick[g] == std::min(lists[g]->size(), depth)) pick[g++] = 0;
+        if (g == pick.size()) break;
       }
     }
   }
