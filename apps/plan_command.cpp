@@ -23,6 +23,10 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
+std::string shorten(const std::string& text, std::size_t width) {
+  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+
 std::string percent(double v) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%+.1f%%", 100 * v);
@@ -233,24 +237,25 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
     out << "\n  plan vs baselines (simulated):\n";
     char line[256];
     std::snprintf(line, sizeof line, "    %-18s %12s %12s %9s  %s\n", "", "iteration", "tokens/s",
-                  "speedup", "");
+                  "speedup", "plan");
     out << line;
-    std::snprintf(line, sizeof line, "    %-18s %12s %12ld %9s  %s\n", "planner",
+    std::snprintf(line, sizeof line, "    %-18s %12s %12ld %9s\n", "planner",
                   seconds_text(best.simulated_s).c_str(),
-                  static_cast<long>(tokens / best.simulated_s), "1.00x", "");
+                  static_cast<long>(tokens / best.simulated_s), "1.00x");
     out << line;
     for (const auto& b : baselines) {
       if (b.feasible) {
         char speedup[32];
         std::snprintf(speedup, sizeof speedup, "%.2fx", b.simulated_s / best.simulated_s);
-        std::snprintf(line, sizeof line, "    %-18s %12s %12ld %9s  %s\n", b.name.c_str(),
+        std::snprintf(line, sizeof line, "    %-18s %12s %12ld %9s  ", b.name.c_str(),
                       seconds_text(b.simulated_s).c_str(),
-                      static_cast<long>(tokens / b.simulated_s), speedup, b.description.c_str());
+                      static_cast<long>(tokens / b.simulated_s), speedup);
+        out << line << shorten(b.description, 120) << "\n";
       } else {
-        std::snprintf(line, sizeof line, "    %-18s %12s %12s %9s  infeasible: %s\n",
-                      b.name.c_str(), "-", "-", "-", b.why.c_str());
+        std::snprintf(line, sizeof line, "    %-18s %12s %12s %9s  infeasible: ", b.name.c_str(),
+                      "-", "-", "-");
+        out << line << b.why << "\n";
       }
-      out << line;
     }
     out << "    speedup: the baseline's simulated iteration time over the plan's\n";
   }
