@@ -149,34 +149,45 @@ Baseline dp_only(const Context& ctx, const Options& options, bool codec) {
   Context with = ctx;
   with.compression = b.compression;
   const auto& s = *ctx.scenario;
+  const int L = ctx.model->layers;
+  MemoryLimits limits(ctx);
   double best = infinity;
   core::Plan best_plan;
-  std::string why;
+  std::string why = "no micro-batch size divides the global batch";
   for (int mb : options.micro_batches) {
     if (s.training.global_batch % mb != 0) continue;
+    // Per cluster: replicas of the whole model, each the smallest tensor-parallel group
+    // inside a node that holds it; a cluster where none does stays idle.
     std::vector<core::Pipeline> groups;
-    for (const auto& c : s.clusters) {
-      core::Pipeline p;
-      p.replicas = c.gpu_count();
-      p.stages = {{c.name, 1, 1, ctx.model->layers}};
-      groups.push_back(p);
+    std::string too_small;
+    for (std::size_t c = 0; c < s.clusters.size(); ++c) {
+      for (int tp : tp_options(ctx, static_cast<int>(c))) {
+        models::StageSpec spec;
+        spec.layers = L;
+        spec.tp = tp;
+        spec.micro_batch = mb;
+        if (limits.max_layers(static_cast<int>(c), spec) < L) continue;
+        core::Pipeline p;
+        p.replicas = s.clusters[c].gpu_count() / tp;
+        p.stages = {{s.clusters[c].name, tp, 1, L}};
+        groups.push_back(p);
+        break;
+      }
+      if (groups.empty() || groups.back().stages[0].cluster != s.clusters[c].name)
+        too_small += (too_small.empty() ? "" : ", ") + s.clusters[c].name;
+    }
+    if (groups.empty()) {
+      why = "no node of any cluster holds the whole model and its training state (" + too_small +
+            ": even tp = gpus_per_node does not fit)";
+      continue;
     }
     core::Plan plan = plan_skeleton(core::Schedule::one_f_one_b, mb, 1);
     plan.pipelines =
         share_batch(groups, std::vector<double>(groups.size(), 0),
                     std::vector<double>(groups.size(), 1), s.training.global_batch / mb);
-    if (plan.pipelines.empty()) {
-      why = "more GPUs (" + std::to_string(s.total_gpus()) + ") than micro-batches";
-      continue;
-    }
+    if (plan.pipelines.empty()) continue;  // more replicas than micro-batches of this size
     const Estimate e = estimate(with, plan);
-    if (!e.fits) {
-      why = "the whole model does not fit on one GPU: " + e.not_fitting + " needs " +
-            core::human_size(core::Bytes(e.pipelines[0].stages[0].memory_bytes)) + ", has " +
-            core::human_size(core::Bytes(e.pipelines[0].stages[0].capacity_bytes));
-      continue;
-    }
-    if (e.iteration_s < best) {
+    if (e.fits && e.iteration_s < best) {
       best = e.iteration_s;
       best_plan = plan;
     }

@@ -6,9 +6,11 @@
 //                     every GPU were the slowest type with the least memory and the WAN
 //                     were as fast as the fabric; ranks laid out in scenario order (tp
 //                     innermost, then dp, then pp, as Megatron-LM does); no compression.
-//   dp-only           every GPU a replica of the whole model (tp 1, one stage), equal
-//                     micro-batch shares, no compression; and dp-only+codec, with the
-//                     scenario's gradient codec.
+//   dp-only           data parallelism only, no pipeline: every replica holds the whole
+//                     model on the smallest tensor-parallel group inside a node that fits
+//                     it (tp 1 when one GPU does; clusters where no node does stay idle),
+//                     equal micro-batch shares, no compression; and dp-only+codec, with
+//                     the scenario's gradient codec.
 //   pipeline-uniform  one pipeline across all clusters along the WAN, uniform layers (as
 //                     even as the stage count allows), the scenario's codecs.
 //   metis-like        heterogeneous stages and unequal shares (Um et al. 2024, Metis), but
