@@ -49,6 +49,9 @@ class Search {
     std::sort(ranked_.begin(), ranked_.end(),
               [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
     result_.ranked = std::move(ranked_);
+    for (auto& [family, c] : families_) result_.family_best.push_back(std::move(c));
+    std::sort(result_.family_best.begin(), result_.family_best.end(),
+              [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
     return std::move(result_);
   }
 
@@ -78,6 +81,13 @@ class Search {
 
   void offer(core::Plan plan, double analytic_s, const std::string& what) {
     best_s_ = std::min(best_s_, analytic_s);
+    // The best of each family (the set of clusters a plan uses), so that verification can
+    // hedge against the model being biased against one family.
+    int family = 0;
+    for (const auto& p : plan.pipelines)
+      for (const auto& st : p.stages) family |= 1 << ctx_.cluster_index(st.cluster);
+    auto [it, fresh] = families_.try_emplace(family, Candidate{plan, analytic_s, what});
+    if (!fresh && analytic_s < it->second.analytic_s) it->second = {plan, analytic_s, what};
     // Keep the best 64 distinct plans.
     constexpr std::size_t keep = 64;
     if (ranked_.size() >= keep && analytic_s >= ranked_.back().analytic_s) return;
@@ -274,6 +284,7 @@ class Search {
   double best_s_ = 1e300;
   SearchResult result_;
   std::vector<Candidate> ranked_;
+  std::map<int, Candidate> families_;
   std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
 };
 
@@ -410,6 +421,38 @@ SearchResult plan(const Context& ctx, const Options& options) {
                         << options.verify << ": " << v->simulated_s << " s simulated, "
                         << c.analytic_s << " s analytic\n";
     r.verified.push_back(std::move(*v));
+  }
+  // Hedge: the best plan of each other family (set of clusters used) within 1.5 x of the
+  // best analytic time is simulated too, up to K more.
+  // The best family of each cluster count first (one cluster, two, ...), then the rest.
+  auto clusters_used = [&](const core::Plan& plan) {
+    std::set<std::string> used;
+    for (const auto& p : plan.pipelines)
+      for (const auto& st : p.stages) used.insert(st.cluster);
+    return used.size();
+  };
+  std::vector<Candidate> hedges;
+  std::set<std::size_t> counts;
+  for (const Candidate& c : r.family_best)
+    if (counts.insert(clusters_used(c.plan)).second) hedges.push_back(c);
+  for (const Candidate& c : r.family_best)
+    if (std::find_if(hedges.begin(), hedges.end(),
+                     [&](const Candidate& h) { return h.plan == c.plan; }) == hedges.end())
+      hedges.push_back(c);
+  int extra = 0;
+  for (const Candidate& c : hedges) {
+    if (extra >= options.verify || r.ranked.empty()) break;
+    if (c.analytic_s > 1.5 * r.ranked.front().analytic_s) continue;
+    bool seen = false;
+    for (const Verified& v : r.verified) seen = seen || v.candidate.plan == c.plan;
+    if (seen) continue;
+    Candidate described = c;
+    described.description = describe(ctx, c.plan);
+    core::Diagnostics diags;
+    if (auto v = simulate_candidate(ctx, described, options, diags)) {
+      r.verified.push_back(std::move(*v));
+      ++extra;
+    }
   }
   for (const Verified& v : r.verified)
     if (!r.best || v.simulated_s < r.best->simulated_s) r.best = v;

@@ -48,6 +48,8 @@ struct Verified {
 
 struct SearchResult {
   std::vector<Candidate> ranked;  // best analytic first (up to 64)
+  // The best candidate of each family (the set of clusters it uses), best first.
+  std::vector<Candidate> family_best;
   std::vector<Verified> verified;
   std::optional<Verified> best;
   long evaluated = 0;  // candidates costed by the analytic model
@@ -62,7 +64,9 @@ struct SearchResult {
 // The enumeration alone: candidates ranked by the analytic model.
 SearchResult search(const Context& ctx, const Options& options);
 
-// Search, then simulate the best `options.verify` and choose by simulated time.
+// Search, then simulate the best `options.verify`, and the best plan of up to as many other
+// families (sets of clusters used) within 1.5 x of the best analytic time (a hedge against
+// the model's bias on one family), and choose by simulated time.
 SearchResult plan(const Context& ctx, const Options& options);
 
 // Grad sync, bucket and the other plan-wide settings the planner uses for every plan.
