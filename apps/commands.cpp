@@ -11,6 +11,7 @@
 
 #include "apps/codecs_command.hpp"
 #include "apps/profile_command.hpp"
+#include "apps/plan_command.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
@@ -184,7 +185,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       << ", WAN gradients " << compress::describe(c.compression.wan_gradients) << "\n\n";
 
   if (s.strategy.automatic) {
-    out << "Strategy  auto: the planner chooses (hgsim plan; planner lands with issue #6)\n";
+    out << "Strategy  auto: the planner chooses (hgsim plan)\n";
   } else {
     const core::Plan& plan = s.strategy.plan;
     out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch
@@ -352,10 +353,10 @@ std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& o
     plan = *loaded;
     plan_path = "";
   } else if (c.scenario.strategy.automatic) {
-    diags.error(c.scenario.where("strategy"), "strategy",
-                "strategy: auto needs the planner, which is not implemented yet (issue #6)",
-                "write a plan under strategy:, or pass one with --plan PLAN.json");
-    return std::nullopt;
+    auto chosen = auto_plan(c, diags);  // strategy: auto plays the planner's best plan
+    if (!chosen) return std::nullopt;
+    plan = *chosen;
+    plan_path = "";
   }
   // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
   // without a profile of their own are estimated (roofline on datasheet figures).
@@ -462,16 +463,6 @@ int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& 
   return kSuccess;
 }
 
-int cmd_not_yet(const std::string& command, const std::string& path, const std::string& issue,
-                bool json, std::ostream& out, std::ostream& err) {
-  core::Diagnostics diags;
-  if (!check_scenario_file(path, diags)) return report_bad_input(diags, json, out, err);
-  err << diags.format();
-  err << "hgsim " << command << ": the scenario is valid, but this command is not implemented yet ("
-      << issue << ")\n";
-  return kInternalError;
-}
-
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -522,9 +513,26 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   run->add_flag("--allow-oom", run_options.sim.allow_oom,
                 "simulate a plan even when a stage does not fit in GPU memory");
 
-  CLI::App* plan = app.add_subcommand("plan", "Search a plan for a scenario (issue #6)");
+  PlanCommandOptions plan_options;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Search a plan, verify the best by simulation, compare with baselines");
   plan->add_option("SCENARIO", scenario, "scenario file")->required();
-  plan->add_flag("--json", json, "print as JSON");
+  plan->add_flag("--json", json, "print as JSON (best, verified, baselines, search)");
+  plan->add_option("--out", plan_options.out_file,
+                   "write the plan (runs with hgsim run SCENARIO --plan FILE)");
+  plan->add_flag("--baselines", plan_options.baselines,
+                 "also plan and simulate megatron, dp-only, pipeline-uniform, metis-like, dtfm");
+  plan->add_option("--time-budget", plan_options.time_budget_s,
+                   "seconds for the enumeration (default 60); the best found is then verified")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--verify", plan_options.verify,
+                   "how many of the best candidates to simulate (default 3)")
+      ->check(CLI::Range(1, 100));
+  plan->add_option("--evaluate", plan_options.evaluate_file,
+                   "cost this plan with the analytic model and simulate it (no search): the "
+                   "model's error on any plan, with the model's per-stage times");
+  plan->add_flag("--no-compression", plan_options.no_compression,
+                 "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
 
   CLI::App* sweep =
       app.add_subcommand("sweep", "Expand a scenario's sweep grid and check every point");
@@ -573,8 +581,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       }
       return cmd_run(scenario, run_options, json, out, err);
     }
-    if (plan->parsed())
-      return cmd_not_yet("plan", scenario, "the planner: issue #6", json, out, err);
+    if (plan->parsed()) {
+      plan_options.json = json;
+      return cmd_plan(scenario, plan_options, out, err);
+    }
   } catch (const std::exception& e) {
     err << "hgsim: internal error: " << e.what() << "\n";
     return kInternalError;

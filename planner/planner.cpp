@@ -1,0 +1,497 @@
+#include "planner/planner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "models/transformer.hpp"
+#include "models/zoo.hpp"
+#include "planner/space.hpp"
+#include "sim/simulate.hpp"
+
+namespace hgsim::planner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A group's configuration that costed well on its own, kept for mixtures.
+struct Kept {
+  core::Pipeline pipeline;  // replicas set; micro_batches re-shared in a mixture
+  double fill_s = 0;
+  double period_s = 0;
+  double alone_s = 0;
+};
+
+class Search {
+ public:
+  Search(const Context& ctx, const Options& options)
+      : ctx_(ctx), options_(options), limits_(ctx), start_(Clock::now()) {}
+
+  SearchResult run() {
+    const auto& s = *ctx_.scenario;
+    const int clusters = static_cast<int>(s.clusters.size());
+    for (int b : options_.micro_batches) {
+      if (s.training.global_batch % b != 0) continue;
+      const int total = s.training.global_batch / b;
+      for (int mask = 1; mask < (1 << clusters) && !stop(); ++mask) single_groups(mask, b, total);
+      if (clusters > 1) mixtures(b, total);
+    }
+    result_.search_s = seconds_since(start_);
+    std::sort(ranked_.begin(), ranked_.end(),
+              [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    result_.ranked = std::move(ranked_);
+    for (auto& [family, c] : families_) result_.family_best.push_back(std::move(c));
+    std::sort(result_.family_best.begin(), result_.family_best.end(),
+              [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    return std::move(result_);
+  }
+
+ private:
+  bool stop() {
+    if (result_.budget_exhausted) return true;
+    const double t = seconds_since(start_);
+    if (options_.progress && t - last_progress_ >= 1.0) {
+      last_progress_ = t;
+      *options_.progress << "hgsim plan: " << result_.evaluated << " candidates costed in "
+                         << static_cast<int>(t) << " s; best so far "
+                         << (worst_kept_best() > 0
+                                 ? core::human_duration(core::Seconds(worst_kept_best()))
+                                 : std::string("none"))
+                         << " (analytic)\n";
+    }
+    if (t > options_.time_budget_s) {
+      result_.budget_exhausted = true;
+      if (options_.progress)
+        *options_.progress << "hgsim plan: time budget of " << options_.time_budget_s
+                           << " s reached; verifying the best found so far\n";
+    }
+    return result_.budget_exhausted;
+  }
+
+  double worst_kept_best() const { return best_s_ < 1e300 ? best_s_ : 0; }
+
+  void offer(core::Plan plan, double analytic_s, const std::string& what) {
+    best_s_ = std::min(best_s_, analytic_s);
+    // The best of each family (the set of clusters a plan uses), so that verification can
+    // hedge against the model being biased against one family.
+    int family = 0;
+    for (const auto& p : plan.pipelines)
+      for (const auto& st : p.stages) family |= 1 << ctx_.cluster_index(st.cluster);
+    auto [it, fresh] = families_.try_emplace(family, Candidate{plan, analytic_s, what});
+    if (!fresh && analytic_s < it->second.analytic_s) it->second = {plan, analytic_s, what};
+    // Keep the best 64 distinct plans.
+    constexpr std::size_t keep = 64;
+    if (ranked_.size() >= keep && analytic_s >= ranked_.back().analytic_s) return;
+    for (const auto& c : ranked_)
+      if (c.plan == plan) return;
+    Candidate c{std::move(plan), analytic_s, what};
+    auto at = std::upper_bound(
+        ranked_.begin(), ranked_.end(), c,
+        [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    ranked_.insert(at, std::move(c));
+    if (ranked_.size() > keep) ranked_.pop_back();
+  }
+
+  std::optional<Estimate> cost(const core::Plan& plan) {
+    ++result_.evaluated;
+    Estimate e = estimate(ctx_, plan);
+    if (!e.fits) {
+      ++result_.rejected_memory;
+      return std::nullopt;
+    }
+    return e;
+  }
+
+  // Every configuration of one group over the clusters of `mask`, alone.
+  void single_groups(int mask, int b, int total) {
+    const auto& s = *ctx_.scenario;
+    std::vector<int> members;
+    int min_gpus = 1 << 30;
+    for (std::size_t c = 0; c < s.clusters.size(); ++c)
+      if (mask & (1 << c)) {
+        members.push_back(static_cast<int>(c));
+        min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
+      }
+    const int L = ctx_.model->layers;
+    // Long paths: only the two cheapest orders.
+    const int orders = members.size() <= 4 ? options_.orders_per_group : 2;
+    for (const auto& order : pipeline_orders(ctx_, members, orders)) {
+      for (int R : replica_options(min_gpus)) {
+        if (R > total || stop()) break;
+        // At most ~256 shape combinations per group (32 beyond four clusters): fewer
+        // shapes per cluster on long paths.
+        const double combinations = order.size() <= 4 ? 256 : 32;
+        const int per_cluster = std::clamp(
+            static_cast<int>(std::pow(combinations, 1.0 / static_cast<double>(order.size()))), 1,
+            options_.shapes_per_cluster);
+        std::vector<std::vector<ClusterShape>> shapes;
+        for (int c : order) {
+          shapes.push_back(
+              cluster_shapes(ctx_, c, s.clusters[c].gpu_count() / R, b, L, per_cluster));
+          if (shapes.back().empty()) break;
+        }
+        if (shapes.size() != order.size() || shapes.back().empty()) continue;
+        std::vector<std::size_t> pick(order.size(), 0);
+        for (;;) {
+          GroupConfig g;
+          g.replicas = R;
+          int p = 0;
+          double rate = 0;
+          for (std::size_t k = 0; k < order.size(); ++k) {
+            const ClusterShape& sh = shapes[k][pick[k]];
+            g.path.push_back(sh);
+            p += sh.stages;
+            const LayerCost lc = layer_cost(ctx_, sh.cluster, sh.tp, sh.dp, b);
+            rate += sh.stages / (lc.forward_s + lc.backward_s);
+          }
+          const int per_replica = (total + R - 1) / R;
+          const double bound = per_replica * L / rate;
+          if (p <= L && bound < prune_above(mask, b)) try_group(mask, g, p, b, total, order);
+          std::size_t k = 0;
+          while (k < pick.size() && ++pick[k] == shapes[k].size()) pick[k++] = 0;
+          if (k == pick.size()) break;
+        }
+      }
+    }
+  }
+
+  // Configurations whose lower bound exceeds this cannot enter the kept list of the mask
+  // nor the ranked list.
+  double prune_above(int mask, int b) {
+    double limit = ranked_.size() >= 64 ? ranked_.back().analytic_s : 1e300;
+    double kept_worst = 0;
+    bool full = true;
+    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
+      const auto it = kept_.find({mask, b, static_cast<int>(schedule)});
+      if (it == kept_.end() || static_cast<int>(it->second.size()) < options_.top_per_group) {
+        full = false;
+        break;
+      }
+      kept_worst = std::max(kept_worst, it->second.back().alone_s);
+    }
+    return full ? std::max(limit == 1e300 ? 0 : limit, kept_worst) : 1e300;
+  }
+
+  void try_group(int mask, const GroupConfig& g, int p, int b, int total,
+                 const std::vector<int>& order) {
+    const int L = ctx_.model->layers;
+    std::vector<std::pair<core::Schedule, int>> schedules{{core::Schedule::one_f_one_b, 1},
+                                                          {core::Schedule::gpipe, 1}};
+    if (order.size() == 1 && p > 1 && L % (2 * p) == 0 && total % (g.replicas * p) == 0)
+      schedules.push_back({core::Schedule::interleaved, 2});
+    for (auto [schedule, v] : schedules) {
+      const int per_replica = (total + g.replicas - 1) / g.replicas;
+      auto pipeline = make_pipeline(ctx_, limits_, g, b, schedule, v, per_replica);
+      if (!pipeline) {
+        ++result_.evaluated;
+        ++result_.rejected_memory;
+        continue;
+      }
+      core::Plan plan = plan_skeleton(schedule, b, v);
+      plan.pipelines = share_batch({*pipeline}, {0.0}, {1.0}, total);
+      if (plan.pipelines.empty()) continue;
+      auto e = cost(plan);
+      if (!e) continue;
+      const double alone = e->iteration_s;
+      offer(plan, alone, "");
+      if (schedule == core::Schedule::interleaved) continue;
+      auto& kept = kept_[{mask, b, static_cast<int>(schedule)}];
+      Kept k{*pipeline, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
+      auto at = std::upper_bound(kept.begin(), kept.end(), k, [](const Kept& a, const Kept& c) {
+        return a.alone_s < c.alone_s;
+      });
+      kept.insert(at, k);
+      if (static_cast<int>(kept.size()) > options_.top_per_group) kept.pop_back();
+    }
+  }
+
+  // Two or more groups over disjoint sets of clusters, each from its best configurations.
+  void mixtures(int b, int total) {
+    const int n = static_cast<int>(ctx_.scenario->clusters.size());
+    std::vector<int> label(n, 0);  // 0 = idle, 1.. = group, numbered by first appearance
+    partitions(label, 0, 0, b, total);
+  }
+
+  void partitions(std::vector<int>& label, int c, int groups, int b, int total) {
+    if (stop()) return;
+    if (c == static_cast<int>(label.size())) {
+      if (groups >= 2) mixture(label, groups, b, total);
+      return;
+    }
+    for (int g = 0; g <= groups + 1; ++g) {
+      label[c] = g;
+      partitions(label, c + 1, std::max(groups, g), b, total);
+    }
+  }
+
+  void mixture(const std::vector<int>& label, int groups, int b, int total) {
+    std::vector<int> masks(groups, 0);
+    for (std::size_t c = 0; c < label.size(); ++c)
+      if (label[c] > 0) masks[label[c] - 1] |= 1 << c;
+    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
+      std::vector<const std::vector<Kept>*> lists;
+      double combinations = 1;
+      for (int m : masks) {
+        auto it = kept_.find({m, b, static_cast<int>(schedule)});
+        if (it == kept_.end() || it->second.empty()) break;
+        lists.push_back(&it->second);
+        combinations *= it->second.size();
+      }
+      if (lists.size() != masks.size()) continue;
+      // Many groups: only each group's best configuration.
+      const std::size_t depth =
+          combinations > 27 || masks.size() > 3 ? 1 : static_cast<std::size_t>(-1);
+      std::vector<std::size_t> pick(lists.size(), 0);
+      for (;;) {
+        std::vector<core::Pipeline> pipelines;
+        std::vector<double> fill, period;
+        for (std::size_t g = 0; g < lists.size(); ++g) {
+          const Kept& kp = (*lists[g])[pick[g]];
+          pipelines.push_back(kp.pipeline);
+          fill.push_back(kp.fill_s);
+          period.push_back(kp.period_s);
+        }
+        core::Plan plan = plan_skeleton(schedule, b, 1);
+        plan.pipelines = share_batch(pipelines, fill, period, total);
+        // Gradient sync crosses the WAN here: every bucket pays its round trips, so
+        // larger buckets are tried too (a grad_sync.bucket of the plan).
+        if (!plan.pipelines.empty())
+          for (double bucket : {25e6, 250e6, 2.5e9}) {
+            plan.grad_sync.bucket = core::Bytes(bucket);
+            if (auto e = cost(plan)) offer(plan, e->iteration_s, "");
+          }
+        std::size_t g = 0;
+        while (g < pick.size() && ++pick[g] == std::min(lists[g]->size(), depth)) pick[g++] = 0;
+        if (g == pick.size()) break;
+      }
+    }
+  }
+
+  const Context& ctx_;
+  const Options& options_;
+  MemoryLimits limits_;
+  Clock::time_point start_;
+  double last_progress_ = 0;
+  double best_s_ = 1e300;
+  SearchResult result_;
+  std::vector<Candidate> ranked_;
+  std::map<int, Candidate> families_;
+  std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
+};
+
+int used_gpus(const core::Plan& plan) {
+  int n = 0;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
+  return n;
+}
+
+// Which constraint binds when nothing fits, and what would make it fit.
+std::vector<std::string> explain_infeasible(const Context& ctx, const Options& options,
+                                            const SearchResult& r) {
+  std::vector<std::string> out;
+  const auto& s = *ctx.scenario;
+  const auto& m = *ctx.model;
+  const auto per_param = models::bytes_per_parameter(s.training.precision, s.training.optimizer);
+  const double state = per_param.total() * models::parameter_count(m);
+  double memory = 0;
+  for (std::size_t c = 0; c < s.clusters.size(); ++c)
+    memory += ctx.gpus[c]->memory.value() * s.clusters[c].gpu_count();
+  bool batch_ok = false;
+  for (int b : options.micro_batches) batch_ok = batch_ok || s.training.global_batch % b == 0;
+  if (!batch_ok)
+    out.push_back("batch: training.global_batch " + std::to_string(s.training.global_batch) +
+                  " is not a multiple of any micro-batch size tried; use a global batch that "
+                  "is a multiple of 1, 2 or 4");
+  if (state > memory) {
+    out.push_back("memory: weights, gradients and optimizer state alone take " +
+                  core::human_size(core::Bytes(state)) + ", more than all " +
+                  std::to_string(s.total_gpus()) + " GPUs hold together (" +
+                  core::human_size(core::Bytes(memory)) + "); more GPUs (at least " +
+                  std::to_string(static_cast<int>(std::ceil(state / memory * s.total_gpus()))) +
+                  " of these) or a smaller model would make it fit");
+    return out;
+  }
+  if (r.rejected_memory > 0) {
+    std::string line = "memory: every partition of the " + std::to_string(m.layers) +
+                       " layers leaves some stage above its GPUs' memory (" +
+                       std::to_string(r.rejected_memory) +
+                       " configurations tried; micro-batch sizes down to 1)";
+    if (s.training.recompute != core::Recompute::full) {
+      core::Scenario with = s;
+      with.training.recompute = core::Recompute::full;
+      Context again = ctx;
+      again.scenario = &with;
+      Options quick = options;
+      quick.progress = nullptr;
+      quick.time_budget_s = std::min(options.time_budget_s, 10.0);
+      const SearchResult retry = search(again, quick);
+      line += retry.ranked.empty()
+                  ? "; even full recomputation (training.recompute: full) does not make it fit: "
+                    "more GPUs or GPUs with more memory would"
+                  : "; recomputation would make it fit: set training.recompute: full "
+                    "(best plan then " +
+                        core::human_duration(core::Seconds(retry.ranked.front().analytic_s)) +
+                        " per iteration, analytic)";
+    } else {
+      line += "; more GPUs, GPUs with more memory, or a shorter sequence would make it fit";
+    }
+    out.push_back(line);
+  }
+  if (out.empty())
+    out.push_back(
+        "GPU counts: no arrangement of the clusters' GPUs into pipelines was found "
+        "(tp must divide gpus_per_node and the model's heads, kv heads and FFN width; "
+        "clusters must be joined by the WAN)");
+  return out;
+}
+
+}  // namespace
+
+core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_stages) {
+  core::Plan plan;
+  plan.schedule = schedule;
+  plan.micro_batch = micro_batch;
+  plan.virtual_stages = schedule == core::Schedule::interleaved ? virtual_stages : 1;
+  plan.sequence_parallel = false;
+  // Hierarchical: inside a cluster it is the ring; across clusters it crosses the WAN
+  // 2(k - 1) times per bucket instead of 2(n - 1), and folded fidelity can play it.
+  plan.grad_sync.algorithm = core::GradSyncAlgorithm::hierarchical;
+  return plan;
+}
+
+SearchResult search(const Context& ctx, const Options& options) {
+  return Search(ctx, options).run();
+}
+
+std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
+                                           const Options& options, core::Diagnostics& diags) {
+  const int before = diags.error_count();
+  core::check_plan(candidate.plan, *ctx.scenario, ctx.model->layers, "", diags);
+  models::check_plan_against_model(candidate.plan, *ctx.model, *ctx.scenario, "", diags);
+  if (diags.error_count() != before) return std::nullopt;
+  sim::SimulationInput in;
+  in.scenario = ctx.scenario;
+  in.plan = &candidate.plan;
+  in.plan_path = "";
+  in.model = ctx.model;
+  in.compression = ctx.compression;
+  in.compute = ctx.compute;
+  sim::SimulationOptions sim_options;
+  sim_options.fidelity_from_cli = true;
+  sim_options.fidelity = used_gpus(candidate.plan) <= options.full_fidelity_max_gpus
+                             ? core::Fidelity::full
+                             : core::Fidelity::folded;
+  auto result = sim::simulate(in, sim_options, diags);
+  if (!result) return std::nullopt;
+  Verified v;
+  v.candidate = candidate;
+  v.simulated_s = (*result)["iteration_time_s"].get<double>();
+  v.fidelity = (*result)["simulator"]["fidelity"].get<std::string>();
+  v.result = std::move(*result);
+  return v;
+}
+
+SearchResult plan(const Context& ctx, const Options& options) {
+  SearchResult r = search(ctx, options);
+  const auto start = Clock::now();
+  for (auto& c : r.ranked)
+    if (c.description.empty()) c.description = describe(ctx, c.plan);
+  for (const Candidate& c : r.ranked) {
+    if (static_cast<int>(r.verified.size()) >= std::max(options.verify, 1)) break;
+    core::Diagnostics diags;
+    auto v = simulate_candidate(ctx, c, options, diags);
+    if (!v) {
+      if (options.progress)
+        *options.progress << "hgsim plan: a candidate could not be simulated (a planner bug):\n"
+                          << diags.format();
+      continue;
+    }
+    if (options.progress && r.search_s + seconds_since(start) > 2)
+      *options.progress << "hgsim plan: verified " << r.verified.size() + 1 << " of "
+                        << options.verify << ": " << v->simulated_s << " s simulated, "
+                        << c.analytic_s << " s analytic\n";
+    r.verified.push_back(std::move(*v));
+  }
+  // Hedge: the best plan of each other family (set of clusters used) within 1.5 x of the
+  // best analytic time is simulated too, up to K more.
+  // The best family of each cluster count first (one cluster, two, ...), then the rest.
+  auto clusters_used = [&](const core::Plan& plan) {
+    std::set<std::string> used;
+    for (const auto& p : plan.pipelines)
+      for (const auto& st : p.stages) used.insert(st.cluster);
+    return used.size();
+  };
+  std::vector<Candidate> hedges;
+  std::set<std::size_t> counts;
+  for (const Candidate& c : r.family_best)
+    if (counts.insert(clusters_used(c.plan)).second) hedges.push_back(c);
+  for (const Candidate& c : r.family_best)
+    if (std::find_if(hedges.begin(), hedges.end(),
+                     [&](const Candidate& h) { return h.plan == c.plan; }) == hedges.end())
+      hedges.push_back(c);
+  int extra = 0;
+  for (const Candidate& c : hedges) {
+    if (extra >= options.verify || r.ranked.empty()) break;
+    if (c.analytic_s > 1.5 * r.ranked.front().analytic_s) continue;
+    bool seen = false;
+    for (const Verified& v : r.verified) seen = seen || v.candidate.plan == c.plan;
+    if (seen) continue;
+    Candidate described = c;
+    described.description = describe(ctx, c.plan);
+    core::Diagnostics diags;
+    if (auto v = simulate_candidate(ctx, described, options, diags)) {
+      r.verified.push_back(std::move(*v));
+      ++extra;
+    }
+  }
+  for (const Verified& v : r.verified)
+    if (!r.best || v.simulated_s < r.best->simulated_s) r.best = v;
+  r.verify_s = seconds_since(start);
+  if (r.ranked.empty()) r.why_not = explain_infeasible(ctx, options, r);
+  return r;
+}
+
+std::string describe(const Context& ctx, const core::Plan& plan) {
+  (void)ctx;
+  std::ostringstream out;
+  out << core::to_string(plan.schedule);
+  if (plan.schedule == core::Schedule::interleaved) out << " (v " << plan.virtual_stages << ")";
+  out << ", micro-batch " << plan.micro_batch << "; ";
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const auto& p = plan.pipelines[i];
+    if (i > 0) out << " + ";
+    out << p.replicas << " x [";
+    // Runs of identical stages: "beijing tp2 x4 (10,10,10,10)".
+    std::size_t st = 0;
+    bool first = true;
+    while (st < p.stages.size()) {
+      std::size_t e = st;
+      while (e < p.stages.size() && p.stages[e].cluster == p.stages[st].cluster &&
+             p.stages[e].tp == p.stages[st].tp && p.stages[e].dp == p.stages[st].dp)
+        ++e;
+      if (!first) out << " > ";
+      first = false;
+      out << p.stages[st].cluster << " " << (e - st) << " stage" << (e - st > 1 ? "s" : "") << " tp"
+          << p.stages[st].tp;
+      if (p.stages[st].dp > 1) out << " dp" << p.stages[st].dp;
+      out << " (layers";
+      for (std::size_t k = st; k < e; ++k) out << (k == st ? " " : ",") << p.stages[k].layers;
+      out << ")";
+      st = e;
+    }
+    out << "] m " << p.micro_batches;
+  }
+  return out.str();
+}
+
+}  // namespace hgsim::planner

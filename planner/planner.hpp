@@ -1,0 +1,83 @@
+// The planner: enumerates the search space (space.hpp) with pruning, partitions layers
+// (partition.hpp), ranks candidates with the analytic model (cost_model.hpp), then
+// simulates the best K and keeps the one the simulator finds fastest.
+//
+// Pruning: per cluster only the stage shapes with the highest layer throughput (and the
+// one with fewest stages); per group only the cheapest cluster orders along the WAN; a
+// configuration is skipped when its compute lower bound (micro-batches per replica x
+// layers / the group's layer throughput) cannot beat the worst of the best kept so far;
+// mixtures combine only the best few configurations of each group. A time budget stops
+// the enumeration early (the best found so far is then verified).
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/diagnostics.hpp"
+#include "core/document.hpp"
+#include "core/scenario.hpp"
+#include "planner/cost_model.hpp"
+
+namespace hgsim::planner {
+
+struct Options {
+  int verify = 3;                    // candidates simulated
+  double time_budget_s = 60;         // for the enumeration (verification comes on top)
+  std::ostream* progress = nullptr;  // progress lines on long searches
+  std::vector<int> micro_batches{1, 2, 4};
+  int orders_per_group = 4;         // cluster orders tried per group
+  int shapes_per_cluster = 4;       // stage shapes tried per cluster
+  int top_per_group = 3;            // configurations per group kept for mixtures
+  int full_fidelity_max_gpus = 64;  // verification: full fidelity up to this, folded above
+};
+
+struct Candidate {
+  core::Plan plan;
+  double analytic_s = 0;
+  std::string description;  // "pipeline beijing > shanghai, 4 replicas"
+};
+
+struct Verified {
+  Candidate candidate;
+  double simulated_s = 0;
+  core::Json result;  // the simulator's results JSON
+  std::string fidelity;
+};
+
+struct SearchResult {
+  std::vector<Candidate> ranked;  // best analytic first (up to 64)
+  // The best candidate of each family (the set of clusters it uses), best first.
+  std::vector<Candidate> family_best;
+  std::vector<Verified> verified;
+  std::optional<Verified> best;
+  long evaluated = 0;  // candidates costed by the analytic model
+  long rejected_memory = 0;
+  double search_s = 0;
+  double verify_s = 0;
+  bool budget_exhausted = false;
+  // When no plan fits: which constraint binds and what would make it fit.
+  std::vector<std::string> why_not;
+};
+
+// The enumeration alone: candidates ranked by the analytic model.
+SearchResult search(const Context& ctx, const Options& options);
+
+// Search, then simulate the best `options.verify`, and the best plan of up to as many other
+// families (sets of clusters used) within 1.5 x of the best analytic time (a hedge against
+// the model's bias on one family), and choose by simulated time.
+SearchResult plan(const Context& ctx, const Options& options);
+
+// Grad sync, bucket and the other plan-wide settings the planner uses for every plan.
+core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_stages);
+
+// Checks a plan like `hgsim run` would (check_plan, the model's divisibility rules) and
+// simulates it; nullopt with the problems in `diags` when it cannot run.
+std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
+                                           const Options& options, core::Diagnostics& diags);
+
+// A line for people: "2 pipelines: beijing(tp2 x4) > shanghai(tp4 x2), 8 replicas, ..."
+std::string describe(const Context& ctx, const core::Plan& plan);
+
+}  // namespace hgsim::planner

@@ -1,0 +1,211 @@
+#include "planner/space.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "models/transformer.hpp"
+
+namespace hgsim::planner {
+
+std::vector<int> tp_options(const Context& ctx, int cluster) {
+  const auto& m = *ctx.model;
+  std::vector<int> out;
+  const int per_node = ctx.scenario->clusters[cluster].gpus_per_node;
+  for (int tp = 1; tp <= per_node; ++tp)
+    if (per_node % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0)
+      out.push_back(tp);
+  return out;
+}
+
+std::vector<int> replica_options(int max) {
+  std::vector<int> out;
+  for (int base : {1, 3})
+    for (int r = base; r <= max; r *= 2) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vector<int>& clusters,
+                                              int limit) {
+  std::vector<int> order = clusters;
+  std::sort(order.begin(), order.end());
+  std::vector<std::pair<double, std::vector<int>>> found;
+  do {
+    double cost = 0;
+    bool joined = true;
+    for (std::size_t k = 0; k + 1 < order.size(); ++k) {
+      const int a = order[k], b = order[k + 1];
+      if (!ctx.connected[a][b]) {
+        joined = false;
+        break;
+      }
+      cost += ctx.latency[a][b] + 1e9 / ctx.wan_bandwidth[a][b];
+    }
+    if (joined) found.emplace_back(cost, order);
+  } while (std::next_permutation(order.begin(), order.end()));
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<int>> out;
+  for (auto& [cost, o] : found) {
+    if (static_cast<int>(out.size()) >= limit) break;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gpus, int micro_batch,
+                                         int max_stages, int limit) {
+  struct Scored {
+    ClusterShape shape;
+    double throughput;
+  };
+  std::vector<Scored> all;
+  for (int tp : tp_options(ctx, cluster))
+    for (int dp : {1, micro_batch}) {
+      const int stages = gpus / (tp * dp);
+      if (stages < 1 || stages > max_stages) continue;
+      const LayerCost c = layer_cost(ctx, cluster, tp, dp, micro_batch);
+      all.push_back({{cluster, tp, dp, stages}, stages / (c.forward_s + c.backward_s)});
+      if (micro_batch == 1) break;
+    }
+  if (all.empty()) return {};
+  std::vector<ClusterShape> out;
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Scored& a, const Scored& b) { return a.throughput > b.throughput; });
+  for (int k = 0; k < std::min<int>(limit - 1, all.size()); ++k) out.push_back(all[k].shape);
+  const auto fewest =
+      std::min_element(all.begin(), all.end(), [](const Scored& a, const Scored& b) {
+        return a.shape.stages < b.shape.stages ||
+               (a.shape.stages == b.shape.stages && a.throughput > b.throughput);
+      });
+  bool have = false;
+  for (const auto& s : out) have = have || (s.tp == fewest->shape.tp && s.dp == fewest->shape.dp);
+  if (!have) out.push_back(fewest->shape);
+  return out;
+}
+
+int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
+  const int in_flight = models::micro_batches_in_flight(spec);
+  const bool first = spec.stage_index == 0;
+  const bool last = spec.stage_index == spec.stages - 1;
+  std::uint64_t key = static_cast<std::uint64_t>(cluster);
+  for (std::uint64_t v :
+       {std::uint64_t(spec.tp), std::uint64_t(spec.dp), std::uint64_t(spec.micro_batch),
+        std::uint64_t(spec.schedule), std::uint64_t(spec.virtual_stages), std::uint64_t(in_flight),
+        std::uint64_t(first), std::uint64_t(last)})
+    key = key * 1000003 + v;
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const double capacity = ctx_.gpus[cluster]->memory.value();
+  auto fits = [&](int layers) {
+    models::StageSpec s = spec;
+    s.layers = layers;
+    return models::stage_memory(*ctx_.model, ctx_.scenario->training, s).total.value() <= capacity;
+  };
+  int lo = 0, hi = ctx_.model->layers;
+  if (fits(hi)) {
+    lo = hi;
+  } else {
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+  }
+  memo_[key] = lo;
+  return lo;
+}
+
+std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& limits,
+                                            const GroupConfig& group, int micro_batch,
+                                            core::Schedule schedule, int virtual_stages,
+                                            int micro_batches) {
+  core::Pipeline pipeline;
+  pipeline.replicas = group.replicas;
+  pipeline.micro_batches = micro_batches;
+  int p = 0;
+  for (const auto& shape : group.path) p += shape.stages;
+  std::vector<StageShape> shapes;
+  shapes.reserve(p);
+  const int v = schedule == core::Schedule::interleaved ? virtual_stages : 1;
+  for (const auto& shape : group.path) {
+    const LayerCost c = layer_cost(ctx, shape.cluster, shape.tp, shape.dp, micro_batch);
+    for (int k = 0; k < shape.stages; ++k) {
+      models::StageSpec spec;
+      spec.schedule = schedule;
+      spec.stages = p;
+      spec.stage_index = static_cast<int>(shapes.size());
+      spec.micro_batches = micro_batches;
+      spec.virtual_stages = v;
+      spec.tp = shape.tp;
+      spec.dp = shape.dp;
+      spec.micro_batch = micro_batch;
+      StageShape s;
+      s.per_layer_s = c.forward_s + c.backward_s;
+      s.max_layers = limits.max_layers(shape.cluster, spec);
+      if (spec.stage_index == p - 1)
+        s.extra_s = logits_cost(ctx, shape.cluster, shape.tp, shape.dp, micro_batch);
+      shapes.push_back(s);
+      pipeline.stages.push_back(
+          {ctx.scenario->clusters[shape.cluster].name, shape.tp, shape.dp, 0});
+    }
+  }
+  const auto layers = partition_layers(shapes, ctx.model->layers, v);
+  if (layers.empty()) return std::nullopt;
+  for (int s = 0; s < p; ++s) pipeline.stages[s].layers = layers[s];
+  return pipeline;
+}
+
+std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& groups,
+                                        const std::vector<double>& fill,
+                                        const std::vector<double>& period, int total) {
+  const std::size_t n = groups.size();
+  std::vector<int> share(n, 0);
+  int given = 0;
+  for (std::size_t g = 0; g < n; ++g) {
+    share[g] = groups[g].replicas;
+    given += share[g];
+  }
+  if (given > total) return {};
+  auto finish = [&](std::size_t g, int q) {
+    const int per_replica = (q + groups[g].replicas - 1) / groups[g].replicas;
+    return fill[g] + (per_replica - 1) * period[g];
+  };
+  // One micro-batch at a time to the group that would still end first.
+  while (given < total) {
+    std::size_t best = 0;
+    double best_end = std::numeric_limits<double>::infinity();
+    for (std::size_t g = 0; g < n; ++g) {
+      const double end = finish(g, share[g] + 1);
+      if (end < best_end) {
+        best_end = end;
+        best = g;
+      }
+    }
+    // Fill a group's replicas evenly: jump to the next multiple when it costs nothing more.
+    ++share[best];
+    ++given;
+  }
+  std::vector<core::Pipeline> out;
+  for (std::size_t g = 0; g < n; ++g) {
+    const int r = groups[g].replicas;
+    const int base = share[g] / r;
+    const int extra = share[g] % r;
+    if (r - extra > 0) {
+      core::Pipeline p = groups[g];
+      p.replicas = r - extra;
+      p.micro_batches = base;
+      out.push_back(std::move(p));
+    }
+    if (extra > 0) {
+      core::Pipeline p = groups[g];
+      p.replicas = extra;
+      p.micro_batches = base + 1;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace hgsim::planner

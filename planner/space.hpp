@@ -1,0 +1,81 @@
+// The search space and how a point of it becomes a Plan.
+//
+// A candidate is a set of pipeline groups over disjoint sets of clusters (clusters in no
+// group stay idle). A group is a path of clusters along the WAN graph (the order of its
+// stages), a replica count R, and per cluster of the path a stage shape: tp (a divisor of
+// gpus_per_node that divides the model's heads, kv heads and FFN width), dp inside the
+// stage (1 or the micro-batch), and how many stages the cluster holds (its GPUs / R /
+// (tp dp)). One group over every cluster is a pipeline across clusters; one group per
+// cluster is data parallelism across clusters (each with its own pipeline); anything
+// between is a mixture. Layers are partitioned per group by partition_layers (memory-
+// feasible, slowest stage minimised), the micro-batches of the global batch are shared
+// among groups so that their pipelines end together (slow replicas take fewer), and within
+// a group as evenly as the replica count allows (two pipeline entries when it does not
+// divide). Plus: micro-batch size, schedule (1F1B, GPipe, interleaved inside a cluster).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/scenario.hpp"
+#include "models/transformer.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/partition.hpp"
+
+namespace hgsim::planner {
+
+struct ClusterShape {
+  int cluster = 0;
+  int tp = 1;
+  int dp = 1;
+  int stages = 1;
+};
+
+struct GroupConfig {
+  std::vector<ClusterShape> path;  // clusters in pipeline order
+  int replicas = 1;
+};
+
+// tp degrees a stage in cluster c may use.
+std::vector<int> tp_options(const Context& ctx, int cluster);
+// Replica counts worth trying up to `max`: 1, 2, 3, 4, 6, 8, 12, 16, 24, ...
+std::vector<int> replica_options(int max);
+// Orders of `clusters` in which consecutive clusters are joined by the WAN, cheapest
+// crossings first (sum of latency + 1 GB / bandwidth along the path), at most `limit`.
+std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vector<int>& clusters,
+                                              int limit);
+// Stage shapes for `gpus` GPUs of cluster c per replica, at most `limit`: the ones with
+// the highest layer throughput (stages / per-layer time) and the one with fewest stages.
+std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gpus, int micro_batch,
+                                         int max_stages, int limit);
+
+// Largest layer count that fits a stage in memory, memoised.
+class MemoryLimits {
+ public:
+  explicit MemoryLimits(const Context& ctx) : ctx_(ctx) {}
+  int max_layers(int cluster, const models::StageSpec& spec);
+
+ private:
+  const Context& ctx_;
+  std::unordered_map<std::uint64_t, int> memo_;
+};
+
+// The group's pipeline with its layers partitioned, for `micro_batches` per replica (the
+// memory of 1F1B depends on it); nullopt when no partition fits.
+std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& limits,
+                                            const GroupConfig& group, int micro_batch,
+                                            core::Schedule schedule, int virtual_stages,
+                                            int micro_batches);
+
+// Shares `total` micro-batches among groups (each a pipeline with `replicas` set) so that
+// the slowest replica ends first: group g with q micro-batches takes fill_g + (ceil(q /
+// R_g) - 1) period_g. Returns the pipeline entries (a group whose replicas do not divide
+// its share becomes two entries, m and m + 1), or empty when there are more replicas than
+// micro-batches. `quantum[g]`: micro-batches per replica must be a multiple (interleaved).
+std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& groups,
+                                        const std::vector<double>& fill,
+                                        const std::vector<double>& period, int total);
+
+}  // namespace hgsim::planner

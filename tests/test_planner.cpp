@@ -1,0 +1,444 @@
+// The planner: the layer partition (bisection against the dynamic programme), the analytic
+// model against the simulator's closed forms and against simulation, the search against
+// exhaustive enumeration on a scenario small enough to simulate every plan, baselines,
+// infeasible scenarios, and `hgsim plan` / `hgsim run` on strategy: auto.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "apps/commands.hpp"
+#include "apps/validate.hpp"
+#include "core/document.hpp"
+#include "models/zoo.hpp"
+#include "planner/baselines.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/partition.hpp"
+#include "planner/planner.hpp"
+#include "planner/space.hpp"
+#include "sim/simulate.hpp"
+
+namespace hgsim {
+namespace {
+
+namespace fs = std::filesystem;
+using core::Json;
+
+apps::CheckedScenario checked(const std::string& yaml) {
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(yaml, "test.yaml", diags);
+  EXPECT_TRUE(node) << diags.format();
+  auto s = core::parse_scenario(*node, "test.yaml", diags);
+  EXPECT_TRUE(s) << diags.format();
+  auto c = apps::check_scenario(*s, diags);
+  EXPECT_TRUE(c) << diags.format();
+  return *c;
+}
+
+// Every layer takes `forward` seconds forward and twice that backward; nothing else costs.
+class FixedTimes final : public kernels::ComputeModel {
+ public:
+  explicit FixedTimes(double forward) : forward_(forward) {}
+  kernels::PhaseTimes layer(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
+    return {core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
+  }
+  kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
+    return {};
+  }
+  core::Seconds optimizer_step(const kernels::GpuSpec&, double, core::Precision,
+                               core::Optimizer) const override {
+    return core::Seconds(0);
+  }
+  std::string provenance(const kernels::GpuSpec&) const override { return "estimated"; }
+
+ private:
+  double forward_;
+};
+
+double simulate(const apps::CheckedScenario& c, const core::Plan& plan,
+                const kernels::ComputeModel& compute,
+                core::Fidelity fidelity = core::Fidelity::full) {
+  sim::SimulationInput in;
+  in.scenario = &c.scenario;
+  in.plan = &plan;
+  in.model = &c.model;
+  in.compression = c.compression;
+  in.compute = &compute;
+  sim::SimulationOptions options;
+  options.fidelity = fidelity;
+  options.fidelity_from_cli = true;
+  core::Diagnostics diags;
+  auto result = sim::simulate(in, options, diags);
+  EXPECT_TRUE(result) << diags.format();
+  return result ? (*result)["iteration_time_s"].get<double>() : -1;
+}
+
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+[[maybe_unused]] CliResult cli(std::vector<const char*> args) {
+  args.insert(args.begin(), "hgsim");
+  std::ostringstream out, err;
+  int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
+  return {status, out.str(), err.str()};
+}
+
+[[maybe_unused]] fs::path temp_file(const std::string& name, const std::string& text) {
+  const fs::path p =
+      fs::temp_directory_path() / ("hgsim-planner-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+// ---- the layer partition --------------------------------------------------------------------
+
+TEST(PlannerPartition, BisectionFindsTheDynamicProgrammesOptimum) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> cost(0.5, 3.0), extra(0, 4);
+  std::uniform_int_distribution<int> cap(1, 12), stages(1, 6), units(1, 3);
+  int compared = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<planner::StageShape> shapes(stages(rng));
+    for (auto& s : shapes) s = {cost(rng), extra(rng), cap(rng)};
+    const int unit = units(rng);
+    const int layers = unit * (1 + trial % 24);
+    const auto fast = planner::partition_layers(shapes, layers, unit);
+    const auto dp = planner::partition_layers_dp(shapes, layers, unit);
+    ASSERT_EQ(fast.empty(), dp.empty()) << "trial " << trial;
+    if (dp.empty()) continue;
+    ++compared;
+    int sum = 0;
+    for (std::size_t s = 0; s < fast.size(); ++s) {
+      EXPECT_LE(fast[s], shapes[s].max_layers);
+      EXPECT_EQ(fast[s] % unit, 0);
+      EXPECT_GE(fast[s], unit);
+      sum += fast[s];
+    }
+    EXPECT_EQ(sum, layers);
+    EXPECT_NEAR(planner::slowest_stage(shapes, fast), planner::slowest_stage(shapes, dp), 1e-9);
+  }
+  EXPECT_GT(compared, 100);
+}
+
+TEST(PlannerPartition, FasterStagesGetMoreLayersAndMemoryCapsThem) {
+  // Two stages, the second twice as fast: 4 and 8 of 12 layers; capped at 6, 6 and 6.
+  std::vector<planner::StageShape> shapes{{2.0, 0, 100}, {1.0, 0, 100}};
+  EXPECT_EQ(planner::partition_layers(shapes, 12), (std::vector<int>{4, 8}));
+  shapes[1].max_layers = 6;
+  EXPECT_EQ(planner::partition_layers(shapes, 12), (std::vector<int>{6, 6}));
+  shapes[0].max_layers = 5;
+  EXPECT_TRUE(planner::partition_layers(shapes, 12).empty());
+}
+
+// ---- the analytic model against closed forms and the simulator -----------------------------
+
+const char* kTinyModel = R"(
+model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
+)";
+
+std::string balanced_pipeline(const std::string& schedule, int stages, int micro_batches,
+                              int virtual_stages = 1) {
+  std::string yaml = std::string("name: pipeline\n") + kTinyModel +
+                     "training: {global_batch: " + std::to_string(micro_batches) +
+                     ", seq_len: 128, precision: bf16}\n"
+                     "clusters:\n"
+                     "  - {name: c, gpu: H100-80GB-SXM, nodes: " +
+                     std::to_string(stages) +
+                     ", gpus_per_node: 1, nvlink: {bandwidth: 1000TB/s, latency: 0s}, "
+                     "nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
+                     "strategy:\n  schedule: " +
+                     schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) +
+                     "\n  pipelines:\n    - micro_batches: " + std::to_string(micro_batches) +
+                     "\n      stages:\n";
+  for (int s = 0; s < stages; ++s)
+    yaml += "        - {cluster: c, layers: " + std::to_string(8 / stages) + "}\n";
+  return yaml;
+}
+
+TEST(PlannerCostModel, BalancedPipelineTakesTheClosedFormLikeTheSimulator) {
+  const double tf = 1e-3;
+  const FixedTimes compute(tf);
+  for (const char* schedule : {"1f1b", "gpipe"})
+    for (auto [p, m] : {std::pair{4, 8}, std::pair{2, 5}, std::pair{8, 3}}) {
+      auto c = checked(balanced_pipeline(schedule, p, m));
+      const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+      const double stage = 8 / p * 3 * tf;
+      const double expected = (m + p - 1) * stage;  // (m + p - 1)(t_f + t_b)
+      const double analytic = planner::estimate(ctx, c.scenario.strategy.plan).iteration_s;
+      EXPECT_NEAR(analytic, expected, 1e-6 * expected) << schedule << " p=" << p << " m=" << m;
+      EXPECT_NEAR(simulate(c, c.scenario.strategy.plan, compute), analytic, 1e-6 * expected);
+    }
+  // Interleaved: (m + (p - 1) / v)(t_f + t_b).
+  auto c = checked(balanced_pipeline("interleaved", 4, 8, 2));
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+  const double expected = (8 + 3.0 / 2) * 2 * 3 * tf;
+  EXPECT_NEAR(planner::estimate(ctx, c.scenario.strategy.plan).iteration_s, expected,
+              1e-6 * expected);
+  EXPECT_NEAR(simulate(c, c.scenario.strategy.plan, compute), expected, 1e-6 * expected);
+}
+
+// Two clusters joined by a slow, long WAN: pipelines across it, data parallelism across
+// it, mixtures; the analytic model stays within 15% of the simulator on each.
+const char* kTwoClusters = R"(
+name: tiny-two-clusters
+model: {name: tiny, layers: 8, hidden: 2048, heads: 16, vocab: 8000}
+training: {global_batch: 16, seq_len: 2048, precision: bf16}
+clusters:
+  - {name: fast, gpu: H100-80GB-SXM, nodes: 1, gpus_per_node: 2,
+     nvlink: {bandwidth: 450GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 2us}}
+  - {name: slow, gpu: A100-40GB-SXM, nodes: 1, gpus_per_node: 2,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+wan:
+  - {between: [fast, slow], bandwidth: 25Gbps, latency: 2ms}
+strategy: auto
+compression: {wan_activations: int8, wan_gradients: int8}
+)";
+
+TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
+  auto c = checked(kTwoClusters);
+  const kernels::RooflineModel roofline;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  planner::Options options;
+  const auto r = planner::search(ctx, options);
+  ASSERT_GE(r.ranked.size(), 8u);
+  double worst = 0;
+  for (std::size_t k = 0; k < 8; ++k) {
+    const auto& cand = r.ranked[k];
+    const double simulated = simulate(c, cand.plan, roofline);
+    const double error = std::abs(cand.analytic_s - simulated) / simulated;
+    worst = std::max(worst, error);
+    EXPECT_LT(error, 0.15) << planner::describe(ctx, cand.plan) << ": analytic " << cand.analytic_s
+                           << " s, simulated " << simulated << " s";
+  }
+  RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+TEST(PlannerSearch, EveryCandidatePassesThePlanChecks) {
+  auto c = checked(kTwoClusters);
+  const kernels::RooflineModel roofline;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const auto r = planner::search(ctx, planner::Options{});
+  ASSERT_FALSE(r.ranked.empty());
+  for (const auto& cand : r.ranked) {
+    core::Diagnostics diags;
+    EXPECT_TRUE(apps::check_plan_file_against(cand.plan, c, diags)) << diags.format();
+    EXPECT_TRUE(planner::estimate(ctx, cand.plan).fits);
+  }
+}
+
+// ---- the search against exhaustive enumeration ---------------------------------------------
+
+// Every composition of `layers` into `parts` positive parts.
+void compositions(int layers, int parts, std::vector<int>& now,
+                  std::vector<std::vector<int>>& out) {
+  if (parts == 1) {
+    now.push_back(layers);
+    out.push_back(now);
+    now.pop_back();
+    return;
+  }
+  for (int k = 1; k <= layers - parts + 1; ++k) {
+    now.push_back(k);
+    compositions(layers - k, parts - 1, now, out);
+    now.pop_back();
+  }
+}
+
+// Every pipeline of the planner's space over the clusters of `order` (all replica counts,
+// tp, dp, stage counts, not just those that use every GPU, and every layer partition).
+std::vector<core::Pipeline> all_pipelines(const core::Scenario& s, const std::vector<int>& order,
+                                          int micro_batch, int layers) {
+  struct Shape {
+    int tp, dp, stages;
+  };
+  std::vector<core::Pipeline> out;
+  for (int R = 1; R <= 2; ++R) {
+    std::vector<std::vector<Shape>> shapes;
+    for (int c : order) {
+      std::vector<Shape> here;
+      for (int tp = 1; tp <= 2; ++tp)
+        for (int dp : {1, 2, 4})
+          for (int st = 1; st <= 2; ++st)
+            if (micro_batch % dp == 0 && R * tp * dp * st <= s.clusters[c].gpu_count())
+              here.push_back({tp, dp, st});
+      shapes.push_back(here);
+    }
+    std::vector<std::size_t> pick(order.size(), 0);
+    for (;;) {
+      int p = 0;
+      for (std::size_t k = 0; k < order.size(); ++k) p += shapes[k][pick[k]].stages;
+      std::vector<std::vector<int>> parts;
+      std::vector<int> now;
+      if (p <= layers) compositions(layers, p, now, parts);
+      for (const auto& part : parts) {
+        core::Pipeline pipeline;
+        pipeline.replicas = R;
+        int at = 0;
+        for (std::size_t k = 0; k < order.size(); ++k)
+          for (int j = 0; j < shapes[k][pick[k]].stages; ++j)
+            pipeline.stages.push_back({s.clusters[order[k]].name, shapes[k][pick[k]].tp,
+                                       shapes[k][pick[k]].dp, part[at++]});
+        out.push_back(pipeline);
+      }
+      std::size_t k = 0;
+      while (k < pick.size() && ++pick[k] == shapes[k].size()) pick[k++] = 0;
+      if (k == pick.size()) break;
+    }
+  }
+  return out;
+}
+
+// The whole space of kTwoClusters: one pipeline over one cluster or both (either order), or
+// one pipeline per cluster with every split of the batch; micro-batch 1, 2, 4; 1F1B and
+// GPipe; three bucket sizes. Every plan is costed; the best 200 by the analytic model and 100
+// others drawn at random are simulated. The planner's plan must be within 2% of the best.
+TEST(PlannerSearch, WithinTwoPercentOfExhaustiveSearch) {
+  auto c = checked(kTwoClusters);
+  const auto& s = c.scenario;
+  const kernels::RooflineModel roofline;
+  const auto ctx = planner::make_context(s, c.model, c.compression, roofline);
+  const int L = c.model.layers;
+  std::vector<planner::Candidate> all;
+  auto add = [&](core::Plan plan) {
+    core::Diagnostics diags;
+    if (!apps::check_plan_file_against(plan, c, diags)) return;
+    const auto e = planner::estimate(ctx, plan);
+    if (e.fits) all.push_back({plan, e.iteration_s, ""});
+  };
+  for (int b : {1, 2, 4}) {
+    const int total = s.training.global_batch / b;
+    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
+      for (const std::vector<int>& order : {std::vector<int>{0}, std::vector<int>{1},
+                                            std::vector<int>{0, 1}, std::vector<int>{1, 0}})
+        for (const auto& pipeline : all_pipelines(s, order, b, L)) {
+          core::Plan plan = planner::plan_skeleton(schedule, b, 1);
+          plan.pipelines = planner::share_batch({pipeline}, {0.0}, {1.0}, total);
+          if (!plan.pipelines.empty()) add(plan);
+        }
+      const auto fast = all_pipelines(s, {0}, b, L);
+      const auto slow = all_pipelines(s, {1}, b, L);
+      for (const auto& a : fast)
+        for (const auto& z : slow)
+          for (int q = a.replicas; q <= total - z.replicas; ++q) {
+            core::Plan plan = planner::plan_skeleton(schedule, b, 1);
+            for (auto [pipeline, share] : {std::pair{a, q}, std::pair{z, total - q}}) {
+              const int r = pipeline.replicas;
+              for (auto [n, m] :
+                   {std::pair{r - share % r, share / r}, std::pair{share % r, share / r + 1}})
+                if (n > 0) {
+                  pipeline.replicas = n;
+                  pipeline.micro_batches = m;
+                  plan.pipelines.push_back(pipeline);
+                }
+            }
+            for (double bucket : {25e6, 250e6, 2.5e9}) {
+              plan.grad_sync.bucket = core::Bytes(bucket);
+              add(plan);
+            }
+          }
+    }
+  }
+  ASSERT_GT(all.size(), 1000u);
+  std::sort(all.begin(), all.end(),
+            [](const auto& x, const auto& y) { return x.analytic_s < y.analytic_s; });
+  std::vector<std::size_t> chosen;
+  for (std::size_t k = 0; k < 200; ++k) chosen.push_back(k);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::size_t> pick(200, all.size() - 1);
+  for (int k = 0; k < 100; ++k) chosen.push_back(pick(rng));
+  double best = 1e300, best_analytic = all.front().analytic_s;
+  for (std::size_t k : chosen) best = std::min(best, simulate(c, all[k].plan, roofline));
+
+  planner::Options options;
+  const auto r = planner::plan(ctx, options);
+  ASSERT_TRUE(r.best);
+  EXPECT_LE(r.best->simulated_s, 1.02 * best)
+      << "planner " << r.best->candidate.description << " vs exhaustive best " << best;
+  // The enumeration itself (pruned) finds the exhaustive space's analytic optimum.
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
+  RecordProperty("space", std::to_string(all.size()));
+  RecordProperty("gap", std::to_string(r.best->simulated_s / best - 1));
+  std::printf(
+      "exhaustive: %zu plans costed, %zu simulated; best simulated %.6f s; planner "
+      "%.6f s (gap %+.2f%%): %s\n",
+      all.size(), chosen.size(), best, r.best->simulated_s, 100 * (r.best->simulated_s / best - 1),
+      r.best->candidate.description.c_str());
+}
+
+// ---- hgsim plan and hgsim run on strategy: auto ---------------------------------------------
+
+TEST(PlannerCli, PlanPrintsTheContractAndItsPlanFileRunsUnchangedToTheSameTime) {
+  const fs::path scenario = temp_file("two.yaml", kTwoClusters);
+  const fs::path plan_file =
+      fs::temp_directory_path() / ("hgsim-planner-" + std::to_string(::getpid()) + "-plan.json");
+  auto r = cli({"plan", scenario.c_str(), "--json", "--baselines", "--out", plan_file.c_str()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  const double best = j["best"]["iteration_time_s"];
+  EXPECT_GT(best, 0);
+  EXPECT_TRUE(j["best"].contains("plan"));
+  EXPECT_GT(j["search"]["candidates_evaluated"].get<long>(), 100);
+  EXPECT_GE(j["search"]["wall_s"].get<double>(), 0);
+  ASSERT_GE(j["baselines"].size(), 5u);
+  std::set<std::string> names;
+  for (const auto& b : j["baselines"]) {
+    names.insert(b["name"]);
+    ASSERT_TRUE(b.contains("feasible"));
+    if (!b["feasible"].get<bool>()) {
+      EXPECT_FALSE(b["why"].get<std::string>().empty());
+      continue;
+    }
+    // The planner never returns a plan slower than a feasible baseline it reports.
+    EXPECT_LE(best, b["iteration_time_s"].get<double>() * (1 + 1e-9)) << b["name"];
+  }
+  for (const char* name : {"megatron", "dp-only", "pipeline-uniform", "metis-like", "dtfm"})
+    EXPECT_TRUE(names.count(name)) << name;
+  for (const auto& v : j["verified"]) EXPECT_TRUE(v.contains("error"));
+
+  auto run = cli({"run", scenario.c_str(), "--plan", plan_file.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NEAR(Json::parse(run.out)["iteration_time_s"].get<double>(), best, 1e-9 * best);
+
+  // strategy: auto runs the planner's best plan.
+  auto automatic = cli({"run", scenario.c_str(), "--json"});
+  ASSERT_EQ(automatic.status, 0) << automatic.err;
+  EXPECT_NEAR(Json::parse(automatic.out)["iteration_time_s"].get<double>(), best, 1e-9 * best);
+  fs::remove(scenario);
+  fs::remove(plan_file);
+}
+
+TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
+  // LLaMA-2 70B on four GPUs: its training state alone does not fit in their memory.
+  std::string state = std::string(kTwoClusters);
+  state.replace(state.find("model: {"), state.find("\ntraining") - state.find("model: {"),
+                "model: llama2-70b");
+  const fs::path small = temp_file("small.yaml", state);
+  auto r = cli({"plan", small.c_str()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more GPUs"), std::string::npos) << r.err;
+
+  // Activations bind: long sequences on a small model; full recomputation would fit.
+  std::string act = std::string(kTwoClusters);
+  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536");
+  act.replace(act.find("hidden: 2048"), 12, "hidden: 4096");
+  const fs::path tight = temp_file("tight.yaml", act);
+  auto t = cli({"plan", tight.c_str()});
+  EXPECT_EQ(t.status, 1) << t.out;
+  EXPECT_NE(t.err.find("recompute"), std::string::npos) << t.err;
+  fs::remove(small);
+  fs::remove(tight);
+}
+
+}  // namespace
+}  // namespace hgsim
