@@ -10,8 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/codecs_command.hpp"
-#include "apps/profile_command.hpp"
 #include "apps/plan_command.hpp"
+#include "apps/profile_command.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
@@ -363,12 +363,15 @@ std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& o
   const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
   const auto compute = kernels::compute_model_for(files, diags);
   if (diags.has_errors()) return std::nullopt;
+  // The plan may choose its own recomputation and codecs (the planner's plans do).
+  const auto effective = with_plan_choices(c, plan, plan_path, diags);
+  if (!effective) return std::nullopt;
   sim::SimulationInput in;
-  in.scenario = &c.scenario;
+  in.scenario = &effective->scenario;
   in.plan = &plan;
   in.plan_path = plan_path;
   in.model = &c.model;
-  in.compression = c.compression;
+  in.compression = effective->compression;
   in.compute = compute.get();
   sim::SimulationStats stats;
   auto result = sim::simulate(in, options.sim, diags, &stats);

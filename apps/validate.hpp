@@ -34,6 +34,17 @@ struct CheckedPoint {
 std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path,
                                                              core::Diagnostics& diags);
 
+// The codecs a plan chooses for itself (its `compression:`), typed and checked; nullopt
+// when it chooses none or on errors (reported at prefix.compression.*).
+std::optional<compress::CompressionSpecs> resolve_plan_compression(const core::Plan& plan,
+                                                                   const core::Scenario& s,
+                                                                   const std::string& prefix,
+                                                                   core::Diagnostics& diags);
+// The checked scenario a plan runs in: its recompute and codecs where it chooses them.
+std::optional<CheckedScenario> with_plan_choices(const CheckedScenario& c, const core::Plan& plan,
+                                                 const std::string& prefix,
+                                                 core::Diagnostics& diags);
+
 // Checks an explicit plan (from a --plan file) against a checked scenario.
 bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s,
                              core::Diagnostics& diags);

@@ -107,6 +107,11 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
                   });
     g.reject_unknown();
   }
+  read_optional(f, "recompute", plan.recompute, [&](const Node& v, const std::string& p) {
+    return detail::as_enum<Recompute>(v, p, d, "recompute mode");
+  });
+  if (const Node* c = f.optional("compression"))
+    plan.compression = parse_compression(*c, f.path_of("compression"), d);
   f.reject_unknown();
   if (plan.virtual_stages > 1 && plan.schedule != Schedule::interleaved)
     d.error(f.optional("virtual_stages")->where, f.path_of("virtual_stages"),

@@ -448,35 +448,7 @@ void ScenarioReader::read_simulation(const Node& n) {
 }
 
 void ScenarioReader::read_compression(const Node& n) {
-  Fields f(n, "compression", d_);
-  if (!f.ok()) return;
-  auto read_codec = [&](std::string_view key, CodecConfig& out) {
-    const Node* c = f.optional(key);
-    if (c == nullptr) return;
-    std::string path = f.path_of(key);
-    if (c->is_scalar()) {
-      out.codec = c->text;
-      return;
-    }
-    if (!c->is_mapping()) {
-      d_.error(c->where, path,
-               "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
-                   c->describe());
-      return;
-    }
-    const Node* name = c->find("codec");
-    if (name == nullptr || !name->is_scalar()) {
-      d_.error(c->where, child_path(path, "codec"), "missing key 'codec'",
-               "e.g. {codec: topk, ratio: 0.01}");
-      return;
-    }
-    out.codec = name->text;
-    for (const auto& [k, v] : c->entries)
-      if (k != "codec") out.params.emplace_back(k, v);
-  };
-  read_codec("wan_activations", s_.compression.wan_activations);
-  read_codec("wan_gradients", s_.compression.wan_gradients);
-  f.reject_unknown();
+  s_.compression = parse_compression(n, "compression", d_);
 }
 
 void ScenarioReader::read_sweep(const Node& n) {
@@ -562,14 +534,60 @@ Json plan_to_json(const Plan& plan) {
     pipelines.push_back(
         {{"replicas", p.replicas}, {"micro_batches", p.micro_batches}, {"stages", stages}});
   }
-  return Json{{"schedule", to_string(plan.schedule)},
-              {"micro_batch", plan.micro_batch},
-              {"virtual_stages", plan.virtual_stages},
-              {"sequence_parallel", plan.sequence_parallel},
-              {"pipelines", pipelines},
-              {"grad_sync",
-               {{"algorithm", to_string(plan.grad_sync.algorithm)},
-                {"bucket", format_size(plan.grad_sync.bucket)}}}};
+  Json out{{"schedule", to_string(plan.schedule)},
+           {"micro_batch", plan.micro_batch},
+           {"virtual_stages", plan.virtual_stages},
+           {"sequence_parallel", plan.sequence_parallel},
+           {"pipelines", pipelines},
+           {"grad_sync",
+            {{"algorithm", to_string(plan.grad_sync.algorithm)},
+             {"bucket", format_size(plan.grad_sync.bucket)}}}};
+  if (plan.recompute) out["recompute"] = to_string(*plan.recompute);
+  if (plan.compression)
+    out["compression"] = {{"wan_activations", codec_json(plan.compression->wan_activations)},
+                          {"wan_gradients", codec_json(plan.compression->wan_gradients)}};
+  return out;
+}
+
+CompressionPolicy parse_compression(const Node& n, const std::string& path, Diagnostics& d) {
+  CompressionPolicy policy;
+  Fields f(n, path, d);
+  if (!f.ok()) return policy;
+  auto read_codec = [&](std::string_view key, CodecConfig& out) {
+    const Node* c = f.optional(key);
+    if (c == nullptr) return;
+    std::string codec_path = f.path_of(key);
+    if (c->is_scalar()) {
+      out.codec = c->text;
+      return;
+    }
+    if (!c->is_mapping()) {
+      d.error(c->where, codec_path,
+              "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
+                  c->describe());
+      return;
+    }
+    const Node* name = c->find("codec");
+    if (name == nullptr || !name->is_scalar()) {
+      d.error(c->where, child_path(codec_path, "codec"), "missing key 'codec'",
+              "e.g. {codec: topk, ratio: 0.01}");
+      return;
+    }
+    out.codec = name->text;
+    for (const auto& [k, v] : c->entries)
+      if (k != "codec") out.params.emplace_back(k, v);
+  };
+  read_codec("wan_activations", policy.wan_activations);
+  read_codec("wan_gradients", policy.wan_gradients);
+  f.reject_unknown();
+  return policy;
+}
+
+Scenario with_plan_choices(const Scenario& s, const Plan& plan) {
+  Scenario out = s;
+  if (plan.recompute) out.training.recompute = *plan.recompute;
+  if (plan.compression) out.compression = *plan.compression;
+  return out;
 }
 
 Json scenario_to_json(const Scenario& s) {

@@ -117,6 +117,34 @@ struct WanLink {
   bool operator==(const WanLink&) const = default;
 };
 
+// A codec as the scenario names it: `int8`, or `{codec: topk, ratio: 0.01}`. Parameters
+// stay as document nodes; compress::resolve_codec gives them types and checks them.
+struct CodecConfig {
+  std::string codec = "none";
+  std::vector<std::pair<std::string, Node>> params;  // in file order, without "codec"
+  bool operator==(const CodecConfig& o) const;
+};
+
+// How the simulator plays the scenario (`simulation:`; every key optional).
+struct Simulation {
+  // flow: SimGrid's CM02 flow model with latencies and bandwidths as written (closed forms
+  // hold exactly); lv08: SimGrid's default, calibrated on TCP (latency x 13.01, bandwidth
+  // x 0.97).
+  NetworkModel network_model = NetworkModel::flow;
+  // TCP window of a flow that crosses the WAN, when the link names none: a flow's rate is
+  // at most window / round-trip time. 4 MiB, SimGrid's default (Linux autotuning caps
+  // receive windows at 6 MiB by default).
+  Bytes tcp_window = Bytes(4.0 * 1024 * 1024);
+  Fidelity fidelity = Fidelity::automatic;
+  bool operator==(const Simulation&) const = default;
+};
+
+struct CompressionPolicy {
+  CodecConfig wan_activations;  // pipeline traffic crossing the WAN (both directions)
+  CodecConfig wan_gradients;    // data-parallel gradient sync crossing the WAN
+  bool operator==(const CompressionPolicy&) const = default;
+};
+
 // ---- the plan --------------------------------------------------------------------------
 
 struct Stage {
@@ -148,6 +176,10 @@ struct Plan {
   bool sequence_parallel = false;  // Megatron sequence parallelism inside tensor-parallel groups
   std::vector<Pipeline> pipelines;
   GradSync grad_sync;
+  // Choices a plan may make for itself (the planner does): they override the scenario's
+  // training.recompute and compression for this plan. Absent: the scenario's.
+  std::optional<Recompute> recompute;
+  std::optional<CompressionPolicy> compression;
 
   int global_batch() const;  // sum of replicas * micro_batches * micro_batch
   bool operator==(const Plan&) const = default;
@@ -160,34 +192,6 @@ struct Strategy {
 };
 
 // ---- compression, training, sweep ------------------------------------------------------
-
-// A codec as the scenario names it: `int8`, or `{codec: topk, ratio: 0.01}`. Parameters
-// stay as document nodes; compress::resolve_codec gives them types and checks them.
-struct CodecConfig {
-  std::string codec = "none";
-  std::vector<std::pair<std::string, Node>> params;  // in file order, without "codec"
-  bool operator==(const CodecConfig& o) const;
-};
-
-// How the simulator plays the scenario (`simulation:`; every key optional).
-struct Simulation {
-  // flow: SimGrid's CM02 flow model with latencies and bandwidths as written (closed forms
-  // hold exactly); lv08: SimGrid's default, calibrated on TCP (latency x 13.01, bandwidth
-  // x 0.97).
-  NetworkModel network_model = NetworkModel::flow;
-  // TCP window of a flow that crosses the WAN, when the link names none: a flow's rate is
-  // at most window / round-trip time. 4 MiB, SimGrid's default (Linux autotuning caps
-  // receive windows at 6 MiB by default).
-  Bytes tcp_window = Bytes(4.0 * 1024 * 1024);
-  Fidelity fidelity = Fidelity::automatic;
-  bool operator==(const Simulation&) const = default;
-};
-
-struct CompressionPolicy {
-  CodecConfig wan_activations;  // pipeline traffic crossing the WAN (both directions)
-  CodecConfig wan_gradients;    // data-parallel gradient sync crossing the WAN
-  bool operator==(const CompressionPolicy&) const = default;
-};
 
 struct Training {
   int global_batch = 0;  // sequences per iteration
@@ -245,6 +249,11 @@ Json scenario_to_json(const Scenario& s);
 // pipelines, grad_sync, ...). Checking it against a scenario (clusters exist, GPUs and
 // batch add up) is check_plan's job.
 std::optional<Plan> parse_plan(const Node& document, const std::string& path, Diagnostics& diags);
+// A `compression:` mapping (wan_activations, wan_gradients); `path` prefixes key paths.
+CompressionPolicy parse_compression(const Node& n, const std::string& path, Diagnostics& diags);
+// The scenario a plan runs in: its training.recompute and compression replaced by the
+// plan's own choices where it makes them.
+Scenario with_plan_choices(const Scenario& s, const Plan& plan);
 Json plan_to_json(const Plan& plan);
 std::optional<Plan> load_plan(const std::string& path, Diagnostics& diags);
 

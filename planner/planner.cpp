@@ -373,18 +373,80 @@ SearchResult search(const Context& ctx, const Options& options) {
   return Search(ctx, options).run();
 }
 
+compress::CompressionSpecs specs_for(const Context& ctx, const core::Plan& plan) {
+  compress::CompressionSpecs specs = ctx.compression;
+  if (!plan.compression) return specs;
+  // A plan chooses, per traffic class, the scenario's codec or none (choices()).
+  if (plan.compression->wan_activations.codec == "none") specs.wan_activations = {};
+  if (plan.compression->wan_gradients.codec == "none") specs.wan_gradients = {};
+  return specs;
+}
+
+// The choices a plan makes for itself, for the best candidates: the least recomputation
+// that still fits (less is never slower, and the scenario's setting is the most it asks
+// for), and per WAN traffic class the scenario's codec or none, whichever the model finds
+// faster (the scenario's codec is the most loss the user accepts; the planner does not
+// trade accuracy it cannot measure).
+void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& candidates) {
+  const core::Scenario& s = *ctx.scenario;
+  std::vector<core::Recompute> levels{core::Recompute::none};
+  if (s.training.recompute != core::Recompute::none) levels.push_back(core::Recompute::selective);
+  if (s.training.recompute == core::Recompute::full) levels.push_back(core::Recompute::full);
+  const bool act = ctx.compression.wan_activations.kind != compress::CodecKind::none;
+  const bool grad = ctx.compression.wan_gradients.kind != compress::CodecKind::none;
+  for (Candidate& c : candidates) {
+    core::Plan best = c.plan;
+    double best_s = c.analytic_s;
+    for (core::Recompute level : levels)
+      for (bool use_act : {true, false})
+        for (bool use_grad : {true, false}) {
+          if ((!act && !use_act) || (!grad && !use_grad)) continue;
+          core::Plan variant = c.plan;
+          variant.recompute.reset();
+          variant.compression.reset();
+          if (level != s.training.recompute) variant.recompute = level;
+          if ((act && !use_act) || (grad && !use_grad)) {
+            core::CompressionPolicy policy = s.compression;
+            if (!use_act) policy.wan_activations = core::CodecConfig{};
+            if (!use_grad) policy.wan_gradients = core::CodecConfig{};
+            variant.compression = policy;
+          }
+          if (variant == c.plan) continue;
+          core::Scenario changed = core::with_plan_choices(s, variant);
+          Context variant_ctx = ctx;
+          variant_ctx.scenario = &changed;
+          variant_ctx.compression = specs_for(ctx, variant);
+          const Estimate e = estimate(variant_ctx, variant);
+          if (e.fits && e.iteration_s < best_s) {
+            best = variant;
+            best_s = e.iteration_s;
+          }
+        }
+    if (!(best == c.plan)) {
+      c.plan = best;
+      c.analytic_s = best_s;
+      c.description.clear();
+    }
+  }
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+}
+
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
                                            const Options& options, core::Diagnostics& diags) {
   const int before = diags.error_count();
   core::check_plan(candidate.plan, *ctx.scenario, ctx.model->layers, "", diags);
   models::check_plan_against_model(candidate.plan, *ctx.model, *ctx.scenario, "", diags);
   if (diags.error_count() != before) return std::nullopt;
+  // The plan's own choices of recomputation and codecs, as hgsim run applies them.
+  const core::Scenario effective = core::with_plan_choices(*ctx.scenario, candidate.plan);
   sim::SimulationInput in;
-  in.scenario = ctx.scenario;
+  in.scenario = &effective;
   in.plan = &candidate.plan;
   in.plan_path = "";
   in.model = ctx.model;
-  in.compression = ctx.compression;
+  in.compression = specs_for(ctx, candidate.plan);
   in.compute = ctx.compute;
   sim::SimulationOptions sim_options;
   sim_options.fidelity_from_cli = true;
@@ -404,6 +466,8 @@ std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& 
 SearchResult plan(const Context& ctx, const Options& options) {
   SearchResult r = search(ctx, options);
   const auto start = Clock::now();
+  choose_recompute_and_codecs(ctx, r.ranked);
+  choose_recompute_and_codecs(ctx, r.family_best);
   for (auto& c : r.ranked)
     if (c.description.empty()) c.description = describe(ctx, c.plan);
   for (const Candidate& c : r.ranked) {
@@ -491,6 +555,10 @@ std::string describe(const Context& ctx, const core::Plan& plan) {
     }
     out << "] m " << p.micro_batches;
   }
+  if (plan.recompute) out << "; recompute " << core::to_string(*plan.recompute);
+  if (plan.compression)
+    out << "; WAN codecs " << plan.compression->wan_activations.codec << " / "
+        << plan.compression->wan_gradients.codec;
   return out.str();
 }
 
