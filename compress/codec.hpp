@@ -123,10 +123,10 @@ std::vector<std::byte> encode(const CodecSpec& spec, std::span<const std::int64_
 // converted with round-to-nearest-even). Elements a sparse codec did not send are zero.
 void decode(std::span<const std::byte> encoded, MutableTensor out);
 
-// The GPU path (compress/codec_cuda.cu, built when nvcc is found): the same bytes as
-// encode() for the deterministic codecs with kernels (none, fp16, bf16, fp8 in both
-// scalings, int8, int4; stochastic rounding too, it is a function of the seed). Host
-// memory in and out. cuda_available() says why not when it cannot run ("no CUDA device").
+// The GPU path (compress/codec_cuda.cu, built when nvcc is found): kernels for every codec
+// but PowerSGD, writing the same bytes as encode() (stochastic rounding and random-k too:
+// they are functions of the seed; top-k breaks ties as the CPU does). Host memory in and
+// out. cuda_available() says why not when it cannot run ("no CUDA device").
 bool cuda_available(std::string* why = nullptr);
 bool cuda_supports(CodecKind kind);
 // CodecError when the codec has no kernel, the arguments are wrong or CUDA fails.

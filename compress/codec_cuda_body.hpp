@@ -1,7 +1,8 @@
 // Plain C++17 interface between codec.cpp (C++20) and the CUDA kernels (codec_cuda.cu,
 // nvcc, C++17): the body of an encoding (everything after the header), computed on the
 // GPU with the element arithmetic of codec_math.hpp, so that it is bit-identical to the
-// CPU's for the deterministic codecs. Built from codec_cuda_none.cpp without nvcc.
+// CPU's for every codec with a kernel (all but PowerSGD).
+// Built from codec_cuda_none.cpp without nvcc.
 #pragma once
 
 #include <cstddef>
@@ -17,12 +18,19 @@ struct BodyParams {
   std::uint64_t block = 0;  // elements per scale (per-tensor fp8: count)
   bool stochastic = false;
   std::uint64_t seed = 0;  // the derived key (stochastic rounding)
+  // top-k and random-k
+  std::uint64_t kept = 0;         // elements sent
+  std::uint64_t index_width = 0;  // top-k: bytes per index
+  // random-k: the kept indices, ascending, in HOST memory, drawn by codec.cpp's
+  // random_indices() (Floyd's algorithm is sequential; the device only gathers/scatters).
+  const std::uint64_t* indices = nullptr;
 };
 
 // Whether the GPU path can run here; otherwise `why` says why (no CUDA in this build, no
 // device).
 bool available(std::string& why);
-// The codecs with GPU kernels: none, fp16, bf16, fp8 (both scalings), int8, int4.
+// The codecs with GPU kernels: none, fp16, bf16, fp8 (both scalings), int8, int4, top-k,
+// random-k.
 bool supports(int kind);
 
 // Device pointers. Return false with `error` set on a CUDA error.

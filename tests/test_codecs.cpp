@@ -624,19 +624,26 @@ TEST(CodecsCommand, JsonHasEveryCodecAndTheMemcpyReference) {
 
 // ---- CPU and CUDA ------------------------------------------------------------------------
 
-// The deterministic codecs write the same bytes on the GPU as on the CPU (and decode to
-// the same values). Runs where a GPU is; skips elsewhere, saying why.
+// Every codec with a kernel (all but PowerSGD) writes the same bytes on the GPU as on the
+// CPU (and decodes to the same values). Runs where a GPU is; skips elsewhere, saying why.
 TEST(CodecsCuda, EncodingsAreBitIdenticalToTheCpu) {
   std::string why;
   if (!cuda_available(&why)) GTEST_SKIP() << why;
   SEEDED(rng);
-  for (const CodecSpec& spec : all_specs()) {
-    if (!cuda_supports(spec.kind)) continue;
+  std::vector<CodecSpec> specs = all_specs();
+  CodecSpec dense_topk = make(CodecKind::topk), dense_randomk = make(CodecKind::randomk);
+  dense_topk.ratio = dense_randomk.ratio = 0.7;  // random-k's bitmap branch, many top-k ties
+  specs.push_back(dense_topk);
+  specs.push_back(dense_randomk);
+  for (const CodecSpec& spec : specs) {
     SCOPED_TRACE(describe(spec));
     for (const Shape& shape : {Shape{0}, Shape{1}, Shape{1001}, Shape{300, 129}}) {
+      if (effective_spec(spec, shape).kind == CodecKind::powersgd) continue;  // not bit-exact
       const std::size_t n = element_count(shape);
       std::vector<float> x = gaussian(rng, n, 10.0f);
       if (n > 10) x[3] = NAN, x[5] = INFINITY, x[7] = -1e-40f;
+      // Ties for top-k: a third of the elements share a few magnitudes (both signs).
+      for (std::size_t i = 11; i < n; i += 3) x[i] = float(int(rng() % 5) - 2) * 1.5f;
       std::vector<BFloat16> b(n);
       convert(std::span<const float>(x), std::span<BFloat16>(b));
       for (bool as_bf16 : {false, true}) {
@@ -655,14 +662,34 @@ TEST(CodecsCuda, EncodingsAreBitIdenticalToTheCpu) {
   }
 }
 
+// A damaged top-k index list is refused on the GPU as on the CPU.
+TEST(CodecsCuda, DamagedTopKIndicesAreRefused) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << why;
+  SEEDED(rng);
+  std::vector<float> x = gaussian(rng, 1000);
+  CodecSpec spec = make(CodecKind::topk);
+  spec.ratio = 0.1;
+  std::vector<std::byte> enc = encode(spec, Shape{1000}, std::span<const float>(x));
+  std::vector<float> y(1000);
+  std::vector<std::byte> beyond = enc, repeated = enc;
+  beyond[kHeaderBytes + 1] = std::byte{0xFF};  // index 0's high byte: 0xFFxx >= 1000
+  std::memcpy(&repeated[kHeaderBytes + 2], &repeated[kHeaderBytes], 2);  // index 1 = index 0
+  EXPECT_THROW(decode_cuda(beyond, y), CodecError);
+  EXPECT_THROW(decode_cuda(repeated, y), CodecError);
+}
+
 TEST(CodecsCuda, WithoutADeviceTheGpuPathSaysWhy) {
   std::string why;
   if (cuda_available(&why)) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(why.empty());
-  std::vector<float> x(16, 1.0f);
-  std::vector<std::byte> out(encoded_bytes(make(CodecKind::int8), Shape{16}, DType::fp32));
-  EXPECT_THROW(encode_cuda(make(CodecKind::int8), Shape{16}, std::span<const float>(x), out),
-               CodecError);
+  std::vector<float> x(16, 1.0f), y(16);
+  for (const CodecSpec& spec : all_specs()) {  // every codec: a CodecError, never a crash
+    SCOPED_TRACE(describe(spec));
+    std::vector<std::byte> out(encoded_bytes(spec, Shape{4, 4}, DType::fp32));
+    EXPECT_THROW(encode_cuda(spec, Shape{4, 4}, std::span<const float>(x), out), CodecError);
+    EXPECT_THROW(decode_cuda(encode(spec, Shape{4, 4}, std::span<const float>(x)), y), CodecError);
+  }
 }
 
 // Found by fuzz_topk: top-k values follow 1- to 5-byte indices, so they are unaligned; the
