@@ -889,9 +889,10 @@ bool cuda_supports(CodecKind kind) {
 
 namespace {
 
-// encode_with() on the GPU: the header here, the body from the kernels.
+// encode_with() on the GPU: the header here, the body from the kernels. `warm_q` as there.
 void encode_cuda_with(const CodecSpec& requested, std::span<const std::int64_t> shape,
-                      ConstTensor input, std::span<std::byte> out, std::uint64_t key) {
+                      ConstTensor input, std::span<std::byte> out, std::uint64_t key,
+                      RowMatrix* warm_q) {
   const Prepared p = prepare(requested, shape, input, out);
   const CodecSpec& spec = p.spec;
   if (!cuda_supports(spec.kind))
@@ -902,6 +903,7 @@ void encode_cuda_with(const CodecSpec& requested, std::span<const std::int64_t> 
   params.dtype = static_cast<int>(input.dtype);
   params.count = p.n;
   std::vector<std::uint64_t> indices;  // random-k
+  RowMatrix q;                         // PowerSGD
   if (is_fp8(spec.kind)) {
     const bool per_block = spec.scaling == Scaling::per_block;
     if (per_block) h.flags |= kFlagPerBlock, h.a = static_cast<std::uint32_t>(spec.block);
@@ -925,19 +927,32 @@ void encode_cuda_with(const CodecSpec& requested, std::span<const std::int64_t> 
     indices = random_indices(key, p.n, h.kept);
     params.kept = h.kept;
     params.indices = indices.data();
+  } else if (spec.kind == CodecKind::powersgd) {
+    const std::uint64_t cols = static_cast<std::uint64_t>(shape.back()), rows = p.n / cols;
+    const int rank = effective_rank(spec.rank, shape);
+    h.a = static_cast<std::uint32_t>(rank);
+    h.b = static_cast<std::uint32_t>(cols);
+    const bool warm = warm_q && warm_q->rows() == Eigen::Index(cols) && warm_q->cols() == rank;
+    q = warm ? *warm_q : random_q(key, Eigen::Index(cols), rank);  // the CPU's Q0
+    params.rows = rows;
+    params.cols = cols;
+    params.rank = static_cast<std::uint64_t>(rank);
+    params.q = q.data();  // replaced by the new Q
+    params.cold = !warm;
   }
   std::string error;
   if (!cuda::encode_body_host(params, input.data, p.n * element_size(input.dtype),
                               out.data() + kHeaderBytes, out.size() - kHeaderBytes, error))
     throw CodecError("encode_cuda: " + error);
   write_header(out.data(), h);
+  if (warm_q && spec.kind == CodecKind::powersgd) *warm_q = std::move(q);
 }
 
 }  // namespace
 
 void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape, ConstTensor input,
                  std::span<std::byte> out, std::uint64_t seed) {
-  encode_cuda_with(requested, shape, input, out, derive_seed(requested.seed, seed));
+  encode_cuda_with(requested, shape, input, out, derive_seed(requested.seed, seed), nullptr);
 }
 
 void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
@@ -960,6 +975,9 @@ void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
     indices = random_indices(info.seed, info.count, info.kept);
     params.indices = indices.data();
   }
+  params.rows = info.rows;
+  params.cols = info.cols;
+  params.rank = info.rank;
   std::string error;
   if (!cuda::decode_body_host(params, encoded.data() + kHeaderBytes, encoded.size() - kHeaderBytes,
                               out.data(), error))
@@ -968,10 +986,11 @@ void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
 
 // ---- TensorCodec ---------------------------------------------------------------------------
 
-TensorCodec::TensorCodec(const CodecSpec& spec, Shape shape, DType dtype)
+TensorCodec::TensorCodec(const CodecSpec& spec, Shape shape, DType dtype, Device device)
     : spec_(effective_spec(spec, shape)),
       shape_(std::move(shape)),
       dtype_(dtype),
+      device_(device),
       bytes_(compress::encoded_bytes(spec_, shape_, dtype_)) {
   const bool ef =
       spec_.error_feedback && (spec_.kind == CodecKind::topk || spec_.kind == CodecKind::randomk ||
@@ -990,8 +1009,14 @@ void TensorCodec::encode(ConstTensor input, std::span<std::byte> out) {
       warm = Eigen::Map<RowMatrix>(warm_q_.data(), cols, rank);
     }
   }
+  auto encode_step = [&](ConstTensor what) {
+    if (device_ == Device::cuda)
+      encode_cuda_with(spec_, shape_, what, out, key, warm_ptr);
+    else
+      encode_with(spec_, shape_, what, out, key, warm_ptr);
+  };
   if (residual_.empty()) {
-    encode_with(spec_, shape_, input, out, key, warm_ptr);
+    encode_step(input);
   } else {
     if (input.count != residual_.size())
       throw CodecError("encode: the codec was made for " + std::to_string(residual_.size()) +
@@ -1012,7 +1037,7 @@ void TensorCodec::encode(ConstTensor input, std::span<std::byte> out) {
       convert(to_send, std::span<BFloat16>(as_bf16));
       to_send = std::span<const BFloat16>(as_bf16);
     }
-    encode_with(spec_, shape_, to_send, out, key, warm_ptr);
+    encode_step(to_send);
     std::vector<float> sent(acc.size());
     decode(out, MutableTensor(std::span<float>(sent)));
     for (std::size_t i = 0; i < acc.size(); ++i) residual_[i] = acc[i] - sent[i];

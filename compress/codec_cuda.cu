@@ -1,4 +1,4 @@
-// CUDA kernels of every codec but PowerSGD, writing exactly the CPU's body bytes.
+// CUDA kernels of every codec, writing exactly the CPU's body bytes (PowerSGD: to rounding).
 //
 // Each deterministic codec is an elementwise kernel over codec_math.hpp's functions (the
 // same source as the CPU loops; on the device every add and multiply is an explicit
@@ -7,7 +7,7 @@
 // (order-independent, hence deterministic), then derive the scale with the same
 // block_scale(), then encode.
 //
-// The sparse codecs follow codec.cpp step by step:
+// The sparse and low-rank codecs follow codec.cpp step by step:
 //  - random-k: Floyd's algorithm draws each index depending on the ones before, so the
 //    indices come from the CPU's own random_indices() on the host (BodyParams::indices);
 //    the device gathers (encode) and scatters (decode). Same bytes as the CPU.
@@ -17,12 +17,21 @@
 //    Then the elements above the threshold key and the first `remaining` elements equal to
 //    it in index order (ties to the lower index, as on the CPU) are compacted in index order
 //    by two exclusive prefix sums (CUB). Same set, same order, same bytes as the CPU.
+//  - PowerSGD: the same algorithm (cold start: Q from the seed, drawn on the host by the
+//    CPU's random_q(), or the identity when the rank covers every column, then one extra
+//    power iteration; warm start: the caller's Q), with cuBLAS products and classical
+//    Gram-Schmidt applied twice instead of Householder QR (dependent columns replaced by
+//    orthogonal unit vectors, as QR gives). Not bit-identical: the sums run in another
+//    order and a column of P may have the opposite sign (Q follows it), so P Q^T agrees
+//    with the CPU's to rounding.
 //
-// Compiled as C++17 by nvcc, only when nvcc is found. Every CUDA call is checked; a failure
-// becomes the `error` string (CodecError in codec.cpp). Not yet here: PowerSGD (it runs on
-// the CPU).
+// Compiled as C++17 by nvcc, only when nvcc is found. Every CUDA and cuBLAS call is
+// checked; a failure becomes the `error` string (CodecError in codec.cpp).
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cmath>
 #include <cub/device/device_scan.cuh>
 #include <vector>
 
@@ -489,6 +498,198 @@ bool decode_topk(const BodyParams& p, const void* body, float* out, std::string&
   return !raised;
 }
 
+// ---- PowerSGD ------------------------------------------------------------------------------
+
+bool ok(cublasStatus_t status, std::string& error) {
+  if (status == CUBLAS_STATUS_SUCCESS) return true;
+  error = std::string("cuBLAS: ") + cublasGetStatusString(status);
+  return false;
+}
+
+// A cuBLAS handle for one call, in pedantic fp32 (no TF32, whatever the environment says).
+class Cublas {
+ public:
+  Cublas() = default;
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  ~Cublas() {
+    if (handle_) cublasDestroy(handle_);
+  }
+  bool create(std::string& error) {
+    return ok(cublasCreate(&handle_), error) &&
+           ok(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), error);
+  }
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// Row-major matrices as cuBLAS (column-major) sees them: a row-major r x c matrix is the
+// column-major c x r matrix of its transpose. With M rows x cols, P rows x rank and
+// Q cols x rank, all row-major:
+//   P = M Q    is  P^T = Q^T M^T   gemm(N, N, rank, rows, cols, Q, ld rank, M, ld cols)
+//   Q = M^T P  is  Q^T = P^T M     gemm(N, T, rank, cols, rows, P, ld rank, M, ld cols)
+//   M = P Q^T  is  M^T = Q P^T     gemm(T, N, cols, rows, rank, Q, ld rank, P, ld rank)
+struct Dims {
+  int rows, cols, rank;
+};
+
+bool m_times(cublasHandle_t h, Dims d, const float* m, const float* q, float* p,
+             std::string& error) {
+  const float one = 1, zero = 0;
+  return ok(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, d.rank, d.rows, d.cols, &one, q, d.rank, m,
+                        d.cols, &zero, p, d.rank),
+            error);
+}
+
+bool m_transposed_times(cublasHandle_t h, Dims d, const float* m, const float* p, float* q,
+                        std::string& error) {
+  const float one = 1, zero = 0;
+  return ok(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, d.rank, d.cols, d.rows, &one, p, d.rank, m,
+                        d.cols, &zero, q, d.rank),
+            error);
+}
+
+// p_j -= P[:, :j] (P[:, :j]^T p_j), twice ("twice is enough": orthogonal to rounding unless
+// p_j was numerically in their span). Column j of the row-major P (rows x rank) is the
+// vector at p + j with stride rank; P[:, :j]^T is the j x rows column-major matrix at p
+// with leading dimension rank.
+bool project_out(cublasHandle_t h, Dims d, float* p, int j, float* coeffs, std::string& error) {
+  const float one = 1, zero = 0, minus_one = -1;
+  float* column = p + j;
+  for (int pass = 0; pass < 2 && j > 0; ++pass) {
+    if (!ok(cublasSgemv(h, CUBLAS_OP_N, j, d.rows, &one, p, d.rank, column, d.rank, &zero, coeffs,
+                        1),
+            error) ||
+        !ok(cublasSgemv(h, CUBLAS_OP_T, j, d.rows, &minus_one, p, d.rank, coeffs, 1, &one, column,
+                        d.rank),
+            error))
+      return false;
+  }
+  return true;
+}
+
+// Column j of P := a fixed pseudo-random vector, entries in [-0.5, 0.5).
+__global__ void fill_column(float* p, int rows, int rank, int j) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x;
+       i < std::uint64_t(rows); i += std::uint64_t(gridDim.x) * blockDim.x)
+    p[i * rank + j] = m::add_rn(m::uniform01(std::uint64_t(j), i), -0.5f);
+}
+
+// Below this fraction of its norm, what is left of a column after the projections is
+// rounding noise: the column was in the span of the ones before (M of rank below r).
+constexpr float kDependent = 1e-4f;
+
+// The columns of P made orthonormal by classical Gram-Schmidt, every projection done twice.
+// The CPU uses Householder QR: the same span, but a column's sign may differ (Q = M^T P
+// follows it, so P Q^T does not change). A column in the span of the ones before (M of
+// lower rank than r, or zero) is replaced, as Householder QR does, by a unit vector
+// orthogonal to them (here: a fixed pseudo-random vector, projected and normalised); its
+// Q column, M^T times it, is then zero to rounding. Non-finite columns (NaN or Inf in M)
+// are left as they are: the result is NaN, as on the CPU.
+bool orthonormalise(cublasHandle_t h, Dims d, float* p, float* coeffs, std::string& error) {
+  for (int j = 0; j < d.rank; ++j) {
+    float* column = p + j;
+    float before = 0, after = 0;
+    if (!ok(cublasSnrm2(h, d.rows, column, d.rank, &before), error) ||
+        !project_out(h, d, p, j, coeffs, error) ||
+        !ok(cublasSnrm2(h, d.rows, column, d.rank, &after), error))
+      return false;
+    if (!std::isfinite(before)) continue;
+    if (!(after > kDependent * before)) {
+      fill_column<<<grid_for(std::uint64_t(d.rows)), kThreads>>>(p, d.rows, d.rank, j);
+      if (!ok(cudaGetLastError(), error) || !project_out(h, d, p, j, coeffs, error) ||
+          !ok(cublasSnrm2(h, d.rows, column, d.rank, &after), error))
+        return false;
+      if (!(after > 0)) continue;  // cannot happen while j < rows
+    }
+    const float inv = 1.0f / after;
+    if (!ok(cublasSscal(h, d.rows, &inv, column, d.rank), error)) return false;
+  }
+  return true;
+}
+
+__global__ void to_f32(const void* in, int dtype, std::uint64_t n, float* out) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::uint64_t(gridDim.x) * blockDim.x)
+    out[i] = load(in, dtype, i);
+}
+
+// Rows, columns and rank as cuBLAS ints, checked against the element count.
+bool powersgd_dims(const BodyParams& p, Dims& d, std::string& error) {
+  const bool fits = p.rows >= 2 && p.cols >= 2 && p.rows <= INT_MAX && p.cols <= INT_MAX &&
+                    p.rows * p.cols == p.count && p.rank >= 1 && p.rank <= p.rows &&
+                    p.rank <= p.cols;
+  if (!fits) {
+    error = "PowerSGD: " + std::to_string(p.count) + " elements as a " + std::to_string(p.rows) +
+            " x " + std::to_string(p.cols) + " matrix of rank " + std::to_string(p.rank) +
+            " (cuBLAS needs dimensions below 2^31)";
+    return false;
+  }
+  d = {static_cast<int>(p.rows), static_cast<int>(p.cols), static_cast<int>(p.rank)};
+  return true;
+}
+
+// encode_powersgd() of codec.cpp: P = M Q, P orthonormalised (a cold start runs one more
+// iteration, P = orth(M (M^T P))), Q = M^T P; the body is P then Q, fp32 row-major.
+bool encode_powersgd(const BodyParams& p, const void* in, void* body, std::string& error) {
+  Dims d{};
+  if (!powersgd_dims(p, d, error)) return false;
+  if (p.q == nullptr) {
+    error = "PowerSGD: no starting Q";
+    return false;
+  }
+  const std::uint64_t q_size = p.cols * p.rank;
+  std::vector<float> start(p.q, p.q + q_size);
+  if (p.cold && p.rank == p.cols) {  // a rank that covers every column: the identity
+    for (std::uint64_t c = 0; c < p.cols; ++c)
+      for (std::uint64_t j = 0; j < p.rank; ++j) start[c * p.rank + j] = c == j ? 1.0f : 0.0f;
+  }
+  // The matrix in fp32: the input itself, or a converted copy (F32 in codec.cpp).
+  DeviceMemory converted, tmp, coeffs;
+  const float* m = static_cast<const float*>(in);
+  if (p.dtype != kF32) {
+    if (!converted.allocate(4 * p.count, error)) return false;
+    to_f32<<<grid_for(p.count), kThreads>>>(in, p.dtype, p.count, converted.as<float>());
+    if (!ok(cudaGetLastError(), error)) return false;
+    m = converted.as<float>();
+  }
+  float* pm = static_cast<float*>(body);  // P, rows x rank
+  float* qm = pm + p.rows * p.rank;       // Q, cols x rank
+  Cublas blas;
+  if (!tmp.allocate(4 * q_size, error) || !coeffs.allocate(4 * p.rank, error) ||
+      !blas.create(error) ||
+      !ok(cudaMemcpy(qm, start.data(), 4 * q_size, cudaMemcpyHostToDevice), error))
+    return false;
+  const cublasHandle_t h = blas.get();
+  if (!m_times(h, d, m, qm, pm, error) || !orthonormalise(h, d, pm, coeffs.as<float>(), error))
+    return false;
+  if (p.cold && p.rank < p.cols) {
+    if (!m_transposed_times(h, d, m, pm, tmp.as<float>(), error) ||
+        !m_times(h, d, m, tmp.as<float>(), pm, error) ||
+        !orthonormalise(h, d, pm, coeffs.as<float>(), error))
+      return false;
+  }
+  return m_transposed_times(h, d, m, pm, qm, error) &&
+         ok(cudaMemcpy(p.q, qm, 4 * q_size, cudaMemcpyDeviceToHost), error);
+}
+
+// M = P Q^T.
+bool decode_powersgd(const BodyParams& p, const void* body, float* out, std::string& error) {
+  Dims d{};
+  if (!powersgd_dims(p, d, error)) return false;
+  const float* pm = static_cast<const float*>(body);
+  const float* qm = pm + p.rows * p.rank;
+  const float one = 1, zero = 0;
+  Cublas blas;
+  return blas.create(error) &&
+         ok(cublasSgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, d.cols, d.rows, d.rank, &one, qm,
+                        d.rank, pm, d.rank, &zero, out, d.cols),
+            error) &&
+         ok(cudaDeviceSynchronize(), error);
+}
+
 }  // namespace
 
 bool available(std::string& why) {
@@ -506,7 +707,7 @@ bool available(std::string& why) {
 }
 
 bool supports(int kind) {
-  return kind >= kNone && kind <= kRandomk;
+  return kind >= kNone && kind <= kPowersgd;
 }
 
 bool encode_body_device(const BodyParams& p, const void* in, void* body, std::string& error) {
@@ -527,6 +728,8 @@ bool encode_body_device(const BodyParams& p, const void* in, void* body, std::st
       return encode_topk(p, in, body, error);
     case kRandomk:
       return encode_randomk(p, in, body, error);
+    case kPowersgd:
+      return encode_powersgd(p, in, body, error);
     default:
       break;
   }
@@ -579,6 +782,7 @@ bool decode_body_device(const BodyParams& p, const void* body, float* out, std::
   }
   if (p.kind == kTopk) return decode_topk(p, body, out, error);
   if (p.kind == kRandomk) return decode_randomk(p, body, out, error);
+  if (p.kind == kPowersgd) return decode_powersgd(p, body, out, error);
   const std::uint64_t block = p.block ? p.block : n;
   const std::uint64_t blocks = (p.kind == kFp16 || p.kind == kBf16) ? 0 : (n + block - 1) / block;
   from_body<<<grid_for(n), kThreads>>>(body, p.kind, n, block, blocks, out);
