@@ -286,11 +286,9 @@ std::vector<std::uint64_t> random_indices(std::uint64_t seed, std::uint64_t n, s
 
 // ---- top-k selection -----------------------------------------------------------------------
 
-// The sort key of a value: its magnitude bits, NaN above +Inf (a NaN is always sent).
-std::uint32_t topk_key(float x) {
-  const std::uint32_t a = math::bits_of(x) & 0x7FFFFFFFu;
-  return a > 0x7F800000u ? 0x7F800001u : a;
-}
+// The sort key (math::topk_key) and the choice of each digit (math::topk_radix_bucket) are
+// shared with the CUDA kernels in codec_math.hpp.
+using math::topk_key;
 
 // The k largest magnitudes, ties to the lower index, ascending: a four-pass radix select
 // of the k-th largest key, then one pass that collects. O(n), deterministic.
@@ -303,11 +301,7 @@ std::vector<std::uint64_t> topk_indices(std::span<const float> x, std::uint64_t 
       const std::uint32_t key = topk_key(v);
       if ((key & mask) == prefix) ++hist[(key >> shift) & 0xFF];
     }
-    int bucket = 255;
-    for (; bucket > 0; --bucket) {
-      if (hist[bucket] >= remaining) break;
-      remaining -= hist[bucket];
-    }
+    const int bucket = math::topk_radix_bucket(hist, remaining);
     prefix |= static_cast<std::uint32_t>(bucket) << shift;
     mask |= 0xFFu << shift;
   }
@@ -893,8 +887,12 @@ bool cuda_supports(CodecKind kind) {
   return cuda::supports(static_cast<int>(kind));
 }
 
-void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape, ConstTensor input,
-                 std::span<std::byte> out, std::uint64_t seed) {
+namespace {
+
+// encode_with() on the GPU: the header here, the body from the kernels. `warm_q` as there.
+void encode_cuda_with(const CodecSpec& requested, std::span<const std::int64_t> shape,
+                      ConstTensor input, std::span<std::byte> out, std::uint64_t key,
+                      RowMatrix* warm_q) {
   const Prepared p = prepare(requested, shape, input, out);
   const CodecSpec& spec = p.spec;
   if (!cuda_supports(spec.kind))
@@ -904,6 +902,8 @@ void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape
   params.kind = static_cast<int>(spec.kind);
   params.dtype = static_cast<int>(input.dtype);
   params.count = p.n;
+  std::vector<std::uint64_t> indices;  // random-k
+  RowMatrix q;                         // PowerSGD
   if (is_fp8(spec.kind)) {
     const bool per_block = spec.scaling == Scaling::per_block;
     if (per_block) h.flags |= kFlagPerBlock, h.a = static_cast<std::uint32_t>(spec.block);
@@ -914,13 +914,45 @@ void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape
     if (spec.stochastic_rounding) h.flags |= kFlagStochastic;
     params.block = static_cast<std::uint64_t>(spec.block);
     params.stochastic = spec.stochastic_rounding;
-    params.seed = derive_seed(spec.seed, seed);
+    params.seed = key;
+  } else if (spec.kind == CodecKind::topk) {
+    h.kept = kept_elements(spec.ratio, p.n);
+    params.kept = h.kept;
+    params.index_width = index_width(p.n);
+  } else if (spec.kind == CodecKind::randomk) {
+    h.kept = kept_elements(spec.ratio, p.n);
+    h.seed = key;
+    // Floyd's algorithm is sequential (each draw depends on the indices drawn before), so
+    // the host draws them with the CPU's own function; the device gathers the values.
+    indices = random_indices(key, p.n, h.kept);
+    params.kept = h.kept;
+    params.indices = indices.data();
+  } else if (spec.kind == CodecKind::powersgd) {
+    const std::uint64_t cols = static_cast<std::uint64_t>(shape.back()), rows = p.n / cols;
+    const int rank = effective_rank(spec.rank, shape);
+    h.a = static_cast<std::uint32_t>(rank);
+    h.b = static_cast<std::uint32_t>(cols);
+    const bool warm = warm_q && warm_q->rows() == Eigen::Index(cols) && warm_q->cols() == rank;
+    q = warm ? *warm_q : random_q(key, Eigen::Index(cols), rank);  // the CPU's Q0
+    params.rows = rows;
+    params.cols = cols;
+    params.rank = static_cast<std::uint64_t>(rank);
+    params.q = q.data();  // replaced by the new Q
+    params.cold = !warm;
   }
   std::string error;
   if (!cuda::encode_body_host(params, input.data, p.n * element_size(input.dtype),
                               out.data() + kHeaderBytes, out.size() - kHeaderBytes, error))
     throw CodecError("encode_cuda: " + error);
   write_header(out.data(), h);
+  if (warm_q && spec.kind == CodecKind::powersgd) *warm_q = std::move(q);
+}
+
+}  // namespace
+
+void encode_cuda(const CodecSpec& requested, std::span<const std::int64_t> shape, ConstTensor input,
+                 std::span<std::byte> out, std::uint64_t seed) {
+  encode_cuda_with(requested, shape, input, out, derive_seed(requested.seed, seed), nullptr);
 }
 
 void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
@@ -936,6 +968,16 @@ void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
   params.count = info.count;
   params.block =
       is_fp8(info.kind) && !info.per_block ? std::max<std::uint64_t>(info.count, 1) : info.block;
+  params.kept = info.kept;
+  std::vector<std::uint64_t> indices;
+  if (info.kind == CodecKind::topk) params.index_width = index_width(info.count);
+  if (info.kind == CodecKind::randomk) {  // drawn on the host, as when encoding
+    indices = random_indices(info.seed, info.count, info.kept);
+    params.indices = indices.data();
+  }
+  params.rows = info.rows;
+  params.cols = info.cols;
+  params.rank = info.rank;
   std::string error;
   if (!cuda::decode_body_host(params, encoded.data() + kHeaderBytes, encoded.size() - kHeaderBytes,
                               out.data(), error))
@@ -944,10 +986,11 @@ void decode_cuda(std::span<const std::byte> encoded, std::span<float> out) {
 
 // ---- TensorCodec ---------------------------------------------------------------------------
 
-TensorCodec::TensorCodec(const CodecSpec& spec, Shape shape, DType dtype)
+TensorCodec::TensorCodec(const CodecSpec& spec, Shape shape, DType dtype, Device device)
     : spec_(effective_spec(spec, shape)),
       shape_(std::move(shape)),
       dtype_(dtype),
+      device_(device),
       bytes_(compress::encoded_bytes(spec_, shape_, dtype_)) {
   const bool ef =
       spec_.error_feedback && (spec_.kind == CodecKind::topk || spec_.kind == CodecKind::randomk ||
@@ -966,8 +1009,14 @@ void TensorCodec::encode(ConstTensor input, std::span<std::byte> out) {
       warm = Eigen::Map<RowMatrix>(warm_q_.data(), cols, rank);
     }
   }
+  auto encode_step = [&](ConstTensor what) {
+    if (device_ == Device::cuda)
+      encode_cuda_with(spec_, shape_, what, out, key, warm_ptr);
+    else
+      encode_with(spec_, shape_, what, out, key, warm_ptr);
+  };
   if (residual_.empty()) {
-    encode_with(spec_, shape_, input, out, key, warm_ptr);
+    encode_step(input);
   } else {
     if (input.count != residual_.size())
       throw CodecError("encode: the codec was made for " + std::to_string(residual_.size()) +
@@ -988,7 +1037,7 @@ void TensorCodec::encode(ConstTensor input, std::span<std::byte> out) {
       convert(to_send, std::span<BFloat16>(as_bf16));
       to_send = std::span<const BFloat16>(as_bf16);
     }
-    encode_with(spec_, shape_, to_send, out, key, warm_ptr);
+    encode_step(to_send);
     std::vector<float> sent(acc.size());
     decode(out, MutableTensor(std::span<float>(sent)));
     for (std::size_t i = 0; i < acc.size(); ++i) residual_[i] = acc[i] - sent[i];

@@ -123,10 +123,11 @@ std::vector<std::byte> encode(const CodecSpec& spec, std::span<const std::int64_
 // converted with round-to-nearest-even). Elements a sparse codec did not send are zero.
 void decode(std::span<const std::byte> encoded, MutableTensor out);
 
-// The GPU path (compress/codec_cuda.cu, built when nvcc is found): the same bytes as
-// encode() for the deterministic codecs with kernels (none, fp16, bf16, fp8 in both
-// scalings, int8, int4; stochastic rounding too, it is a function of the seed). Host
-// memory in and out. cuda_available() says why not when it cannot run ("no CUDA device").
+// The GPU path (compress/codec_cuda.cu, built when nvcc is found): kernels for every
+// codec. The same bytes as encode() for all but PowerSGD (stochastic rounding and random-k
+// too: they are functions of the seed; top-k breaks ties as the CPU does); PowerSGD runs the
+// same algorithm with cuBLAS and decodes to the CPU's result up to rounding. Host memory
+// in and out. cuda_available() says why not when it cannot run ("no CUDA device").
 bool cuda_available(std::string* why = nullptr);
 bool cuda_supports(CodecKind kind);
 // CodecError when the codec has no kernel, the arguments are wrong or CUDA fails.
@@ -134,10 +135,15 @@ void encode_cuda(const CodecSpec& spec, std::span<const std::int64_t> shape, Con
                  std::span<std::byte> out, std::uint64_t seed = 0);
 void decode_cuda(std::span<const std::byte> encoded, std::span<float> out);
 
-// A codec bound to one tensor across training steps.
+// Where TensorCodec encodes: on the CPU (as encode()) or with the CUDA kernels (as
+// encode_cuda(); CodecError where they cannot run).
+enum class Device { cpu, cuda };
+
+// A codec bound to one tensor across training steps. The error-feedback residual and the
+// warm-start Q are kept in host memory whichever device encodes.
 class TensorCodec {
  public:
-  TensorCodec(const CodecSpec& spec, Shape shape, DType dtype);
+  TensorCodec(const CodecSpec& spec, Shape shape, DType dtype, Device device = Device::cpu);
 
   std::size_t encoded_bytes() const { return bytes_; }
   const CodecSpec& spec() const { return spec_; }  // the effective spec for this shape
@@ -154,6 +160,7 @@ class TensorCodec {
   CodecSpec spec_;
   Shape shape_;
   DType dtype_;
+  Device device_;
   std::size_t bytes_;
   std::uint64_t step_ = 0;
   std::vector<float> residual_;

@@ -1,7 +1,8 @@
 // Plain C++17 interface between codec.cpp (C++20) and the CUDA kernels (codec_cuda.cu,
 // nvcc, C++17): the body of an encoding (everything after the header), computed on the
 // GPU with the element arithmetic of codec_math.hpp, so that it is bit-identical to the
-// CPU's for the deterministic codecs. Built from codec_cuda_none.cpp without nvcc.
+// CPU's for every codec but PowerSGD (cuBLAS sums in another order: equal to rounding).
+// Built from codec_cuda_none.cpp without nvcc.
 #pragma once
 
 #include <cstddef>
@@ -17,12 +18,24 @@ struct BodyParams {
   std::uint64_t block = 0;  // elements per scale (per-tensor fp8: count)
   bool stochastic = false;
   std::uint64_t seed = 0;  // the derived key (stochastic rounding)
+  // top-k and random-k
+  std::uint64_t kept = 0;         // elements sent
+  std::uint64_t index_width = 0;  // top-k: bytes per index
+  // random-k: the kept indices, ascending, in HOST memory, drawn by codec.cpp's
+  // random_indices() (Floyd's algorithm is sequential; the device only gathers/scatters).
+  const std::uint64_t* indices = nullptr;
+  // PowerSGD: the matrix (rows x cols, row-major) and the rank; q is HOST memory, cols x rank
+  // row-major: the starting Q on entry, the new Q (the next warm start) on return.
+  std::uint64_t rows = 0, cols = 0, rank = 0;
+  float* q = nullptr;
+  bool cold = true;  // no warm start: one extra power iteration (the identity if rank == cols)
 };
 
 // Whether the GPU path can run here; otherwise `why` says why (no CUDA in this build, no
 // device).
 bool available(std::string& why);
-// The codecs with GPU kernels: none, fp16, bf16, fp8 (both scalings), int8, int4.
+// The codecs with GPU kernels: all of them (none, fp16, bf16, fp8 in both scalings, int8,
+// int4, top-k, random-k, PowerSGD).
 bool supports(int kind);
 
 // Device pointers. Return false with `error` set on a CUDA error.

@@ -246,6 +246,28 @@ HGSIM_HD float dequantize(int code, float scale, float qmax) {
   return mul_rn(static_cast<float>(code), scale);
 }
 
+// ---- top-k selection -----------------------------------------------------------------------
+
+// The sort key of a value: its magnitude bits, NaN above +Inf (a NaN is always sent). The
+// integer order of the keys is the order of the magnitudes.
+HGSIM_HD std::uint32_t topk_key(float x) {
+  const std::uint32_t a = bits_of(x) & 0x7FFFFFFFu;
+  return a > 0x7F800000u ? 0x7F800001u : a;
+}
+
+// One pass of top-k's radix select, from the histogram of one 8-bit digit among the keys
+// that match the digits chosen so far: the digit of the k-th largest key. `remaining` (how
+// many of the matching keys are still wanted) becomes how many keys with that digit are.
+// The CPU encoder and the CUDA host code both call this, so they choose the same threshold.
+inline int topk_radix_bucket(const std::uint64_t hist[256], std::uint64_t& remaining) {
+  int bucket = 255;
+  for (; bucket > 0; --bucket) {
+    if (hist[bucket] >= remaining) break;
+    remaining -= hist[bucket];
+  }
+  return bucket;
+}
+
 // Counter-based random numbers (SplitMix64 finaliser): deterministic given (seed, index),
 // the same on CPU and GPU, independent of the order elements are processed in.
 HGSIM_HD std::uint64_t mix64(std::uint64_t z) {

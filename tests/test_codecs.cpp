@@ -624,19 +624,27 @@ TEST(CodecsCommand, JsonHasEveryCodecAndTheMemcpyReference) {
 
 // ---- CPU and CUDA ------------------------------------------------------------------------
 
-// The deterministic codecs write the same bytes on the GPU as on the CPU (and decode to
-// the same values). Runs where a GPU is; skips elsewhere, saying why.
+// Every codec but PowerSGD writes the same bytes on the GPU as on the CPU (and decodes to
+// the same values); PowerSGD is compared to rounding below. Runs where a GPU is; skips
+// elsewhere, saying why.
 TEST(CodecsCuda, EncodingsAreBitIdenticalToTheCpu) {
   std::string why;
   if (!cuda_available(&why)) GTEST_SKIP() << why;
   SEEDED(rng);
-  for (const CodecSpec& spec : all_specs()) {
-    if (!cuda_supports(spec.kind)) continue;
+  std::vector<CodecSpec> specs = all_specs();
+  CodecSpec dense_topk = make(CodecKind::topk), dense_randomk = make(CodecKind::randomk);
+  dense_topk.ratio = dense_randomk.ratio = 0.7;  // random-k's bitmap branch, many top-k ties
+  specs.push_back(dense_topk);
+  specs.push_back(dense_randomk);
+  for (const CodecSpec& spec : specs) {
     SCOPED_TRACE(describe(spec));
     for (const Shape& shape : {Shape{0}, Shape{1}, Shape{1001}, Shape{300, 129}}) {
+      if (effective_spec(spec, shape).kind == CodecKind::powersgd) continue;  // not bit-exact
       const std::size_t n = element_count(shape);
       std::vector<float> x = gaussian(rng, n, 10.0f);
       if (n > 10) x[3] = NAN, x[5] = INFINITY, x[7] = -1e-40f;
+      // Ties for top-k: a third of the elements share a few magnitudes (both signs).
+      for (std::size_t i = 11; i < n; i += 3) x[i] = float(int(rng() % 5) - 2) * 1.5f;
       std::vector<BFloat16> b(n);
       convert(std::span<const float>(x), std::span<BFloat16>(b));
       for (bool as_bf16 : {false, true}) {
@@ -655,14 +663,123 @@ TEST(CodecsCuda, EncodingsAreBitIdenticalToTheCpu) {
   }
 }
 
+// A damaged top-k index list is refused on the GPU as on the CPU.
+TEST(CodecsCuda, DamagedTopKIndicesAreRefused) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << why;
+  SEEDED(rng);
+  std::vector<float> x = gaussian(rng, 1000);
+  CodecSpec spec = make(CodecKind::topk);
+  spec.ratio = 0.1;
+  std::vector<std::byte> enc = encode(spec, Shape{1000}, std::span<const float>(x));
+  std::vector<float> y(1000);
+  std::vector<std::byte> beyond = enc, repeated = enc;
+  beyond[kHeaderBytes + 1] = std::byte{0xFF};  // index 0's high byte: 0xFFxx >= 1000
+  std::memcpy(&repeated[kHeaderBytes + 2], &repeated[kHeaderBytes], 2);  // index 1 = index 0
+  EXPECT_THROW(decode_cuda(beyond, y), CodecError);
+  EXPECT_THROW(decode_cuda(repeated, y), CodecError);
+}
+
+// PowerSGD on the GPU: the same algorithm as the CPU with cuBLAS and Gram-Schmidt, so the
+// decoded matrices agree to rounding (the bytes do not: sums in another order, column
+// signs); exact on matrices of rank <= r, as on the CPU, the zero matrix included (a rank
+// above the matrix's makes P's extra columns dependent).
+TEST(CodecsCuda, PowerSgdMatchesTheCpuToRounding) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << why;
+  SEEDED(rng);
+  for (auto [rows, cols, r] : {std::tuple{64, 48, 4}, std::tuple{200, 17, 8}, {5, 300, 1}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " rank " + std::to_string(r));
+    std::vector<float> a = gaussian(rng, rows * r), b = gaussian(rng, cols * r);
+    std::vector<float> m(rows * cols, 0);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j)
+        for (int k = 0; k < r; ++k) m[i * cols + j] += a[i * r + k] * b[j * r + k];
+    std::vector<float> noisy = gaussian(rng, rows * cols, 0.01f);  // rank r plus a little noise
+    for (std::size_t i = 0; i < m.size(); ++i) noisy[i] += m[i];
+    std::vector<float> full = gaussian(rng, rows * cols);
+    std::vector<float> zeros(rows * cols, 0.0f);  // every column of P dependent
+    CodecSpec spec = make(CodecKind::powersgd);
+    const Shape shape{rows, cols};
+    for (int rank : {r, 1000}) {  // 1000: clamped to min(rows, cols), the matrix is sent whole
+      spec.rank = rank;
+      for (const std::vector<float>* input : {&m, &noisy, &full, &zeros}) {
+        if (input == &full && rank == r) continue;  // no dominant subspace to agree on
+        const ConstTensor in{std::span<const float>(*input)};
+        const std::uint64_t seed = rng();
+        const std::vector<std::byte> cpu = encode(spec, shape, in, seed);
+        std::vector<std::byte> gpu(cpu.size());
+        encode_cuda(spec, shape, in, gpu, seed);
+        ASSERT_TRUE(std::equal(cpu.begin(), cpu.begin() + kHeaderBytes, gpu.begin()));
+        std::vector<float> from_cpu(input->size()), from_gpu(input->size()),
+            gpu_decoded(input->size());
+        decode(cpu, std::span<float>(from_cpu));
+        decode(gpu, std::span<float>(from_gpu));
+        decode_cuda(gpu, gpu_decoded);
+        EXPECT_LT(relative_l2_error(from_cpu, from_gpu), 1e-4) << "rank " << rank;
+        EXPECT_LT(relative_l2_error(from_gpu, gpu_decoded), 1e-5) << "rank " << rank;
+        const bool exact = input != &noisy || rank != r;  // rank <= r, or the whole matrix
+        if (exact) {
+          EXPECT_LT(relative_l2_error(*input, from_gpu), 1e-4) << "rank " << rank;
+        }
+      }
+    }
+  }
+}
+
+// TensorCodec on the GPU: error feedback and warm start as on the CPU. top-k and random-k
+// send the CPU's exact bytes at every step (the residual too is then the CPU's); PowerSGD's
+// decoded steps agree to rounding.
+TEST(CodecsCuda, TensorCodecErrorFeedbackAndWarmStartMatchTheCpu) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << why;
+  SEEDED(rng);
+  const Shape shape{48, 40};
+  const std::size_t n = 48 * 40;
+  std::vector<float> drift = gaussian(rng, n, 0.2f);
+  for (CodecKind kind : {CodecKind::topk, CodecKind::randomk, CodecKind::powersgd}) {
+    SCOPED_TRACE(to_string(kind));
+    CodecSpec spec = make(kind);
+    spec.error_feedback = true;
+    spec.rank = 2;
+    spec.warm_start = true;
+    spec.seed = rng();
+    TensorCodec cpu(spec, shape, DType::fp32), gpu(spec, shape, DType::fp32, Device::cuda);
+    std::vector<double> sum_in(n, 0), sum_sent(n, 0);
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> g = gaussian(rng, n);
+      for (std::size_t i = 0; i < n; ++i) g[i] += drift[i];
+      const std::vector<std::byte> a = cpu.encode(std::span<const float>(g));
+      const std::vector<std::byte> b = gpu.encode(std::span<const float>(g));
+      std::vector<float> ya(n), yb(n);
+      decode(a, std::span<float>(ya));
+      decode(b, std::span<float>(yb));
+      for (std::size_t i = 0; i < n; ++i) sum_in[i] += g[i], sum_sent[i] += yb[i];
+      if (kind != CodecKind::powersgd)
+        ASSERT_EQ(a, b) << "step " << step;
+      else
+        EXPECT_LT(relative_l2_error(ya, yb), 1e-3) << "step " << step;
+    }
+    double identity = 0;  // sent + held back == input, up to rounding
+    for (std::size_t i = 0; i < n; ++i)
+      identity = std::max(identity, std::fabs(sum_sent[i] + gpu.residual()[i] - sum_in[i]));
+    EXPECT_LT(identity, 1e-3);
+  }
+}
+
 TEST(CodecsCuda, WithoutADeviceTheGpuPathSaysWhy) {
   std::string why;
   if (cuda_available(&why)) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(why.empty());
-  std::vector<float> x(16, 1.0f);
-  std::vector<std::byte> out(encoded_bytes(make(CodecKind::int8), Shape{16}, DType::fp32));
-  EXPECT_THROW(encode_cuda(make(CodecKind::int8), Shape{16}, std::span<const float>(x), out),
-               CodecError);
+  std::vector<float> x(16, 1.0f), y(16);
+  for (const CodecSpec& spec : all_specs()) {  // every codec: a CodecError, never a crash
+    SCOPED_TRACE(describe(spec));
+    std::vector<std::byte> out(encoded_bytes(spec, Shape{4, 4}, DType::fp32));
+    EXPECT_THROW(encode_cuda(spec, Shape{4, 4}, std::span<const float>(x), out), CodecError);
+    EXPECT_THROW(decode_cuda(encode(spec, Shape{4, 4}, std::span<const float>(x)), y), CodecError);
+    TensorCodec on_gpu(spec, Shape{4, 4}, DType::fp32, Device::cuda);
+    EXPECT_THROW(on_gpu.encode(std::span<const float>(x)), CodecError);
+  }
 }
 
 // Found by fuzz_topk: top-k values follow 1- to 5-byte indices, so they are unaligned; the
