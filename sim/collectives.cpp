@@ -136,19 +136,8 @@ std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c) {
       have[i - mask] = join_of(s.graph, {have[i - mask], arrived});
     }
   }
-  // Broadcast the sum back down the same tree, widest stride first.
-  std::vector<NodeId> sent = have;
-  for (int round = 0, mask = 1 << (ceil_log2(n) - 1); mask >= 1; ++round, mask >>= 1) {
-    const int label = step_label(s, c, "broadcast", round);
-    for (int i = 0; i + mask < n; i += 2 * mask) {
-      const NodeId after = join_of(s.graph, {have[i], sent[i]});
-      const NodeId arrived =
-          s.send(c.members[i], c.members[i + mask], c.bytes, after, label, c.flows);
-      have[i + mask] = join_of(s.graph, {have[i + mask], arrived});
-      sent[i] = arrived;
-    }
-  }
-  return have;
+  // Broadcast the sum from members[0] back to everyone.
+  return tree_broadcast(s, {c.members, have, c.bytes, c.name, c.flows});
 }
 
 std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collective& c) {
