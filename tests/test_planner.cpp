@@ -114,35 +114,15 @@ TEST(PlannerPartition, FasterStagesGetMoreLayersAndMemoryCapsThem) {
 
 // ---- the analytic model against closed forms and the simulator -----------------------------
 
-const char* kTinyModel = R"(
-model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
-)";
-
-std::string balanced_pipeline(const std::string& schedule, int stages, int micro_batches,
-                              int virtual_stages = 1) {
-  std::string yaml = std::string("name: pipeline\n") + kTinyModel +
-                     "training: {global_batch: " + std::to_string(micro_batches) +
-                     ", seq_len: 128, precision: bf16}\n"
-                     "clusters:\n"
-                     "  - {name: c, gpu: H100-80GB-SXM, nodes: " +
-                     std::to_string(stages) +
-                     ", gpus_per_node: 1, nvlink: {bandwidth: 1000TB/s, latency: 0s}, "
-                     "nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
-                     "strategy:\n  schedule: " +
-                     schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) +
-                     "\n  pipelines:\n    - micro_batches: " + std::to_string(micro_batches) +
-                     "\n      stages:\n";
-  for (int s = 0; s < stages; ++s)
-    yaml += "        - {cluster: c, layers: " + std::to_string(8 / stages) + "}\n";
-  return yaml;
-}
+using testing::kTinyModel;
+using testing::pipeline_scenario;
 
 TEST(PlannerCostModel, BalancedPipelineTakesTheClosedFormLikeTheSimulator) {
   const double tf = 1e-3;
   const FixedTimes compute(tf);
   for (const char* schedule : {"1f1b", "gpipe"})
     for (auto [p, m] : {std::pair{4, 8}, std::pair{2, 5}, std::pair{8, 3}}) {
-      auto c = checked(balanced_pipeline(schedule, p, m));
+      auto c = checked(pipeline_scenario(schedule, p, m));
       const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
       const double stage = 8 / p * 3 * tf;
       const double expected = (m + p - 1) * stage;  // (m + p - 1)(t_f + t_b)
@@ -151,7 +131,7 @@ TEST(PlannerCostModel, BalancedPipelineTakesTheClosedFormLikeTheSimulator) {
       EXPECT_NEAR(simulate(c, c.scenario.strategy.plan, compute), analytic, 1e-6 * expected);
     }
   // Interleaved: (m + (p - 1) / v)(t_f + t_b).
-  auto c = checked(balanced_pipeline("interleaved", 4, 8, 2));
+  auto c = checked(pipeline_scenario("interleaved", 4, 8, 2));
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
   const double expected = (8 + 3.0 / 2) * 2 * 3 * tf;
   EXPECT_NEAR(planner::estimate(ctx, c.scenario.strategy.plan).iteration_s, expected,

@@ -48,29 +48,8 @@ Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
   return result ? *result : Json{{"iteration_time_s", -1}};
 }
 
-const char* kTinyModel = R"(
-model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
-)";
-
-// p stages on p single-GPU nodes joined by links so fast that transfers cost nothing.
-std::string pipeline_scenario(const std::string& schedule, int stages, int micro_batches,
-                              int virtual_stages = 1) {
-  std::string yaml = std::string("name: pipeline\n") + kTinyModel +
-                     "training: {global_batch: " + std::to_string(micro_batches) +
-                     ", seq_len: 128, precision: bf16}\n"
-                     "clusters:\n"
-                     "  - {name: c, gpu: H100-80GB-SXM, nodes: " +
-                     std::to_string(stages) +
-                     ", gpus_per_node: 1, nvlink: {bandwidth: 1000TB/s, latency: 0s}, "
-                     "nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
-                     "strategy:\n  schedule: " +
-                     schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) +
-                     "\n  pipelines:\n    - micro_batches: " + std::to_string(micro_batches) +
-                     "\n      stages:\n";
-  for (int s = 0; s < stages; ++s)
-    yaml += "        - {cluster: c, layers: " + std::to_string(8 / stages) + "}\n";
-  return yaml;
-}
+using testing::kTinyModel;
+using testing::pipeline_scenario;
 
 // ---- pipeline schedules -------------------------------------------------------------------
 
