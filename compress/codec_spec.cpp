@@ -23,8 +23,9 @@ std::optional<CodecKind> kind_of(const std::string& name) {
   return std::nullopt;
 }
 
-// The parameters each codec accepts; anything else is an unknown key.
-std::vector<std::string> accepted_params(CodecKind kind) {
+}  // namespace
+
+std::vector<std::string> codec_parameters(CodecKind kind) {
   switch (kind) {
     case CodecKind::fp8_e4m3:
     case CodecKind::fp8_e5m2:
@@ -46,7 +47,7 @@ std::vector<std::string> accepted_params(CodecKind kind) {
 // Defaults: block 128 (as in LLM.int8/bitsandbytes block-wise quantisation), top-k and
 // random-k send 1% with error feedback, PowerSGD rank 4 with error feedback and warm start
 // (Vogels et al. 2019), non-2-D tensors sent uncompressed.
-CodecSpec defaults(CodecKind kind) {
+CodecSpec default_spec(CodecKind kind) {
   CodecSpec spec;
   spec.kind = kind;
   switch (kind) {
@@ -69,6 +70,8 @@ CodecSpec defaults(CodecKind kind) {
   }
   return spec;
 }
+
+namespace {
 
 class ParamReader {
  public:
@@ -131,6 +134,10 @@ std::string to_string(CodecKind kind) {
   return "?";
 }
 
+std::optional<CodecKind> codec_kind(const std::string& name) {
+  return kind_of(name);
+}
+
 std::vector<std::string> codec_names() {
   std::vector<std::string> names;
   for (const auto& entry : codec_table()) names.push_back(entry.second);
@@ -171,9 +178,9 @@ std::optional<CodecSpec> resolve_codec(const core::CodecConfig& config, const co
                 core::did_you_mean(config.codec, codec_names()));
     return std::nullopt;
   }
-  CodecSpec spec = defaults(*kind);
+  CodecSpec spec = default_spec(*kind);
   ParamReader reader(path, diags);
-  const std::vector<std::string> accepted = accepted_params(*kind);
+  const std::vector<std::string> accepted = codec_parameters(*kind);
   const int errors_before = diags.error_count();
   for (const auto& [key, value] : config.params) {
     if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
@@ -192,6 +199,30 @@ std::optional<CodecSpec> resolve_codec(const core::CodecConfig& config, const co
   }
   if (diags.error_count() != errors_before) return std::nullopt;
   return spec;
+}
+
+std::optional<CodecSpec> parse_codec_spec(const core::Node& n, const std::string& path,
+                                          core::Diagnostics& diags) {
+  const auto config = core::parse_codec(n, path, diags);
+  if (!config) return std::nullopt;
+  return resolve_codec(*config, core::Scenario{}, path, diags);
+}
+
+core::Json codec_to_json(const CodecSpec& spec) {
+  core::Json out{{"codec", to_string(spec.kind)}};
+  for (const std::string& key : codec_parameters(spec.kind)) {
+    if (key == "scaling")
+      out[key] = spec.scaling == Scaling::per_block ? "per-block" : "per-tensor";
+    if (key == "block" && (spec.block > 0)) out[key] = spec.block;
+    if (key == "stochastic_rounding") out[key] = spec.stochastic_rounding;
+    if (key == "ratio") out[key] = spec.ratio;
+    if (key == "error_feedback") out[key] = spec.error_feedback;
+    if (key == "seed") out[key] = spec.seed;
+    if (key == "rank") out[key] = spec.rank;
+    if (key == "warm_start") out[key] = spec.warm_start;
+    if (key == "fallback") out[key] = to_string(spec.fallback);
+  }
+  return out;
 }
 
 std::optional<CompressionSpecs> resolve_policy(const core::Scenario& s, core::Diagnostics& diags) {

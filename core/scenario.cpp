@@ -549,6 +549,27 @@ Json plan_to_json(const Plan& plan) {
   return out;
 }
 
+std::optional<CodecConfig> parse_codec(const Node& c, const std::string& codec_path,
+                                       Diagnostics& d) {
+  if (c.is_scalar()) return CodecConfig{c.text, {}};
+  if (!c.is_mapping()) {
+    d.error(c.where, codec_path,
+            "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
+                c.describe());
+    return std::nullopt;
+  }
+  const Node* name = c.find("codec");
+  if (name == nullptr || !name->is_scalar()) {
+    d.error(c.where, child_path(codec_path, "codec"), "missing key 'codec'",
+            "e.g. {codec: topk, ratio: 0.01}");
+    return std::nullopt;
+  }
+  CodecConfig out{name->text, {}};
+  for (const auto& [k, v] : c.entries)
+    if (k != "codec") out.params.emplace_back(k, v);
+  return out;
+}
+
 CompressionPolicy parse_compression(const Node& n, const std::string& path, Diagnostics& d) {
   CompressionPolicy policy;
   Fields f(n, path, d);
@@ -556,26 +577,7 @@ CompressionPolicy parse_compression(const Node& n, const std::string& path, Diag
   auto read_codec = [&](std::string_view key, CodecConfig& out) {
     const Node* c = f.optional(key);
     if (c == nullptr) return;
-    std::string codec_path = f.path_of(key);
-    if (c->is_scalar()) {
-      out.codec = c->text;
-      return;
-    }
-    if (!c->is_mapping()) {
-      d.error(c->where, codec_path,
-              "expected a codec name (int8) or a mapping ({codec: topk, ratio: 0.01}), found " +
-                  c->describe());
-      return;
-    }
-    const Node* name = c->find("codec");
-    if (name == nullptr || !name->is_scalar()) {
-      d.error(c->where, child_path(codec_path, "codec"), "missing key 'codec'",
-              "e.g. {codec: topk, ratio: 0.01}");
-      return;
-    }
-    out.codec = name->text;
-    for (const auto& [k, v] : c->entries)
-      if (k != "codec") out.params.emplace_back(k, v);
+    if (auto config = parse_codec(*c, f.path_of(key), d)) out = *config;
   };
   read_codec("wan_activations", policy.wan_activations);
   read_codec("wan_gradients", policy.wan_gradients);

@@ -249,6 +249,9 @@ Json scenario_to_json(const Scenario& s);
 // pipelines, grad_sync, ...). Checking it against a scenario (clusters exist, GPUs and
 // batch add up) is check_plan's job.
 std::optional<Plan> parse_plan(const Node& document, const std::string& path, Diagnostics& diags);
+// One codec as a scenario names it: `int8` or `{codec: topk, ratio: 0.01}` (the parameters
+// stay untyped: compress::resolve_codec checks them). Problems are reported at `path`.
+std::optional<CodecConfig> parse_codec(const Node& n, const std::string& path, Diagnostics& diags);
 // A `compression:` mapping (wan_activations, wan_gradients); `path` prefixes key paths.
 CompressionPolicy parse_compression(const Node& n, const std::string& path, Diagnostics& diags);
 // The scenario a plan runs in: its training.recompute and compression replaced by the
