@@ -12,6 +12,7 @@
 #include "apps/codecs_command.hpp"
 #include "apps/plan_command.hpp"
 #include "apps/profile_command.hpp"
+#include "apps/run_point.hpp"
 #include "apps/validate.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
@@ -333,56 +334,6 @@ int cmd_gpus(bool json, std::ostream& out) {
 
 // ---- hgsim run ---------------------------------------------------------------------------
 
-struct RunOptions {
-  std::string plan_file;
-  std::string fidelity;
-  std::vector<std::string> profiles;
-  bool report_stats = false;
-  sim::SimulationOptions sim;
-};
-
-// Simulates one checked point; the plan is the scenario's or the --plan file's.
-std::optional<Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                   core::Diagnostics& diags) {
-  core::Plan plan = c.scenario.strategy.plan;
-  std::string plan_path = "strategy";
-  if (!options.plan_file.empty()) {
-    auto loaded = core::load_plan(options.plan_file, diags);
-    if (!loaded || diags.has_errors()) return std::nullopt;
-    if (!check_plan_file_against(*loaded, c, diags)) return std::nullopt;
-    plan = *loaded;
-    plan_path = "";
-  } else if (c.scenario.strategy.automatic) {
-    auto chosen = auto_plan(c, diags);  // strategy: auto plays the planner's best plan
-    if (!chosen) return std::nullopt;
-    plan = *chosen;
-    plan_path = "";
-  }
-  // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
-  // without a profile of their own are estimated (roofline on datasheet figures).
-  const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
-  const auto compute = kernels::compute_model_for(files, diags);
-  if (diags.has_errors()) return std::nullopt;
-  // The plan may choose its own recomputation and codecs (the planner's plans do).
-  const auto effective = with_plan_choices(c, plan, plan_path, diags);
-  if (!effective) return std::nullopt;
-  sim::SimulationInput in;
-  in.scenario = &effective->scenario;
-  in.plan = &plan;
-  in.plan_path = plan_path;
-  in.model = &c.model;
-  in.compression = effective->compression;
-  in.compute = compute.get();
-  sim::SimulationStats stats;
-  auto result = sim::simulate(in, options.sim, diags, &stats);
-  if (result && options.report_stats)
-    std::cerr << "hgsim: simulated " << static_cast<long>(stats.activities) << " activities ("
-              << static_cast<long>(stats.graph_nodes) << " graph nodes) in "
-              << core::human_duration(core::Seconds(stats.wall_s)) << ", peak memory "
-              << core::human_size(core::Bytes(stats.peak_rss_bytes)) << "\n";
-  return result;
-}
-
 int cmd_run(const std::string& path, const RunOptions& options, bool json, std::ostream& out,
             std::ostream& err) {
   core::Diagnostics diags;
@@ -405,9 +356,8 @@ int cmd_run(const std::string& path, const RunOptions& options, bool json, std::
   return kSuccess;
 }
 
-int run_points(const std::vector<CheckedPoint>& points, bool json, std::ostream& out,
-               std::ostream& err) {
-  RunOptions options;
+int run_points(const std::vector<CheckedPoint>& points, const RunOptions& options, bool json,
+               std::ostream& out, std::ostream& err) {
   Json list = Json::array();
   Table t({"point", "settings", "iteration", "tokens/s", "MFU"});
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -436,16 +386,13 @@ int run_points(const std::vector<CheckedPoint>& points, bool json, std::ostream&
 
 // ---- hgsim sweep / plan -----------------------------------------------------------------
 
-int run_points(const std::vector<CheckedPoint>& points, bool json, std::ostream& out,
-               std::ostream& err);
-
-int cmd_sweep(const std::string& path, bool json, bool list_only, std::ostream& out,
-              std::ostream& err) {
+int cmd_sweep(const std::string& path, const RunOptions& options, bool json, bool list_only,
+              std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
   if (!points) return report_bad_input(diags, json, out, err);
   err << diags.format();
-  if (!list_only) return run_points(*points, json, out, err);
+  if (!list_only) return run_points(*points, options, json, out, err);
   if (json) {
     Json list = Json::array();
     for (const CheckedPoint& p : *points) {
@@ -502,9 +449,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                   "full (every GPU and transfer), folded (identical groups once) or auto "
                   "(full up to 256 GPUs); overrides simulation.fidelity")
       ->check(CLI::IsMember({"full", "folded", "auto"}));
-  run->add_option("--profile", run_options.profiles,
-                  "measured profile JSON (hgsim profile); repeatable; default: the profiles in "
-                  "kernels/profiles/");
+  CLI::Option* op_profiles =
+      run->add_option("--profile", run_options.profiles,
+                      "measured profile JSON (hgsim profile); repeatable; default: the profiles in "
+                      "kernels/profiles/");
+  run->add_option("--layer-profile", run_options.layer_profile,
+                  "a layer profile (hgsim-layer-profile/1, what the live profiler measures): "
+                  "every device's compute comes from it")
+      ->excludes(op_profiles);
   run->add_option("--trace", run_options.sim.trace_path,
                   "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
   run->add_option("--export-platform", run_options.sim.platform_path,
@@ -542,6 +494,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sweep->add_option("SCENARIO", scenario, "scenario file")->required();
   sweep->add_flag("--json", json, "print as JSON");
   sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
+  RunOptions sweep_options;
+  sweep->add_option("--layer-profile", sweep_options.layer_profile,
+                    "a layer profile (hgsim-layer-profile/1): every device's compute comes "
+                    "from it, at every point");
 
   CodecsOptions codecs_options;
   CLI::App* codecs = add_codecs_command(app, codecs_options);
@@ -574,16 +530,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (gpus->parsed()) return cmd_gpus(json, out);
     if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
     if (profile->parsed()) return run_profile_command(profile_options, out, err);
-    if (sweep->parsed()) return cmd_sweep(scenario, json, list_only, out, err);
-    if (run->parsed()) {
-      if (!run_options.fidelity.empty()) {
-        run_options.sim.fidelity_from_cli = true;
-        run_options.sim.fidelity = run_options.fidelity == "full"     ? core::Fidelity::full
-                                   : run_options.fidelity == "folded" ? core::Fidelity::folded
-                                                                      : core::Fidelity::automatic;
-      }
-      return cmd_run(scenario, run_options, json, out, err);
-    }
+    if (sweep->parsed()) return cmd_sweep(scenario, sweep_options, json, list_only, out, err);
+    if (run->parsed()) return cmd_run(scenario, run_options, json, out, err);
     if (plan->parsed()) {
       plan_options.json = json;
       return cmd_plan(scenario, plan_options, out, err);

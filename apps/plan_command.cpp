@@ -93,7 +93,12 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
     return kBadInput;
   }
   err << diags.format();
-  CheckedScenario c = points->front().checked;
+  return plan_scenario(points->front().checked, path, options, out, err);
+}
+
+int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandOptions& options,
+                  std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
   if (options.no_compression) c.compression = {};
   static const kernels::RooflineModel roofline;
   const auto wall_start = std::chrono::steady_clock::now();

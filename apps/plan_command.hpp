@@ -24,6 +24,10 @@ struct PlanCommandOptions {
 
 int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,
              std::ostream& err);
+// The same for a scenario already checked (one point; the Python module's plan()). `path`
+// names the scenario in messages.
+int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandOptions& options,
+                  std::ostream& out, std::ostream& err);
 
 // The planner's best plan for a scenario with `strategy: auto` (what `hgsim run` plays);
 // nullopt with the reasons in `diags` when no plan fits.

@@ -77,17 +77,27 @@ std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& 
   const int errors_before = diags.error_count();
   auto document = core::load_document(path, diags);
   if (!document) return std::nullopt;
+  auto points = check_scenario_document(*document, path, diags);
+  // A document read with errors (a duplicate key) is not a valid scenario either.
+  if (diags.error_count() != errors_before) return std::nullopt;
+  return points;
+}
+
+std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Node& document,
+                                                                 const std::string& path,
+                                                                 core::Diagnostics& diags) {
+  const int errors_before = diags.error_count();
 
   // The scenario as written (sweep values not applied) is checked first; its problems are
   // reported once, and sweep points then only add what their values change.
-  auto base = core::parse_scenario(*document, path, diags);
+  auto base = core::parse_scenario(document, path, diags);
   std::optional<CheckedScenario> checked_base;
   if (base) checked_base = check_scenario(*base, diags);
   std::set<std::string> seen;
   for (const core::Diagnostic& d : diags.all()) seen.insert(core::format_diagnostic(d));
 
   std::vector<CheckedPoint> points;
-  auto sweep = core::sweep_points(*document, diags);
+  auto sweep = core::sweep_points(document, diags);
   const bool swept = !(sweep.size() == 1 && sweep.front().settings.empty());
   if (!swept) {
     if (checked_base) points.push_back({{}, *checked_base});

@@ -33,6 +33,11 @@ struct CheckedPoint {
 // value causes names that value. Returns the points (one without a sweep) when no errors.
 std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& path,
                                                              core::Diagnostics& diags);
+// The same for a document already read (a dict from Python); `path` names it in messages
+// and is where relative paths in it (WAN traces) are found from.
+std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Node& document,
+                                                                 const std::string& path,
+                                                                 core::Diagnostics& diags);
 
 // The codecs a plan chooses for itself (its `compression:`), typed and checked; nullopt
 // when it chooses none or on errors (reported at prefix.compression.*).

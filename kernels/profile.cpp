@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/json_reader.hpp"
+
 namespace hgsim::kernels {
 
 using Json = nlohmann::ordered_json;
@@ -16,41 +18,16 @@ namespace {
 constexpr const char* kFormat = "hgsim-profile/1";
 
 // Reads a profile, throwing ProfileError with the file and the JSON path of the problem.
-class Reader {
+class Reader : public JsonReader<ProfileError> {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
-    throw ProfileError(file_ + ": " + (path.empty() ? "" : path + ": ") + message);
-  }
-  const Json& member(const Json& object, const std::string& path, const char* key) const {
-    if (!object.contains(key)) fail(path, std::string("missing key '") + key + "'");
-    return object.at(key);
-  }
-  std::string string(const Json& object, const std::string& path, const char* key) const {
-    const Json& v = member(object, path, key);
-    if (!v.is_string()) fail(join(path, key), "expected a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  double number(const Json& object, const std::string& path, const char* key, bool positive) const {
-    const Json& v = member(object, path, key);
-    if (!v.is_number()) fail(join(path, key), "expected a number, got " + v.dump());
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < 0 || (positive && x == 0))
-      fail(join(path, key), std::string("expected a ") + (positive ? "positive" : "non-negative") +
-                                " number, got " + v.dump());
-    return x;
-  }
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
+  using JsonReader::JsonReader;
 
   Profile read(const Json& j) const {
     if (!j.is_object()) fail("", "expected a JSON object at the top level");
     if (string(j, "", "format") != kFormat)
       fail("format", std::string("expected \"") + kFormat + "\"");
     Profile p;
-    p.file = file_;
+    p.file = file();
     p.created = string(j, "", "created");
     p.attention = j.contains("attention") && j["attention"].is_string()
                       ? j["attention"].get<std::string>()
@@ -126,8 +103,6 @@ class Reader {
     if (e.contains("repeats")) out.repeats = int(number(e, path, "repeats", true));
     return out;
   }
-
-  std::string file_;
 };
 
 double log_interpolate(double x, double x0, double y0, double x1, double y1) {

@@ -220,6 +220,16 @@ TEST(ScenarioErrors, TheBaseScenarioIsValid) {
   EXPECT_FALSE(diags.has_errors()) << diags.format();
 }
 
+// A document that parses with errors (a duplicate key) gives no checked points, even when
+// the scenario built from it would be valid.
+TEST(ScenarioErrors, DuplicateKeysMakeTheFileInvalid) {
+  ScenarioFile file(replaced(kBase, "  seq_len: 4096\n", "  seq_len: 4096\n  seq_len: 4096\n"));
+  hgsim::core::Diagnostics diags;
+  const auto points = hgsim::apps::check_scenario_file(file.path(), diags);
+  EXPECT_FALSE(points.has_value());
+  EXPECT_TRUE(diags.has_errors()) << diags.format();
+}
+
 TEST(ScenarioErrors, AllProblemsAreReportedAtOnce) {
   std::string text = replaced(kBase, "gpu: A100-80GB-SXM", "gpu: A100-80GB-SMX");
   text = replaced(text, "bandwidth: 10Gbps", "bandwidth: 10");

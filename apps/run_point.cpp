@@ -1,0 +1,76 @@
+#include "apps/run_point.hpp"
+
+#include <iostream>
+
+#include "apps/plan_command.hpp"
+#include "kernels/layer_profile.hpp"
+#include "kernels/profile.hpp"
+
+namespace hgsim::apps {
+
+std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions& options,
+                                      core::Diagnostics& diags) {
+  if (!options.plan_file.empty() || options.plan) {
+    std::optional<core::Plan> given = options.plan;
+    if (!given) given = core::load_plan(options.plan_file, diags);
+    if (!given || diags.has_errors()) return std::nullopt;
+    if (!check_plan_file_against(*given, c, diags)) return std::nullopt;
+    return ChosenPlan{*given, ""};
+  }
+  if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};
+  auto chosen = auto_plan(c, diags);  // strategy: auto plays the planner's best plan
+  if (!chosen) return std::nullopt;
+  return ChosenPlan{*chosen, ""};
+}
+
+std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         core::Diagnostics& diags) {
+  if (!options.layer_profile.empty()) {
+    try {
+      return std::make_unique<kernels::LayerProfileModel>(
+          kernels::read_layer_profile(options.layer_profile));
+    } catch (const kernels::LayerProfileError& e) {
+      diags.error({options.layer_profile, 0, 0}, "", e.what());
+      return nullptr;
+    }
+  }
+  // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
+  // without a profile of their own are estimated (roofline on datasheet figures).
+  const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
+  return kernels::compute_model_for(files, diags);
+}
+
+std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
+                                         core::Diagnostics& diags) {
+  const auto chosen = choose_plan(c, options, diags);
+  if (!chosen) return std::nullopt;
+  const auto compute = run_compute_model(options, diags);
+  if (!compute || diags.has_errors()) return std::nullopt;
+  // The plan may choose its own recomputation and codecs (the planner's plans do).
+  const auto effective = with_plan_choices(c, chosen->plan, chosen->path, diags);
+  if (!effective) return std::nullopt;
+  sim::SimulationOptions sim_options = options.sim;
+  if (!options.fidelity.empty()) {
+    sim_options.fidelity_from_cli = true;
+    sim_options.fidelity = options.fidelity == "full"     ? core::Fidelity::full
+                           : options.fidelity == "folded" ? core::Fidelity::folded
+                                                          : core::Fidelity::automatic;
+  }
+  sim::SimulationInput in;
+  in.scenario = &effective->scenario;
+  in.plan = &chosen->plan;
+  in.plan_path = chosen->path;
+  in.model = &c.model;
+  in.compression = effective->compression;
+  in.compute = compute.get();
+  sim::SimulationStats stats;
+  auto result = sim::simulate(in, sim_options, diags, &stats);
+  if (result && options.report_stats)
+    std::cerr << "hgsim: simulated " << static_cast<long>(stats.activities) << " activities ("
+              << static_cast<long>(stats.graph_nodes) << " graph nodes) in "
+              << core::human_duration(core::Seconds(stats.wall_s)) << ", peak memory "
+              << core::human_size(core::Bytes(stats.peak_rss_bytes)) << "\n";
+  return result;
+}
+
+}  // namespace hgsim::apps

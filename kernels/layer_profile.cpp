@@ -1,0 +1,208 @@
+#include "kernels/layer_profile.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kernels/json_reader.hpp"
+#include "models/transformer.hpp"
+
+namespace hgsim::kernels {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kFormat = "hgsim-layer-profile/1";
+
+class Reader : public JsonReader<LayerProfileError> {
+ public:
+  using JsonReader::JsonReader;
+
+  LayerProfile read(const Json& j) const {
+    if (!j.is_object()) fail("", "expected a JSON object at the top level");
+    if (string(j, "", "format") != kFormat)
+      fail("format", std::string("expected \"") + kFormat + "\", got " + j["format"].dump());
+    LayerProfile p;
+    p.file = file();
+    const Json& device = member(j, "", "device");
+    if (!device.is_object()) fail("device", "expected an object {kind, name, ...}");
+    p.device_kind = string(device, "device", "kind");
+    p.device_name = string(device, "device", "name");
+    if (j.contains("created")) p.created = string(j, "", "created");
+    const Json& entries = member(j, "", "entries");
+    if (!entries.is_array()) fail("entries", "expected an array");
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      entry(entries[i], "entries[" + std::to_string(i) + "]", p);
+    return p;
+  }
+
+ private:
+  void entry(const Json& e, const std::string& path, LayerProfile& p) const {
+    if (!e.is_object()) fail(path, "expected an object");
+    const std::string what = string(e, path, "what");
+    if (what == "layer" || what == "logits") {
+      LayerEntry out = layer_entry(e, path, what == "layer");
+      auto& list = what == "layer" ? p.layers : p.logits;
+      for (const LayerEntry& seen : list)
+        if (seen.sequences == out.sequences && seen.seq_len == out.seq_len && seen.tp == out.tp &&
+            seen.hidden == out.hidden)
+          fail(path, "a second \"" + what +
+                         "\" entry for the same sequences, seq_len, tp and "
+                         "hidden; keep one (or their median)");
+      list.push_back(out);
+    } else if (what == "optimizer") {
+      OptimizerEntry out{number(e, path, "parameters", true), number(e, path, "seconds", true)};
+      for (const OptimizerEntry& seen : p.optimizer)
+        if (seen.parameters == out.parameters)
+          fail(path, "a second \"optimizer\" entry for the same parameters; keep one");
+      p.optimizer.push_back(out);
+    } else if (what != "embedding") {
+      fail(join(path, "what"),
+           "expected \"layer\", \"logits\", \"optimizer\" or \"embedding\", "
+           "got \"" +
+               what + "\"");
+    }
+  }
+
+  LayerEntry layer_entry(const Json& e, const std::string& path, bool with_recompute) const {
+    LayerEntry out;
+    out.sequences = number(e, path, "sequences", true);
+    out.seq_len = count(e, path, "seq_len");
+    out.tp = count(e, path, "tp");
+    if (e.contains("hidden")) out.hidden = count(e, path, "hidden");
+    out.forward_s = number(e, path, "forward_s", true);
+    out.backward_s = number(e, path, "backward_s", true);
+    if (with_recompute && e.contains("recompute_s"))
+      out.recompute_s = number(e, path, "recompute_s", false);
+    return out;
+  }
+};
+
+double interpolate(double x, double x0, double y0, double x1, double y1) {
+  return y0 + (x - x0) / (x1 - x0) * (y1 - y0);
+}
+
+std::string key_text(int seq_len, int tp, int hidden) {
+  std::string text = "seq_len " + std::to_string(seq_len) + ", tp " + std::to_string(tp);
+  if (hidden > 0) text += ", hidden " + std::to_string(hidden);
+  return text;
+}
+
+// The times at `sequences` through the entries of one (seq_len, tp) (see the header).
+PhaseTimes along_sequences(const std::vector<const LayerEntry*>& curve, double sequences) {
+  auto times = [](const LayerEntry& e, double scale) {
+    return PhaseTimes{core::Seconds(e.forward_s * scale), core::Seconds(e.backward_s * scale),
+                      core::Seconds(e.recompute_s * scale)};
+  };
+  for (const LayerEntry* e : curve)
+    if (std::abs(e->sequences - sequences) <= 1e-9 * sequences) return times(*e, 1);
+  const LayerEntry& first = *curve.front();
+  const LayerEntry& last = *curve.back();
+  if (sequences < first.sequences) return times(first, sequences / first.sequences);
+  if (sequences > last.sequences) return times(last, sequences / last.sequences);
+  const auto upper = std::find_if(curve.begin(), curve.end(),
+                                  [&](const LayerEntry* e) { return e->sequences > sequences; });
+  const LayerEntry& hi = **upper;
+  const LayerEntry& lo = **(upper - 1);
+  auto at = [&](double LayerEntry::*field) {
+    return core::Seconds(interpolate(sequences, lo.sequences, lo.*field, hi.sequences, hi.*field));
+  };
+  return {at(&LayerEntry::forward_s), at(&LayerEntry::backward_s), at(&LayerEntry::recompute_s)};
+}
+
+PhaseTimes look_up(const std::vector<LayerEntry>& entries, const char* what, const LayerWork& work,
+                   const std::string& file) {
+  const int hidden = work.model ? work.model->hidden : 0;
+  std::vector<const LayerEntry*> curve;
+  for (const LayerEntry& e : entries)
+    if (e.seq_len == work.seq_len && e.tp == work.tp && (e.hidden == 0 || e.hidden == hidden))
+      curve.push_back(&e);
+  if (curve.empty()) {
+    std::set<std::string> have;
+    for (const LayerEntry& e : entries) have.insert(key_text(e.seq_len, e.tp, e.hidden));
+    std::string list;
+    for (const std::string& k : have) list += (list.empty() ? "" : "; ") + k;
+    throw LayerProfileError(file + ": no \"" + what + "\" entry for " +
+                            key_text(work.seq_len, work.tp, hidden) + " (" +
+                            (list.empty() ? std::string("the file has no \"") + what + "\" entries"
+                                          : "the file has " + list) +
+                            "); measure that configuration with the live profiler");
+  }
+  std::sort(curve.begin(), curve.end(),
+            [](const LayerEntry* a, const LayerEntry* b) { return a->sequences < b->sequences; });
+  return along_sequences(curve, work.sequences);
+}
+
+}  // namespace
+
+LayerProfile parse_layer_profile(const std::string& json_text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    throw LayerProfileError(file + ": not valid JSON: " + e.what());
+  }
+  return Reader(file).read(j);
+}
+
+LayerProfile read_layer_profile(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw LayerProfileError(file.string() + ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_layer_profile(text.str(), file.string());
+}
+
+LayerProfileModel::LayerProfileModel(LayerProfile profile) : profile_(std::move(profile)) {
+  std::sort(
+      profile_.optimizer.begin(), profile_.optimizer.end(),
+      [](const OptimizerEntry& a, const OptimizerEntry& b) { return a.parameters < b.parameters; });
+}
+
+PhaseTimes LayerProfileModel::layer(const GpuSpec&, const LayerWork& work) const {
+  PhaseTimes t = look_up(profile_.layers, "layer", work, profile_.file);
+  if (work.recompute == core::Recompute::none) {
+    t.recompute = core::Seconds(0);
+  } else if (t.recompute.value() <= 0) {
+    const double share = work.recompute == core::Recompute::full
+                             ? 1.0
+                             : models::attention_share_of_layer(*work.model, work.seq_len);
+    t.recompute = core::Seconds(share * t.forward.value());
+  }
+  return t;
+}
+
+PhaseTimes LayerProfileModel::logits(const GpuSpec&, const LayerWork& work) const {
+  PhaseTimes t = look_up(profile_.logits, "logits", work, profile_.file);
+  t.recompute = core::Seconds(0);
+  return t;
+}
+
+core::Seconds LayerProfileModel::optimizer_step(const GpuSpec&, double parameters, core::Precision,
+                                                core::Optimizer) const {
+  const auto& points = profile_.optimizer;
+  if (points.empty())
+    throw LayerProfileError(profile_.file +
+                            ": no \"optimizer\" entry; measure the optimizer step with the live "
+                            "profiler");
+  const OptimizerEntry& first = points.front();
+  const OptimizerEntry& last = points.back();
+  if (parameters <= first.parameters)
+    return core::Seconds(first.seconds * parameters / first.parameters);
+  if (parameters >= last.parameters)
+    return core::Seconds(last.seconds * parameters / last.parameters);
+  const auto upper = std::find_if(points.begin(), points.end(), [&](const OptimizerEntry& e) {
+    return e.parameters > parameters;
+  });
+  const auto lower = upper - 1;
+  return core::Seconds(interpolate(parameters, lower->parameters, lower->seconds, upper->parameters,
+                                   upper->seconds));
+}
+
+std::string LayerProfileModel::provenance(const GpuSpec&) const {
+  return "measured:" + std::filesystem::path(profile_.file).filename().string();
+}
+
+}  // namespace hgsim::kernels
