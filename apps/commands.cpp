@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/codecs_command.hpp"
+#include "apps/live_command.hpp"
 #include "apps/plan_command.hpp"
 #include "apps/profile_command.hpp"
 #include "apps/run_point.hpp"
@@ -416,6 +417,9 @@ int cmd_sweep(const std::string& path, const RunOptions& options, bool json, boo
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // The live runner's commands pass every argument through untouched (--help included).
+  if (const PythonCommand live = python_command(argc, argv); !live.module.empty())
+    return exec_python(live, out, err);
   CLI::App app{
       "hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
   app.require_subcommand(1);
@@ -498,6 +502,21 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sweep->add_option("--layer-profile", sweep_options.layer_profile,
                     "a layer profile (hgsim-layer-profile/1): every device's compute comes "
                     "from it, at every point");
+
+  // Listed for --help only: run_cli hands them to Python before parsing.
+  app.add_subcommand("live",
+                     "Run a plan for real with PyTorch and emulated WAN links "
+                     "(python3 -m hgsim_runtime.live; arguments pass through)")
+      ->allow_extras()
+      ->prefix_command();
+  CLI::App* validate = app.add_subcommand("validate", "Compare simulated and live runs");
+  validate->require_subcommand(1);
+  validate
+      ->add_subcommand("live",
+                       "Simulate and run live, then compare the traces "
+                       "(python3 -m hgsim_runtime.validate; arguments pass through)")
+      ->allow_extras()
+      ->prefix_command();
 
   CodecsOptions codecs_options;
   CLI::App* codecs = add_codecs_command(app, codecs_options);
