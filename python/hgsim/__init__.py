@@ -1,0 +1,112 @@
+"""hgsim from Python: scenarios, plans, the simulator, the planner and the codecs.
+
+Every function calls the code the ``hgsim`` command calls, so results are the same as the
+command line's (``simulate`` returns exactly the ``hgsim run --json`` object).
+
+Scenario and plan arguments are a path (``str`` or ``os.PathLike``) to a YAML/JSON file, or
+a dict (the canonical form ``hgsim check --json`` prints, or anything the scenario language
+accepts). Problems raise :class:`Error` (a ``ValueError``) whose message lists every problem
+with its ``file:line:column`` or key path.
+
+Codec arguments are a name (``"int8"``) or a dict exactly as in a scenario
+(``{"codec": "topk", "ratio": 0.01}``). Arrays are NumPy arrays or CPU torch tensors
+(float32, float16, or torch.bfloat16); contiguous ones are read and written in place,
+without copies; a non-contiguous input is copied once; a non-contiguous ``out`` is refused.
+Codec problems raise :class:`CodecError` (a subclass of :class:`Error`).
+
+Build: ``cmake --preset release && cmake --build --preset release``, then
+``PYTHONPATH=build/release/python /usr/bin/python3 -c "import hgsim"``.
+"""
+
+from . import _hgsim
+from ._hgsim import CodecError, Error, TensorCodec
+
+__all__ = [
+    "Error", "CodecError", "load_scenario", "load_plan", "resolve", "simulate", "plan",
+    "codecs", "encoded_bytes", "encode", "decode", "TensorCodec",
+]
+
+
+def load_scenario(src):
+    """The scenario ``src`` (path or dict), checked, in its canonical JSON form (a dict).
+
+    A scenario with a sweep gives its first point, as ``hgsim check --json`` does.
+    Raises Error with every problem found.
+    """
+    return _hgsim.load_scenario(src)
+
+
+def load_plan(src, scenario=None):
+    """The plan ``src`` (path or dict) in its JSON form (``plan_to_json``).
+
+    With ``scenario``, the plan is also checked against it (clusters, GPUs, layers, batch).
+    """
+    return _hgsim.load_plan(src, scenario)
+
+
+def resolve(scenario, plan=None):
+    """What a run of ``scenario`` with ``plan`` uses, as a dict.
+
+    ``scenario``: the canonical scenario with the plan's own choices (recompute, codecs)
+    applied; ``model``: the resolved model (name, layers, hidden, heads, kv_heads, vocab,
+    ffn_hidden, activation, norm, max_positions, tied_embeddings, bias, dropout); ``plan``:
+    the given plan, else the scenario's strategy, else the planner's best when the strategy
+    is ``auto``; ``compression``: ``{"wan_activations": {"codec": ..., params},
+    "wan_gradients": {...}}`` with every parameter (each is a valid codec argument).
+    """
+    return _hgsim.resolve(scenario, plan)
+
+
+def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity=None,
+             trace=None, allow_oom=False):
+    """One simulated iteration: exactly the object ``hgsim run --json`` prints.
+
+    profiles: measured op profile files (``hgsim profile``), default kernels/profiles/;
+    layer_profile: an ``hgsim-layer-profile/1`` file that costs every device's compute
+    (``hgsim run --layer-profile``); fidelity: "full", "folded" or "auto"; trace: write a
+    Chrome trace there; allow_oom: simulate a plan that does not fit in GPU memory.
+    The simulator runs in a child process, with the GIL released.
+    """
+    return _hgsim.simulate(scenario, plan, profiles=profiles, layer_profile=layer_profile,
+                           fidelity=fidelity, trace=trace, allow_oom=allow_oom)
+
+
+def plan(scenario, *, time_budget_s=60.0, verify=3, baselines=False, no_compression=False):
+    """Search a plan for ``scenario``: what ``hgsim plan --json`` prints, as a dict.
+
+    When no plan fits, ``best`` is None and ``why_not`` says why (as the command prints).
+    The keyword arguments are the command's --time-budget, --verify, --baselines and
+    --no-compression.
+    """
+    return _hgsim.plan(scenario, time_budget_s=time_budget_s, verify=verify,
+                       baselines=baselines, no_compression=no_compression)
+
+
+def codecs():
+    """The codec catalog: one dict per codec with ``name``, ``parameters`` (the keys it
+    accepts), ``defaults`` (its default spec, a valid codec argument), ``error_feedback``
+    (by default), ``description`` and ``cuda`` (whether a CUDA kernel exists)."""
+    return _hgsim.codecs()
+
+
+def encoded_bytes(codec, shape, dtype="fp32"):
+    """Exact size in bytes of the encoding of a tensor of ``shape`` in ``dtype``
+    ("fp32", "fp16" or "bf16"), header included: ``len(encode(codec, x))``."""
+    return _hgsim.encoded_bytes(codec, shape, dtype)
+
+
+def encode(codec, array, seed=0):
+    """Encodes ``array`` (NumPy float32/float16 or CPU torch float32/float16/bfloat16) into a
+    new NumPy uint8 array. Stateless: error feedback and warm start need TensorCodec.
+    ``seed`` drives the random parts (random-k, stochastic rounding, PowerSGD's first Q)."""
+    return _hgsim.encode(codec, array, seed)
+
+
+def decode(buffer, out=None):
+    """Decodes ``buffer`` (NumPy uint8, bytes, or a CPU torch uint8 tensor).
+
+    With ``out`` (a contiguous NumPy array or CPU torch tensor of the encoded element count,
+    float32, or float16/bfloat16) the values are written into it in place and ``out`` is
+    returned; otherwise a new 1-D float32 NumPy array. A damaged buffer raises CodecError.
+    """
+    return _hgsim.decode(buffer, out)

@@ -1,0 +1,65 @@
+// _hgsim: the hgsim Python module's compiled half (python/hgsim/__init__.py re-exports it).
+// The API is the interface contract of issue #7; README.md's "Python module" shows it.
+#include <pybind11/pybind11.h>
+
+#include "compress/codec.hpp"
+#include "python/bindings.hpp"
+
+namespace hgsim::python {
+
+std::string message_of(const core::Diagnostics& diags) {
+  std::string text = diags.format();
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+void raise_or_warn(const core::Diagnostics& diags) {
+  if (diags.has_errors()) throw Error(message_of(diags));
+  if (diags.empty()) return;
+  py::module_::import("warnings")
+      .attr("warn")(message_of(diags), py::module_::import("builtins").attr("UserWarning"), 2);
+}
+
+core::Json to_json(py::handle object) {
+  const std::string text = py::str(py::module_::import("json").attr("dumps")(object));
+  return core::Json::parse(text);
+}
+
+py::object from_json(const core::Json& json) {
+  return py::module_::import("json").attr("loads")(json.dump());
+}
+
+Document read_document(py::handle source, const char* what) {
+  if (py::isinstance<py::dict>(source)) return {core::from_json(to_json(source)), ""};
+  if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
+    const std::string path = py::str(py::module_::import("os").attr("fspath")(source));
+    core::Diagnostics diags;
+    auto node = core::load_document(path, diags);
+    if (!node || diags.has_errors()) {
+      if (!diags.has_errors())
+        diags.error({path, 0, 0}, "", std::string("cannot read the ") + what);
+      throw Error(message_of(diags));
+    }
+    return {*node, path};
+  }
+  throw py::type_error(std::string("a ") + what +
+                       " is a path (str or os.PathLike) to a YAML/JSON file or a dict, not " +
+                       std::string(py::str(source.get_type().attr("__name__"))));
+}
+
+}  // namespace hgsim::python
+
+PYBIND11_MODULE(_hgsim, m) {
+  namespace py = pybind11;
+  using namespace hgsim::python;
+  m.doc() = "hgsim: plan and simulate training on heterogeneous GPU clusters; codecs";
+  auto& error = py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  error.attr("__doc__") =
+      "A problem with a scenario, plan or profile; the message lists every problem "
+      "(file:line:column or key path, what is wrong, what would be right).";
+  auto& codec_error =
+      py::register_exception<hgsim::compress::CodecError>(m, "CodecError", error.ptr());
+  codec_error.attr("__doc__") = "A problem with a codec, its arguments or an encoded buffer.";
+  bind_scenario(m);
+  bind_codecs(m);
+}

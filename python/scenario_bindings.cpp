@@ -1,0 +1,197 @@
+// Scenarios, plans and the simulator: load_scenario, load_plan, resolve, simulate, plan.
+// Each calls the function its `hgsim` command calls (apps/), so the module and the command
+// line cannot disagree; the simulator and the planner run with the GIL released.
+#include <sstream>
+
+#include <pybind11/stl.h>
+
+#include "apps/plan_command.hpp"
+#include "apps/run_point.hpp"
+#include "apps/validate.hpp"
+#include "compress/codec_spec.hpp"
+#include "python/bindings.hpp"
+
+namespace hgsim::python {
+namespace {
+
+struct OnePoint {
+  apps::CheckedScenario checked;
+  std::string path;  // the scenario file, "" for a dict
+};
+
+// Every checked point of a scenario argument; hgsim.Error with every problem.
+std::vector<apps::CheckedPoint> checked_points(const Document& doc) {
+  core::Diagnostics diags;
+  auto points = apps::check_scenario_document(doc.node, doc.path, diags);
+  if (!points) {
+    if (!diags.has_errors()) throw Error(doc.path + ": not a valid scenario");
+    throw Error(message_of(diags));
+  }
+  raise_or_warn(diags);
+  return *points;
+}
+
+// A scenario argument that must be one point (no sweep, or a sweep of one value).
+OnePoint checked_one(py::handle source, const std::string& function) {
+  const Document doc = read_document(source, "scenario");
+  auto points = checked_points(doc);
+  if (points.size() > 1)
+    throw Error((doc.path.empty() ? std::string("scenario") : doc.path) +
+                ": the scenario has a sweep of " + std::to_string(points.size()) +
+                " points; hgsim." + function +
+                " takes one (give the swept keys one value each, or run hgsim sweep)");
+  return {points.front().checked, doc.path};
+}
+
+std::optional<core::Plan> given_plan(py::handle source) {
+  if (source.is_none()) return std::nullopt;
+  const Document doc = read_document(source, "plan");
+  core::Diagnostics diags;
+  auto plan = core::parse_plan(doc.node, "", diags);
+  if (!plan && !diags.has_errors()) diags.error({doc.path, 0, 0}, "", "not a plan");
+  raise_or_warn(diags);
+  return plan;
+}
+
+// Raises hgsim.Error for a step that failed; `what` when it left no diagnostic.
+[[noreturn]] void fail(const core::Diagnostics& diags, const std::string& what) {
+  throw Error(diags.has_errors() ? message_of(diags) : what);
+}
+
+core::Json model_json(const core::ModelConfig& m) {
+  return {{"name", m.name},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"heads", m.heads},
+          {"kv_heads", m.kv_heads},
+          {"vocab", m.vocab},
+          {"ffn_hidden", m.ffn_hidden},
+          {"activation", core::to_string(m.activation)},
+          {"norm", core::to_string(m.norm)},
+          {"max_positions", m.max_positions},
+          {"tied_embeddings", m.tied_embeddings},
+          {"bias", m.bias},
+          {"dropout", m.dropout}};
+}
+
+std::string path_text(py::handle path) {
+  return py::str(py::module_::import("os").attr("fspath")(path));
+}
+
+py::object load_scenario(py::handle source) {
+  const Document doc = read_document(source, "scenario");
+  const auto points = checked_points(doc);
+  return from_json(core::scenario_to_json(points.front().checked.scenario));
+}
+
+py::object load_plan(py::handle source, py::handle scenario) {
+  auto plan = given_plan(source);
+  if (!scenario.is_none()) {
+    const OnePoint point = checked_one(scenario, "load_plan");
+    core::Diagnostics diags;
+    apps::check_plan_file_against(*plan, point.checked, diags);
+    raise_or_warn(diags);
+  }
+  return from_json(core::plan_to_json(*plan));
+}
+
+py::object resolve(py::handle scenario, py::handle plan) {
+  const OnePoint point = checked_one(scenario, "resolve");
+  apps::RunOptions options;
+  options.plan = given_plan(plan);
+  core::Diagnostics diags;
+  std::optional<apps::ChosenPlan> chosen;
+  std::optional<apps::CheckedScenario> effective;
+  {
+    py::gil_scoped_release release;  // strategy: auto runs the planner
+    chosen = apps::choose_plan(point.checked, options, diags);
+    if (chosen)
+      effective = apps::with_plan_choices(point.checked, chosen->plan, chosen->path, diags);
+  }
+  if (!chosen || !effective) fail(diags, "no plan to resolve");
+  raise_or_warn(diags);
+  const auto& codecs = effective->compression;
+  return from_json({{"scenario", core::scenario_to_json(effective->scenario)},
+                    {"model", model_json(point.checked.model)},
+                    {"plan", core::plan_to_json(chosen->plan)},
+                    {"compression",
+                     {{"wan_activations", compress::codec_to_json(codecs.wan_activations)},
+                      {"wan_gradients", compress::codec_to_json(codecs.wan_gradients)}}}});
+}
+
+py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
+                    py::handle layer_profile, py::handle fidelity, py::handle trace,
+                    bool allow_oom) {
+  const OnePoint point = checked_one(scenario, "simulate");
+  apps::RunOptions options;
+  options.plan = given_plan(plan);
+  if (py::isinstance<py::str>(profiles) || py::hasattr(profiles, "__fspath__")) {
+    options.profiles.push_back(path_text(profiles));
+  } else if (!profiles.is_none()) {
+    for (py::handle p : profiles) options.profiles.push_back(path_text(p));
+  }
+  if (!layer_profile.is_none()) options.layer_profile = path_text(layer_profile);
+  if (!options.layer_profile.empty() && !options.profiles.empty())
+    throw Error(
+        "simulate: give profiles or layer_profile, not both (a layer profile costs all "
+        "compute)");
+  if (!fidelity.is_none()) {
+    options.fidelity = py::str(fidelity);
+    if (options.fidelity != "full" && options.fidelity != "folded" && options.fidelity != "auto")
+      throw Error("simulate: fidelity is 'full', 'folded' or 'auto', not '" + options.fidelity +
+                  "'");
+  }
+  if (!trace.is_none()) options.sim.trace_path = path_text(trace);
+  options.sim.allow_oom = allow_oom;
+  core::Diagnostics diags;
+  std::optional<core::Json> result;
+  {
+    py::gil_scoped_release release;
+    result = apps::simulate_point(point.checked, options, diags);
+  }
+  if (!result) fail(diags, "the simulation gave no result");
+  raise_or_warn(diags);
+  return from_json(*result);
+}
+
+py::object plan(py::handle scenario, double time_budget_s, int verify, bool baselines,
+                bool no_compression) {
+  if (!(time_budget_s > 0)) throw Error("plan: time_budget_s must be positive");
+  if (verify < 1 || verify > 100) throw Error("plan: verify is between 1 and 100");
+  const OnePoint point = checked_one(scenario, "plan");
+  apps::PlanCommandOptions options;
+  options.json = true;
+  options.time_budget_s = time_budget_s;
+  options.verify = verify;
+  options.baselines = baselines;
+  options.no_compression = no_compression;
+  std::ostringstream out, err;
+  {
+    py::gil_scoped_release release;
+    apps::plan_scenario(point.checked, point.path.empty() ? "scenario" : point.path, options, out,
+                        err);
+  }
+  if (out.str().empty()) throw Error(err.str());
+  return from_json(core::Json::parse(out.str()));
+}
+
+}  // namespace
+
+void bind_scenario(py::module_& m) {
+  m.def("load_scenario", &load_scenario, py::arg("src"),
+        "The scenario (a path to YAML/JSON, or a dict) checked, in its canonical JSON form.");
+  m.def("load_plan", &load_plan, py::arg("src"), py::arg("scenario") = py::none(),
+        "A plan (path or dict) in its JSON form; checked against `scenario` when given.");
+  m.def("resolve", &resolve, py::arg("scenario"), py::arg("plan") = py::none(),
+        "The scenario with the plan's choices applied, the resolved model, the plan that runs "
+        "and the typed codecs.");
+  m.def("simulate", &simulate, py::arg("scenario"), py::arg("plan") = py::none(), py::kw_only(),
+        py::arg("profiles") = py::none(), py::arg("layer_profile") = py::none(),
+        py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),
+        py::arg("allow_oom") = false, "One simulated iteration: the `hgsim run --json` object.");
+  m.def("plan", &plan, py::arg("scenario"), py::kw_only(), py::arg("time_budget_s") = 60.0,
+        py::arg("verify") = 3, py::arg("baselines") = false, py::arg("no_compression") = false,
+        "Search a plan as `hgsim plan --json` does and return what it prints.");
+}
+
+}  // namespace hgsim::python
