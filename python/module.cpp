@@ -20,8 +20,22 @@ void raise_or_warn(const core::Diagnostics& diags) {
       .attr("warn")(message_of(diags), py::module_::import("builtins").attr("UserWarning"), 2);
 }
 
+namespace {
+
+// What json.dumps cannot write itself: NumPy scalars (their .item()) and paths (as text),
+// so that a scenario dict edited with either still loads.
+py::object json_default(py::handle value) {
+  if (py::hasattr(value, "__fspath__")) return py::module_::import("os").attr("fspath")(value);
+  if (py::hasattr(value, "item")) return value.attr("item")();
+  throw py::type_error("cannot write a " + std::string(py::str(value.get_type().attr("__name__"))) +
+                       " into a scenario, plan or codec: use numbers, strings, lists and dicts");
+}
+
+}  // namespace
+
 core::Json to_json(py::handle object) {
-  const std::string text = py::str(py::module_::import("json").attr("dumps")(object));
+  const std::string text = py::str(py::module_::import("json").attr("dumps")(
+      object, py::arg("default") = py::cpp_function(&json_default)));
   return core::Json::parse(text);
 }
 

@@ -138,3 +138,52 @@ def test_damaged_buffers_and_bad_arguments_raise_codec_errors():
         hgsim.encoded_bytes("int8", (10,), "fp64")
     # CodecError is an hgsim.Error and a ValueError.
     assert issubclass(hgsim.CodecError, hgsim.Error) and issubclass(hgsim.Error, ValueError)
+
+
+def test_contiguous_numpy_inputs_are_read_in_place_and_others_copied_once():
+    import tracemalloc
+    x = fresh(1 << 21)  # 8 MiB
+    out_bytes = hgsim.encoded_bytes("none", x.shape)
+    tracemalloc.start()
+    try:
+        hgsim.encode("none", x)
+        _, in_place = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        strided = x[::2]
+        hgsim.encode("none", strided)
+        _, copied = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert in_place < out_bytes * 1.1  # the output only
+    # The output (half the size) and one copy of the strided input, not more.
+    assert strided.nbytes + out_bytes // 2 <= copied < (strided.nbytes + out_bytes // 2) * 1.1
+
+
+def test_encode_and_decode_release_the_gil():
+    import threading
+    import time
+    codec = {"codec": "powersgd", "rank": 64}  # some 0.1 s per call: matrix products
+    x = fresh(2048 * 4096).reshape(2048, 4096)
+    encoded = hgsim.encode(codec, x)
+    out = np.empty(x.size, dtype=np.float32)
+    calls = []
+    done = threading.Event()
+
+    def work():
+        for call in (lambda: hgsim.encode(codec, x), lambda: hgsim.decode(encoded, out)) * 2:
+            start = time.perf_counter()
+            call()
+            calls.append(time.perf_counter() - start)
+        done.set()
+
+    worker = threading.Thread(target=work)
+    last = time.perf_counter()
+    longest_gap = 0.0
+    worker.start()
+    while not done.is_set():  # runs on while the worker is inside C++, if the GIL is free
+        now = time.perf_counter()
+        longest_gap = max(longest_gap, now - last)
+        last = now
+    worker.join()
+    # Holding the GIL would stop this loop for a whole call.
+    assert longest_gap < 0.5 * min(calls), (longest_gap, calls)

@@ -15,6 +15,17 @@ def test_load_scenario_gives_the_canonical_form(examples):
     assert hgsim.load_scenario(str(examples / "two-clusters.yaml")) == s
 
 
+def test_dicts_may_hold_numpy_scalars_and_paths(examples):
+    import numpy as np
+    s = hgsim.load_scenario(examples / "explicit-plan.yaml")
+    edited = json.loads(json.dumps(s))
+    edited["training"]["global_batch"] = np.int64(s["training"]["global_batch"])
+    edited["clusters"][0]["nodes"] = np.int32(s["clusters"][0]["nodes"])
+    assert hgsim.load_scenario(edited) == s
+    with pytest.raises(TypeError, match="object"):
+        hgsim.load_scenario({"name": object()})
+
+
 def test_bad_scenarios_raise_errors_naming_the_file_and_the_key(examples, tmp_path):
     with pytest.raises(hgsim.Error, match="no-such-file.yaml"):
         hgsim.load_scenario(tmp_path / "no-such-file.yaml")
