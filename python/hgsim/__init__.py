@@ -5,8 +5,9 @@ command line's (``simulate`` returns exactly the ``hgsim run --json`` object).
 
 Scenario and plan arguments are a path (``str`` or ``os.PathLike``) to a YAML/JSON file, or
 a dict (the canonical form ``hgsim check --json`` prints, or anything the scenario language
-accepts). Problems raise :class:`Error` (a ``ValueError``) whose message lists every problem
-with its ``file:line:column`` or key path.
+accepts; relative paths in a dict, such as WAN traces, are relative to the working
+directory). Problems raise :class:`Error` (a ``ValueError``) whose message lists every
+problem with its ``file:line:column`` or key path; warnings become Python warnings.
 
 Codec arguments are a name (``"int8"``) or a dict exactly as in a scenario
 (``{"codec": "topk", "ratio": 0.01}``). Arrays are NumPy arrays or CPU torch tensors
