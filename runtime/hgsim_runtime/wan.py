@@ -150,7 +150,7 @@ def install_signal_cleanup(wan: "EmulatedWan"):
     return restore
 
 
-class _SignalsDeferred:
+class SignalsDeferred:
     """Blocks SIGINT and SIGTERM for the duration of a cleanup, so that a second
     Ctrl-C cannot stop it half way; blocked signals are delivered afterwards."""
 
@@ -360,7 +360,7 @@ class EmulatedWan:
         from atexit and signal handlers; does nothing in a forked child."""
         if os.getpid() != self._owner_pid:
             return
-        with _SignalsDeferred():
+        with SignalsDeferred():
             problems = []
             while self._created_namespaces:
                 name = self._created_namespaces.pop()
