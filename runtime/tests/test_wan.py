@@ -205,3 +205,32 @@ def test_htb_class_statistics_are_parsed_from_text():
 def test_burst_is_two_frames_at_low_rates_and_a_millisecond_at_high_rates():
     assert wan_module._htb_burst_bytes(5e6) == 2 * wan_module.FRAME_BYTES
     assert wan_module._htb_burst_bytes(1e9) == 125_000
+
+
+@needs_namespaces
+def test_a_failure_half_way_through_setup_falls_back_and_leaves_nothing(monkeypatch):
+    def broken_veth(self, index, cluster):
+        raise wan_module.WanSetupError(f"cluster '{cluster}': creating its veth pair: simulated failure")
+
+    monkeypatch.setattr(EmulatedWan, "_add_cluster", broken_veth)
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.shaped is False
+        assert "simulated failure" in wan.why_not
+        assert wan.address("a") == "127.0.0.1"
+        assert ours() == []
+    with pytest.raises(wan_module.WanSetupError, match="simulated failure"):
+        with EmulatedWan(clusters, links, prefix=PREFIX, shape=True):
+            pass
+    assert ours() == []
+
+
+@needs_namespaces
+def test_a_second_wan_with_the_same_prefix_is_refused_clearly():
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, prefix=PREFIX):
+        with pytest.raises(wan_module.WanSetupError, match="already exist.*prefix="):
+            with EmulatedWan(clusters, links, prefix=PREFIX):
+                pass
+        assert len(ours()) == 3  # the refused one removed nothing of the first
+    assert ours() == []
