@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 
 DELAY_NOTE = "delay is not emulated: netem is not available on this machine"
@@ -196,6 +197,8 @@ def _host_networks() -> list[ipaddress.IPv4Network]:
         except WanSetupError:
             continue
         for token in re.findall(r"\b\d+\.\d+\.\d+\.\d+(?:/\d+)?\b", output):
+            if token.startswith("0.0.0.0"):
+                continue  # an unspecified address, not a network in use
             try:
                 networks.append(ipaddress.ip_network(token, strict=False))
             except ValueError:
@@ -322,6 +325,7 @@ class EmulatedWan:
                 raise WanSetupError(f"EmulatedWan(shape=True): {reason}")
             self._fall_back(reason)
             return
+        self._refuse_existing_names()
         atexit.register(self.close)
         try:
             self._build()
@@ -338,9 +342,15 @@ class EmulatedWan:
         if os.geteuid() != 0:
             return "not root: links are not shaped"
         try:
-            existing = set(list_namespaces())
+            list_namespaces()
         except WanSetupError as error:
             return f"`ip netns` does not work, links are not shaped: {error}"
+        return None
+
+    def _refuse_existing_names(self):
+        """Another open WAN with our prefix, or a crashed run's leftovers: using
+        them would mix two runs' links, and closing would delete theirs."""
+        existing = set(list_namespaces())
         clashes = sorted(existing & {self.router_namespace, *self.cluster_namespaces.values()})
         if clashes:
             raise WanSetupError(
@@ -348,7 +358,6 @@ class EmulatedWan:
                 f"prefix '{self.prefix}' is open (pass a different prefix=) or a crashed run "
                 "left them (remove them with cleanup_stale())"
             )
-        return None
 
     def _fall_back(self, reason: str):
         self.shaped = False
@@ -373,7 +382,7 @@ class EmulatedWan:
         if problems:
             # Raising from cleanup would hide the error that caused it; a
             # leftover namespace is reported and cleanup_stale() removes it.
-            print("EmulatedWan.close: " + "; ".join(problems), flush=True)
+            print("EmulatedWan.close: " + "; ".join(problems), file=sys.stderr, flush=True)
 
     # ----- building --------------------------------------------------------------
 

@@ -127,7 +127,7 @@ def main() -> int:
         configured = f"{configured_bps / 1e6:.0f} Mbit/s" if configured_bps else "-"
         goodput_ratio = f"{goodput_bps / configured_bps:.3f}" if configured_bps else "-"
         frame_ratio = f"{frame_bps / configured_bps:.3f}" if configured_bps else "-"
-        print(f"{label:<32} {configured:>11} {goodput_bps / 1e6:>6.0f} Mbit/s {goodput_ratio:>13} {frame_ratio:>12}")
+        print(f"{label:<32} {configured:>11} {goodput_bps / 1e6:>6.1f} Mbit/s {goodput_ratio:>13} {frame_ratio:>12}")
     print(
         f"one TCP stream, Python sockets, {seconds:g} s each, timed at the receiver from first byte to end;\n"
         f"goodput = payload bytes; frames = bytes the shaper charged (Ethernet + IP + TCP headers);\n"
