@@ -4,8 +4,9 @@ and on the first failure stops every one of them, children included.
 Each worker runs in its own session (so its own process group): a signal to
 the group reaches whatever the worker started. While workers run, this
 process is a child subreaper, so a worker's child that outlives its parent is
-re-parented to us instead of to PID 1 (which, on this machine, never reaps)
-and we can kill and reap it: no orphan and no zombie is left behind.
+re-parented to us instead of to PID 1 (which, on this machine, reaps orphans
+only a second or more later) and we can kill and reap it before returning:
+no orphan and no zombie is left behind when run_workers returns or raises.
 """
 
 from __future__ import annotations
