@@ -172,7 +172,7 @@ def _htb_burst_bytes(rate_bps: float) -> int:
     One millisecond of traffic at the class rate, and never less than two full
     frames: large enough that the kernel's timer never starves a 1 Gbit/s
     class, small enough that a 5 Mbit/s class lets through at most ~3 kB above
-    its rate after an idle period (0.3 % of one second's worth).
+    its rate after an idle period (0.5 % of one second's worth).
     """
     one_millisecond_bytes = rate_bps / 8 / 1000
     return int(max(2 * FRAME_BYTES, one_millisecond_bytes))
