@@ -1,0 +1,1 @@
+"""hgsim's live runner: trains a small model over emulated WAN links."""
