@@ -47,6 +47,20 @@ def codec_shape(elements: int, columns: int) -> list[int]:
     return [elements]
 
 
+class Activity:
+    """What a worker's main thread is doing, for the watchdog that reports hangs: a
+    description and the rank it waits for (None while computing)."""
+
+    def __init__(self):
+        self.since, self.what, self.peer = now(), "starting", None
+
+    def set(self, what: str, peer: int | None = None):
+        self.since, self.what, self.peer = now(), what, peer
+
+
+ACTIVITY = Activity()
+
+
 class Wire:
     """Sends and receives flat fp32 tensors between ranks, coding the ones that cross the WAN.
 
@@ -108,6 +122,7 @@ class Wire:
     def recv(self, out: torch.Tensor, peer: int, tag: int, label: str, category: str):
         """Receives into the contiguous fp32 tensor `out` from `peer` (decoding if coded)."""
         t0 = now()
+        ACTIVITY.set(f"receiving {label}", peer)
         if self.coded(peer):
             size = hgsim.encoded_bytes(self.codec, codec_shape(out.numel(), self.columns))
             buffer = torch.empty(size, dtype=torch.uint8)

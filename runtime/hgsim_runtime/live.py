@@ -60,37 +60,47 @@ def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
 
 
 def prepare(args) -> dict:
-    """The job every worker reads: the scaled model, the plan, placement, segments."""
+    """The job every worker reads, from the command line."""
     resolved = hgsim.resolve(args.scenario, args.plan)
-    scenario, model = resolved["scenario"], resolved["model"]
-    plan = planning.normalise_plan(resolved["plan"])
-    training = scenario["training"]
-    scale = planning.parse_scale(args.scale_model)
-    live_model, seq_len, notes = planning.scaled_model(model, training["seq_len"], scale)
-    if "micro_batch" in scale:
-        plan["micro_batch"] = scale["micro_batch"]
-    roles = planning.placement(scenario, plan)
-    segs = segments(plan["pipelines"], live_model["layers"])
-    planning.check_executable(plan, live_model, seq_len, args.max_workers, segs, roles)
-    recompute = plan.get("recompute") or training.get("recompute", "none")
-    if recompute != "none":
-        notes.append(f"recompute: {recompute} is not executed live: the workers keep all "
-                     "activations (validation simulates the same)")
-    if training.get("precision") != "fp32":
-        notes.append(f"precision {training.get('precision')} -> fp32 (CPU workers)")
     compression = dict(resolved["compression"])
     if args.compression:
         try:
             compression.update(json.loads(args.compression))
         except json.JSONDecodeError as e:
             raise LiveError(f"--compression: not a JSON object: {e}") from None
+    return job_from(resolved["scenario"], resolved["model"], resolved["plan"], compression,
+                    scale=planning.parse_scale(args.scale_model), steps=args.steps,
+                    seed=args.seed, lr=args.lr, max_workers=args.max_workers,
+                    timeout_s=args.timeout)
+
+
+def job_from(scenario: dict, model: dict, plan: dict, compression: dict, *, scale=None,
+             steps=5, seed=1234, lr=1e-3, max_workers=16, timeout_s=900.0,
+             corpus=None) -> dict:
+    """The job from a resolved scenario (`hgsim.resolve`): the scaled model, the plan with
+    defaults filled in, placement, segments, checks (LiveError for what cannot run live)."""
+    plan = planning.normalise_plan(plan)
+    training = scenario["training"]
+    scale = scale or {}
+    live_model, seq_len, notes = planning.scaled_model(model, training["seq_len"], scale)
+    if "micro_batch" in scale:
+        plan["micro_batch"] = scale["micro_batch"]
+    roles = planning.placement(scenario, plan)
+    segs = segments(plan["pipelines"], live_model["layers"])
+    planning.check_executable(plan, live_model, seq_len, max_workers, segs, roles)
+    recompute = plan.get("recompute") or training.get("recompute", "none")
+    if recompute != "none":
+        notes.append(f"recompute: {recompute} is not executed live: the workers keep all "
+                     "activations (validation simulates the same)")
+    if training.get("precision", "fp32") != "fp32":
+        notes.append(f"precision {training.get('precision')} -> fp32 (CPU workers)")
     global_batch = sum(p["replicas"] * p["micro_batches"] for p in plan["pipelines"]) \
         * plan["micro_batch"]
     bucket = plan.get("grad_sync", {}).get("bucket", "25MB")
     return {
         "scenario_name": scenario.get("name", ""),
-        "model": live_model, "seq_len": seq_len, "seed": args.seed, "lr": args.lr,
-        "steps": args.steps, "schedule": plan.get("schedule", "1f1b"),
+        "model": live_model, "seq_len": seq_len, "seed": seed, "lr": lr,
+        "steps": steps, "schedule": plan.get("schedule", "1f1b"),
         "micro_batch": plan["micro_batch"], "global_batch": global_batch,
         "pipelines": plan["pipelines"], "plan": plan,
         "grad_sync": {"algorithm": plan.get("grad_sync", {}).get("algorithm", "ring"),
@@ -99,7 +109,7 @@ def prepare(args) -> dict:
         "compression": compression, "ranks": roles, "segments": segs,
         "clusters": [c["name"] for c in scenario["clusters"]],
         "wan": planning.wan_links(scenario), "scenario": scenario, "notes": notes,
-        "timeout_s": args.timeout,
+        "timeout_s": timeout_s, "corpus": corpus or planning.default_corpus(),
     }
 
 
@@ -118,7 +128,7 @@ def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 9
     """Runs the job's workers over the emulated WAN; returns the summary. WorkerFailed when a
     worker crashes or hangs (everything is cleaned up first)."""
     os.makedirs(out_dir, exist_ok=True)
-    job = dict(job, out_dir=os.path.abspath(out_dir))
+    job = dict(job, out_dir=os.path.abspath(out_dir), stall_s=stall_s)
     job["corpus"] = planning.corpus_file(job["corpus"], out_dir)
     wan = EmulatedWan(job["clusters"], job["wan"], shape=shape)
     with wan:
@@ -152,11 +162,48 @@ def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 9
                 echo(line.removeprefix("PROGRESS ").strip())
 
         before = wan.counters()
-        run_workers(specs, wan, timeout_s=timeout_s, stall_s=stall_s, progress=progress)
+        try:
+            run_workers(specs, wan, timeout_s=timeout_s, stall_s=stall_s, progress=progress)
+        except WorkerFailed as failure:
+            raise find_culprit(failure, specs) from None
         after = wan.counters()
     shaped_bytes = {f"{a}->{b}": after.get((a, b), 0) - before.get((a, b), 0)
                     for (a, b) in after}
     return summarise(job, out_dir, described, shaped_bytes, trace_path)
+
+
+def find_culprit(failure: WorkerFailed, specs: list) -> WorkerFailed:
+    """When the run stalled, the rank the supervisor noticed first may only be waiting for
+    another. Each worker's watchdog printed what it was doing (STALLED ...; waiting for rank
+    N): follow the waits to the rank that waits for nobody."""
+    if "no progress" not in failure.reason and "timeout" not in failure.reason:
+        return failure
+    waits, stalled = {}, set()
+    for spec in specs:
+        try:
+            with open(spec.log_path, errors="replace") as f:
+                lines = [line for line in f if line.startswith("STALLED")]
+        except OSError:
+            continue
+        if not lines:
+            continue
+        stalled.add(spec.rank)
+        tail = lines[-1]
+        if "waiting for rank " in tail:
+            waits[spec.rank] = int(tail.rsplit("waiting for rank ", 1)[1].split()[0])
+        elif "waiting for all ranks" in tail:
+            waits[spec.rank] = -1
+    blocked_elsewhere = [r for r in stalled if r not in waits]
+    if len(blocked_elsewhere) != 1:
+        return failure
+    culprit = blocked_elsewhere[0]
+    if culprit == failure.rank:
+        return failure
+    spec = next(s for s in specs if s.rank == culprit)
+    from .supervisor import _tail
+    return WorkerFailed(culprit, f"{failure.reason} (hung; rank {failure.rank} and others were "
+                        "waiting for it)", _tail(spec.log_path), cluster=spec.cluster,
+                        log_path=spec.log_path)
 
 
 def _loss_rank(job: dict) -> int:

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from . import comm
-from .comm import TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
+from .comm import ACTIVITY, TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
 from .model import GptConfig, StageModule, TensorParallel
 from .trace import Recorder
 
@@ -233,6 +233,7 @@ class Worker:
                     x = self.recv_boundary(s - 1, TAG_ACTIVATIONS * TAG_KIND + mb,
                                            f"activations stage {s - 1} -> {s} mb {mb}")
                     x = x.view(shape).requires_grad_()
+                ACTIVITY.set(f"forward stage {s} mb {mb}")
                 t0 = now()
                 out = self.module(x, targets if self.last else None)
                 t1 = now()
@@ -254,6 +255,7 @@ class Worker:
                     grad = self.recv_boundary(s + 1, TAG_GRADIENTS * TAG_KIND + mb,
                                               f"gradients stage {s + 1} -> {s} mb {mb}")
                     grad = grad.view(shape)
+                ACTIVITY.set(f"backward stage {s} mb {mb}")
                 t0 = now()
                 out.backward(grad)
                 t1 = now()
@@ -264,6 +266,7 @@ class Worker:
                                        f"gradients stage {s} -> {s - 1} mb {mb}")
             self.activation_wire.poll()
         self.sync_gradients()
+        ACTIVITY.set(f"optimizer stage {s}")
         t0 = now()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -349,8 +352,10 @@ class Worker:
                 print(f"injected failure: {fail['mode']} at step {step}", flush=True)
                 if fail["mode"] == "crash":
                     os._exit(3)
+                ACTIVITY.set("injected hang")
                 while True:
                     time.sleep(3600)
+            ACTIVITY.set(f"barrier before step {step}", -1)
             dist.barrier()
             start = now()
             record = self.run_step(step)
@@ -374,6 +379,21 @@ class Worker:
         steps_file.close()
 
 
+def watchdog(stall_s: float):
+    """Prints one STALLED line when the main thread has been doing the same thing for
+    `stall_s`: what, and which rank it waits for, so that the runner can tell the rank that
+    hangs from the ranks that wait for it (live.py `find_culprit`)."""
+    reported = None
+    while True:
+        time.sleep(min(1.0, stall_s / 4))
+        since, what, peer = ACTIVITY.since, ACTIVITY.what, ACTIVITY.peer
+        if now() - since >= stall_s and reported != since:
+            waiting = "" if peer is None else (" waiting for all ranks" if peer < 0
+                                              else f" waiting for rank {peer}")
+            print(f"STALLED {now() - since:.0f} s: {what};{waiting}", flush=True)
+            reported = since
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="hgsim_runtime.worker")
     parser.add_argument("--job", required=True)
@@ -390,6 +410,9 @@ def main(argv=None):
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=args.rank,
                             world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=job["timeout_s"]))
+    if job.get("stall_s"):
+        import threading
+        threading.Thread(target=watchdog, args=(job["stall_s"] / 2,), daemon=True).start()
     worker = Worker(job, args.rank)
     worker.build()
     worker.run()
