@@ -1,0 +1,250 @@
+"""Point-to-point traffic of a live worker: resharding between stages, rings, WAN codecs.
+
+Everything goes over torch.distributed point-to-point messages on the default group, so
+that each transfer can be coded where it crosses the WAN, exactly where the simulator codes
+it (sim/collectives.hpp `Sender::send`): encode on the sender, decode on the receiver. Tags
+keep messages between the same two ranks apart.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import hgsim
+
+from .trace import Recorder
+
+# Message tags: kind * TAG_KIND + detail.
+TAG_KIND = 1_000_000
+TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_RING = 1, 2, 3
+
+
+def now() -> float:
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def intervals(total: int, parts: int) -> list[tuple[int, int]]:
+    """[start, end) of `parts` near-equal consecutive pieces of `total` elements."""
+    base, extra = divmod(total, parts)
+    out, at = [], 0
+    for i in range(parts):
+        n = base + (1 if i < extra else 0)
+        out.append((at, at + n))
+        at += n
+    return out
+
+
+def codec_shape(elements: int, columns: int) -> list[int]:
+    """The shape a WAN codec sees: rows of the hidden size when they divide (as the simulator's
+    WanCodec), else one row."""
+    if columns > 1 and elements % columns == 0 and elements // columns > 1:
+        return [elements // columns, columns]
+    return [elements]
+
+
+class Activity:
+    """What a worker's main thread is doing, for the watchdog that reports hangs: a
+    description and the rank it waits for (None while computing)."""
+
+    def __init__(self):
+        self.since, self.what, self.peer = now(), "starting", None
+
+    def set(self, what: str, peer: int | None = None):
+        self.since, self.what, self.peer = now(), what, peer
+
+
+ACTIVITY = Activity()
+
+
+class Wire:
+    """Sends and receives flat fp32 tensors between ranks, coding the ones that cross the WAN.
+
+    `codec` is the scenario's codec for this traffic class (None or "none": send raw fp32).
+    Error-feedback state lives in one hgsim.TensorCodec per `key` (a transfer that repeats
+    every step with the same shape).
+    """
+
+    def __init__(self, me: int, cluster_of: list[str], codec, columns: int, recorder: Recorder,
+                 traffic: str):
+        self.me, self.cluster_of, self.columns = me, cluster_of, columns
+        self.codec = None if codec in (None, "none") or (
+            isinstance(codec, dict) and codec.get("codec", "none") == "none") else codec
+        self.recorder, self.traffic = recorder, traffic
+        self.codecs: dict = {}
+        self.pending: list = []  # (work, span index) of sends not known to be done
+        self.wan_raw_bytes = 0
+        self.wan_wire_bytes = 0
+        self.lock = threading.Lock()
+
+    def crosses_wan(self, peer: int) -> bool:
+        return self.cluster_of[peer] != self.cluster_of[self.me]
+
+    def coded(self, peer: int) -> bool:
+        return self.codec is not None and self.crosses_wan(peer)
+
+    def _tensor_codec(self, key, elements: int):
+        codec = self.codecs.get(key)
+        if codec is None:
+            codec = hgsim.TensorCodec(self.codec, codec_shape(elements, self.columns))
+            self.codecs[key] = codec
+        return codec
+
+    def encode(self, key, flat: torch.Tensor, label: str) -> torch.Tensor:
+        t0 = now()
+        encoded = torch.from_numpy(self._tensor_codec(key, flat.numel()).encode(flat))
+        self.recorder.span(f"encode {label}", "codec", 0, t0, now())
+        return encoded
+
+    def decode(self, encoded: torch.Tensor, out: torch.Tensor, label: str) -> torch.Tensor:
+        t0 = now()
+        hgsim.decode(encoded.numpy(), out=out)
+        self.recorder.span(f"decode {label}", "codec", 0, t0, now())
+        return out
+
+    def send(self, flat: torch.Tensor, peer: int, tag: int, key, label: str, category: str):
+        """Starts sending `flat` (contiguous fp32) to `peer`; returns at once."""
+        payload = flat.contiguous()
+        if self.coded(peer):
+            payload = self.encode(key, payload, label)
+        if self.crosses_wan(peer):
+            self.wan_raw_bytes += flat.numel() * 4
+            self.wan_wire_bytes += payload.numel() * payload.element_size()
+        t0 = now()
+        work = dist.isend(payload, peer, tag=tag)
+        args = {"bytes": payload.numel() * payload.element_size(), "to": peer}
+        self.pending.append((work, self.recorder.open_span(label, category, 1, t0, args), payload))
+
+    def recv(self, out: torch.Tensor, peer: int, tag: int, label: str, category: str):
+        """Receives into the contiguous fp32 tensor `out` from `peer` (decoding if coded)."""
+        t0 = now()
+        ACTIVITY.set(f"receiving {label}", peer)
+        if self.coded(peer):
+            size = hgsim.encoded_bytes(self.codec, codec_shape(out.numel(), self.columns))
+            buffer = torch.empty(size, dtype=torch.uint8)
+            dist.recv(buffer, peer, tag=tag)
+            self.recorder.span(label, category, 1, t0, now(), {"bytes": size, "from": peer})
+            return self.decode(buffer, out, label)
+        dist.recv(out, peer, tag=tag)
+        self.recorder.span(label, category, 1, t0, now(), {"bytes": out.numel() * 4, "from": peer})
+        return out
+
+    def poll(self):
+        """Closes the spans of sends that have finished."""
+        still = []
+        for work, span, payload in self.pending:
+            if work.is_completed():
+                self.recorder.close_span(span, now())
+            else:
+                still.append((work, span, payload))
+        self.pending = still
+
+    def drain(self):
+        """Waits for every send this wire started."""
+        for work, span, _ in self.pending:
+            work.wait()
+            self.recorder.close_span(span, now())
+        self.pending = []
+
+
+def exchange(wire: Wire, send_piece, to: int, recv_piece, frm: int, tag: int, key, label: str,
+             category: str):
+    """One ring step: send one piece to `to` while receiving another from `frm`."""
+    wire.send(send_piece, to, tag, key, label, category)
+    wire.recv(recv_piece, frm, tag, label, category)
+
+
+def ring_reduce_scatter(wire: Wire, buffer: torch.Tensor, members: list[int], pieces,
+                        tag: int, key, label: str):
+    """Textbook ring reduce-scatter over `members` (in ring order): after k-1 steps member i
+    holds the sum of piece i. `pieces` are [start, end) per member (some may be empty)."""
+    k = len(members)
+    i = members.index(wire.me)
+    nxt, prv = members[(i + 1) % k], members[(i - 1) % k]
+    for step in range(k - 1):
+        s0, s1 = pieces[(i - step - 1) % k]
+        r0, r1 = pieces[(i - step - 2) % k]
+        incoming = torch.empty(r1 - r0)
+        if s1 > s0 or r1 > r0:
+            if s1 > s0:
+                wire.send(buffer[s0:s1].clone(), nxt, tag + step, (key, "rs", step), label,
+                          "dp_comm")
+            if r1 > r0:
+                wire.recv(incoming, prv, tag + step, label, "dp_comm")
+                buffer[r0:r1] += incoming
+    wire.drain()
+
+
+def ring_all_gather(wire: Wire, buffer: torch.Tensor, members: list[int], pieces, tag: int, key,
+                    label: str):
+    """Textbook ring all-gather: member i starts with piece i; after k-1 steps all hold all.
+
+    A coded hop changes what it carries; the sender keeps the decoded value itself so that
+    every member ends with identical numbers (replicas must not drift apart)."""
+    k = len(members)
+    i = members.index(wire.me)
+    nxt, prv = members[(i + 1) % k], members[(i - 1) % k]
+    for step in range(k - 1):
+        s0, s1 = pieces[(i - step) % k]
+        r0, r1 = pieces[(i - step - 1) % k]
+        if s1 > s0:
+            piece = buffer[s0:s1].clone()
+            if wire.coded(nxt):
+                encoded = wire.encode((key, "ag", step), piece, label)
+                wire.decode(encoded, buffer[s0:s1], label)  # what the receiver will hold
+                _send_encoded(wire, encoded, piece.numel(), nxt, tag + 100 + step, label)
+            else:
+                wire.send(piece, nxt, tag + 100 + step, None, label, "dp_comm")
+        if r1 > r0:
+            wire.recv(buffer[r0:r1], prv, tag + 100 + step, label, "dp_comm")
+    wire.drain()
+
+
+def _send_encoded(wire: Wire, encoded: torch.Tensor, elements: int, peer: int, tag: int,
+                  label: str):
+    wire.wan_raw_bytes += elements * 4
+    wire.wan_wire_bytes += encoded.numel()
+    t0 = now()
+    work = dist.isend(encoded, peer, tag=tag)
+    span = wire.recorder.open_span(label, "dp_comm", 1, t0, {"bytes": encoded.numel(), "to": peer})
+    wire.pending.append((work, span, encoded))
+
+
+def ring_all_reduce(wire: Wire, buffer: torch.Tensor, members: list[int], tag: int, key,
+                    label: str):
+    if len(members) < 2:
+        return
+    pieces = intervals(buffer.numel(), len(members))
+    ring_reduce_scatter(wire, buffer, members, pieces, tag, key, label)
+    ring_all_gather(wire, buffer, members, pieces, tag, key, label)
+
+
+def hierarchical_all_reduce(wire: Wire, buffer: torch.Tensor, by_cluster: list[list[int]],
+                            tag: int, key, label: str):
+    """Reduce-scatter inside each cluster onto min(n_c) lanes, ring all-reduce of each lane's
+    piece across clusters (the only WAN traffic), all-gather inside each cluster: the
+    simulator's hierarchical_all_reduce."""
+    lanes = min(len(c) for c in by_cluster)
+    mine = next(c for c in by_cluster if wire.me in c)
+    lane_pieces = intervals(buffer.numel(), lanes)
+    pieces = lane_pieces + [(0, 0)] * (len(mine) - lanes)
+    if len(mine) > 1:
+        ring_reduce_scatter(wire, buffer, mine, pieces, tag, (key, "intra"), label + " intra")
+    lane = mine.index(wire.me)
+    if lane < lanes:
+        across = [c[lane] for c in by_cluster]
+        a0, a1 = lane_pieces[lane]
+        ring_all_reduce(wire, buffer[a0:a1], across, tag + 200, (key, "lane", lane),
+                        label + " inter")
+    if len(mine) > 1:
+        ring_all_gather(wire, buffer, mine, pieces, tag + 400, (key, "intra"), label + " intra")
+
+
+def buckets_of(elements: int, bucket_bytes: float) -> list[tuple[int, int]]:
+    """The simulator's bucketing: ceil(bytes / bucket) equal buckets."""
+    count = max(1, math.ceil(elements * 4 / bucket_bytes))
+    return [piece for piece in intervals(elements, count) if piece[1] > piece[0]]

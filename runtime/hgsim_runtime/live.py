@@ -1,0 +1,323 @@
+"""`hgsim live SCENARIO [--plan PLAN.json] [--steps N] [--trace FILE] [--scale-model ...]`
+
+Trains a scaled copy of the scenario's model under its plan with one CPU worker process per
+GPU of the plan, over emulated WAN links (runtime/hgsim_runtime/wan.py), and writes:
+  OUT/loss.csv       loss and iteration time per step
+  OUT/summary.json   iteration time, per-device compute, WAN bytes, notes
+  OUT/rank<R>.log    each worker's output
+  --trace FILE       one Chrome trace whose tracks are named as the simulator's
+
+Exit status: 0 when every worker finished, 1 when the run failed (a worker crashed or hung:
+all workers are ended, the namespaces removed, the failing rank and its last lines printed),
+2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+
+import hgsim
+
+from . import plan as planning
+from . import trace as tracing
+from .plan import LiveError
+from .supervisor import WorkerFailed, WorkerSpec, run_workers
+from .wan import EmulatedWan, install_signal_cleanup
+from .worker import segments
+
+
+def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[1])
+    p.add_argument("scenario", help="scenario YAML/JSON")
+    p.add_argument("--plan", help="plan JSON/YAML (default: the scenario's strategy, or the "
+                                  "planner's plan for strategy: auto)")
+    p.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
+    p.add_argument("--trace", help="write the merged Chrome trace here")
+    p.add_argument("--scale-model", help="KEY=VALUE,... with KEY in hidden, heads, ffn_hidden, "
+                                         "seq_len, micro_batch")
+    p.add_argument("--out", help="output folder (default: a new temporary folder)")
+    p.add_argument("--corpus", default=planning.default_corpus(),
+                   help="text file or folder of text files (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds for the whole run")
+    p.add_argument("--stall", type=float, default=180,
+                   help="a worker silent this many seconds counts as hung (default 180)")
+    p.add_argument("--max-workers", type=int, default=16)
+    p.add_argument("--no-shape", action="store_true", help="do not create namespaces or shape")
+    p.add_argument("--compression", help="JSON object overriding the scenario's compression, "
+                                         "e.g. '{\"wan_activations\": \"int8\"}'")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--inject-failure", help="testing aid: RANK:STEP:crash|hang")
+    return p
+
+
+def prepare(args) -> dict:
+    """The job every worker reads, from the command line."""
+    resolved = hgsim.resolve(args.scenario, args.plan)
+    compression = dict(resolved["compression"])
+    if args.compression:
+        try:
+            compression.update(json.loads(args.compression))
+        except json.JSONDecodeError as e:
+            raise LiveError(f"--compression: not a JSON object: {e}") from None
+    return job_from(resolved["scenario"], resolved["model"], resolved["plan"], compression,
+                    scale=planning.parse_scale(args.scale_model), steps=args.steps,
+                    seed=args.seed, lr=args.lr, max_workers=args.max_workers,
+                    timeout_s=args.timeout)
+
+
+def job_from(scenario: dict, model: dict, plan: dict, compression: dict, *, scale=None,
+             steps=5, seed=1234, lr=1e-3, max_workers=16, timeout_s=900.0,
+             corpus=None) -> dict:
+    """The job from a resolved scenario (`hgsim.resolve`): the scaled model, the plan with
+    defaults filled in, placement, segments, checks (LiveError for what cannot run live)."""
+    plan = planning.normalise_plan(plan)
+    training = scenario["training"]
+    scale = scale or {}
+    live_model, seq_len, notes = planning.scaled_model(model, training["seq_len"], scale)
+    if "micro_batch" in scale:
+        plan["micro_batch"] = scale["micro_batch"]
+    roles = planning.placement(scenario, plan)
+    segs = segments(plan["pipelines"], live_model["layers"])
+    planning.check_executable(plan, live_model, seq_len, max_workers, segs, roles)
+    recompute = plan.get("recompute") or training.get("recompute", "none")
+    if recompute != "none":
+        notes.append(f"recompute: {recompute} is not executed live: the workers keep all "
+                     "activations (validation simulates the same)")
+    if training.get("precision", "fp32") != "fp32":
+        notes.append(f"precision {training.get('precision')} -> fp32 (CPU workers)")
+    global_batch = sum(p["replicas"] * p["micro_batches"] for p in plan["pipelines"]) \
+        * plan["micro_batch"]
+    bucket = plan.get("grad_sync", {}).get("bucket", "25MB")
+    return {
+        "scenario_name": scenario.get("name", ""),
+        "model": live_model, "seq_len": seq_len, "seed": seed, "lr": lr,
+        "steps": steps, "schedule": plan.get("schedule", "1f1b"),
+        "micro_batch": plan["micro_batch"], "global_batch": global_batch,
+        "pipelines": plan["pipelines"], "plan": plan,
+        "grad_sync": {"algorithm": plan.get("grad_sync", {}).get("algorithm", "ring"),
+                      "bucket_bytes": hgsim.parse_quantity(bucket, "bytes")
+                      if isinstance(bucket, str) else float(bucket)},
+        "compression": compression, "ranks": roles, "segments": segs,
+        "clusters": [c["name"] for c in scenario["clusters"]],
+        "wan": planning.wan_links(scenario), "scenario": scenario, "notes": notes,
+        "timeout_s": timeout_s, "corpus": corpus or planning.default_corpus(),
+    }
+
+
+def parse_failure(text: str | None) -> dict | None:
+    if not text:
+        return None
+    parts = text.split(":")
+    if len(parts) != 3 or parts[2] not in ("crash", "hang") or not all(
+            x.isdigit() for x in parts[:2]):
+        raise LiveError(f"--inject-failure {text}: expected RANK:STEP:crash|hang")
+    return {"rank": int(parts[0]), "step": int(parts[1]), "mode": parts[2]}
+
+
+def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 900,
+            stall_s: float | None = 180, trace_path: str | None = None, echo=print) -> dict:
+    """Runs the job's workers over the emulated WAN; returns the summary. WorkerFailed when a
+    worker crashes or hangs (everything is cleaned up first)."""
+    os.makedirs(out_dir, exist_ok=True)
+    job = dict(job, out_dir=os.path.abspath(out_dir), stall_s=stall_s)
+    job["corpus"] = planning.corpus_file(job["corpus"], out_dir)
+    wan = EmulatedWan(job["clusters"], job["wan"], shape=shape)
+    with wan:
+        install_signal_cleanup(wan)
+        job["master_addr"] = wan.address(job["ranks"][0]["cluster"])
+        job["master_port"] = random.randint(20000, 59999)
+        job_path = os.path.join(out_dir, "job.json")
+        with open(job_path, "w") as f:
+            json.dump(job, f, indent=1)
+        described = wan.describe()
+        if not described.get("shaped"):
+            echo(f"note: WAN links are not shaped: {described.get('why_not')}")
+        specs = []
+        python = os.environ.get("HGSIM_PYTHON", sys.executable)
+        for role in job["ranks"]:
+            env = dict(os.environ)
+            env.update(MASTER_ADDR=job["master_addr"], MASTER_PORT=str(job["master_port"]),
+                       RANK=str(role["rank"]), WORLD_SIZE=str(len(job["ranks"])),
+                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            iface = wan.interface(role["cluster"])
+            env["GLOO_SOCKET_IFNAME"] = iface or "lo"
+            specs.append(WorkerSpec(rank=role["rank"], cluster=role["cluster"],
+                                    argv=[python, "-m", "hgsim_runtime.worker", "--job", job_path,
+                                          "--rank", str(role["rank"])],
+                                    env=env,
+                                    log_path=os.path.join(out_dir, f"rank{role['rank']}.log")))
+        reporter = _loss_rank(job)
+
+        def progress(rank, line):
+            if rank == reporter:
+                echo(line.removeprefix("PROGRESS ").strip())
+
+        before = wan.counters()
+        try:
+            run_workers(specs, wan, timeout_s=timeout_s, stall_s=stall_s, progress=progress)
+        except WorkerFailed as failure:
+            raise find_culprit(failure, specs) from None
+        after = wan.counters()
+    shaped_bytes = {f"{a}->{b}": after.get((a, b), 0) - before.get((a, b), 0)
+                    for (a, b) in after}
+    return summarise(job, out_dir, described, shaped_bytes, trace_path)
+
+
+def find_culprit(failure: WorkerFailed, specs: list) -> WorkerFailed:
+    """When the run stalled, the rank the supervisor noticed first may only be waiting for
+    another. Each worker's watchdog printed what it was doing (STALLED ...; waiting for rank
+    N): follow the waits to the rank that waits for nobody."""
+    if "no progress" not in failure.reason and "timeout" not in failure.reason:
+        return failure
+    waits, stalled = {}, set()
+    for spec in specs:
+        try:
+            with open(spec.log_path, errors="replace") as f:
+                lines = [line for line in f if line.startswith("STALLED")]
+        except OSError:
+            continue
+        if not lines:
+            continue
+        stalled.add(spec.rank)
+        tail = lines[-1]
+        if "waiting for rank " in tail:
+            waits[spec.rank] = int(tail.rsplit("waiting for rank ", 1)[1].split()[0])
+        elif "waiting for all ranks" in tail:
+            waits[spec.rank] = -1
+    blocked_elsewhere = [r for r in stalled if r not in waits]
+    if len(blocked_elsewhere) != 1:
+        return failure
+    culprit = blocked_elsewhere[0]
+    if culprit == failure.rank:
+        return failure
+    spec = next(s for s in specs if s.rank == culprit)
+    from .supervisor import _tail
+    return WorkerFailed(culprit, f"{failure.reason} (hung; rank {failure.rank} and others were "
+                        "waiting for it)", _tail(spec.log_path), cluster=spec.cluster,
+                        log_path=spec.log_path)
+
+
+def _loss_rank(job: dict) -> int:
+    last = len(job["pipelines"][0]["stages"]) - 1
+    return next(r["rank"] for r in job["ranks"] if r["pipeline"] == 0 and r["replica"] == 0
+                and r["stage"] == last and r["dp"] == 0 and r["tp"] == 0)
+
+
+def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
+    steps: dict[int, list[dict]] = {}
+    for role in job["ranks"]:
+        with open(os.path.join(out_dir, f"rank{role['rank']}.steps.jsonl")) as f:
+            for line in f:
+                record = json.loads(line)
+                steps.setdefault(record["step"], []).append(record)
+    rows = []
+    for step in sorted(steps):
+        records = steps[step]
+        tokens = sum(r["tokens"] for r in records)
+        rows.append({"step": step,
+                     "loss": sum(r["loss_sum"] for r in records) / tokens if tokens else None,
+                     "iteration_time_s": max(r["end"] for r in records)
+                     - min(r["start"] for r in records),
+                     "tokens": tokens})
+    with open(os.path.join(out_dir, "loss.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "loss", "iteration_time_s", "tokens"])
+        for r in rows:
+            w.writerow([r["step"], f"{r['loss']:.6f}", f"{r['iteration_time_s']:.6f}",
+                        r["tokens"]])
+    # Step 0 warms up allocators and connections: timings are medians over the later steps.
+    timed = [r for r in rows if r["step"] > 0] or rows
+    devices = []
+    for role in job["ranks"]:
+        records = [r for s in steps.values() for r in s if r["rank"] == role["rank"]]
+        later = [r for r in records if r["step"] > 0] or records
+        devices.append({"rank": role["rank"], "name": role["device"], "cluster": role["cluster"],
+                        "pipeline": role["pipeline"], "stage": role["stage"],
+                        "compute_s": statistics.median(r["compute_s"] for r in later)})
+    last = steps[max(steps)]
+    summary = {
+        "scenario": job["scenario_name"], "steps": len(rows),
+        "iteration_time_s": statistics.median(r["iteration_time_s"] for r in timed),
+        "loss": rows[-1]["loss"], "devices": devices,
+        "wan_bytes": {"sent_by_workers_raw": sum(r["wan_raw_bytes"] for r in last),
+                      "sent_by_workers_wire": sum(r["wan_wire_bytes"] for r in last),
+                      "shaped_interfaces": shaped_bytes},
+        "wan": described, "notes": job["notes"], "model": job["model"],
+        "provenance": "measured: live run on this machine",
+        "out_dir": out_dir, "loss_csv": os.path.join(out_dir, "loss.csv"),
+    }
+    if trace_path:
+        spans = {}
+        for role in job["ranks"]:
+            with open(os.path.join(out_dir, f"rank{role['rank']}.spans.json")) as f:
+                spans[role["rank"]] = json.load(f)
+        origin = min(s[3] for v in spans.values() for s in v) if any(spans.values()) else 0.0
+        links = [f"wan:{w['from']}->{w['to']}" for w in job["wan"]] + \
+                [f"wan:{w['to']}->{w['from']}" for w in job["wan"]]
+        devices_in_order = [{"rank": r["rank"], "cluster": r["cluster"], "name": r["device"]}
+                            for r in job["ranks"]]
+        tracing.merge(trace_path, job["clusters"], devices_in_order, spans, links, origin)
+        summary["trace"] = trace_path
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    return summary
+
+
+def print_summary(summary: dict, echo=print):
+    echo(f"live run of {summary['scenario']}: {summary['steps']} steps")
+    echo(f"  iteration time  {summary['iteration_time_s']:.4f} s (median of steps after the "
+         "first; measured)")
+    echo(f"  final loss      {summary['loss']:.4f} nats/byte")
+    wb = summary["wan_bytes"]
+    echo(f"  WAN bytes       {wb['sent_by_workers_wire']:.0f} sent by workers "
+         f"({wb['sent_by_workers_raw']:.0f} before coding), all steps")
+    for link, n in sorted(wb["shaped_interfaces"].items()):
+        echo(f"    {link}: {n} bytes counted by tc on the shaped interface")
+    for d in summary["devices"]:
+        echo(f"  {d['name']:<16} rank {d['rank']:<3} stage {d['stage']}  compute "
+             f"{d['compute_s']:.4f} s per step")
+    for note in summary["notes"]:
+        echo(f"  note: {note}")
+    echo(f"  outputs in {summary['out_dir']} (loss.csv, summary.json, rank logs)")
+    if "trace" in summary:
+        echo(f"  trace: {summary['trace']}")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.steps < 1:
+            raise LiveError("--steps must be at least 1")
+        job = prepare(args)
+        job["corpus"] = args.corpus
+        job["inject_failure"] = parse_failure(args.inject_failure)
+        out_dir = args.out or tempfile.mkdtemp(prefix="hgsim-live-")
+        echo = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+        for note in job["notes"]:
+            echo(f"note: {note}")
+        summary = execute(job, out_dir, shape=not args.no_shape, timeout_s=args.timeout,
+                          stall_s=args.stall, trace_path=args.trace, echo=echo)
+    except (LiveError, hgsim.Error) as e:
+        print(f"hgsim live: error: {e}", file=sys.stderr)
+        return 2
+    except WorkerFailed as e:
+        print(f"hgsim live: the run failed: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print_summary(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

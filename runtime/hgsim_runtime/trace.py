@@ -1,0 +1,87 @@
+"""Spans a live worker records, and their merge into one Chrome trace named as the simulator's.
+
+The simulator's trace (sim/trace.cpp) has one process per cluster ("cluster NAME"), two
+threads per device ("NAME/nN/gG compute" at tid 2d, "... comm" at 2d+1, d = the device's
+index in placement order) and a "WAN" process with one thread per WAN direction
+("wan:A->B"). The live trace uses the same pids, tids and names, so the two files open side
+by side in Perfetto and line up track by track. Times are seconds from the start of the first
+recorded step.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class Recorder:
+    """Spans of one worker: (name, category, track 0 = compute / 1 = comm, start, end, args)."""
+
+    def __init__(self):
+        self.spans: list[list] = []
+        self.enabled = True
+
+    def span(self, name, category, track, start, end, args=None):
+        if self.enabled:
+            self.spans.append([name, category, track, start, end, args])
+
+    def open_span(self, name, category, track, start, args=None) -> int:
+        self.spans.append([name, category, track, start, None, args])
+        return len(self.spans) - 1
+
+    def close_span(self, index: int, end: float):
+        self.spans[index][4] = end
+
+    def dump(self, path: str):
+        with open(path, "w") as f:
+            json.dump([s for s in self.spans if s[4] is not None], f)
+
+
+def _meta(what, pid, tid, name):
+    return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def merge(path: str, clusters: list[str], devices: list[dict], spans_per_rank: dict[int, list],
+          wan_links: list[str], origin: float):
+    """Writes the Chrome trace. `devices[d]` = {"rank", "cluster", "name"} in placement order;
+    a send whose peer is in another cluster also appears on its WAN direction's track."""
+    events = [_meta("process_name", c, 0, f"cluster {name}") for c, name in enumerate(clusters)]
+    cluster_index = {name: c for c, name in enumerate(clusters)}
+    device_of_rank = {}
+    cluster_of_name = {dev["name"]: dev["cluster"] for dev in devices}
+    for d, dev in enumerate(devices):
+        pid = cluster_index[dev["cluster"]]
+        events.append(_meta("thread_name", pid, 2 * d, dev["name"] + " compute"))
+        events.append(_meta("thread_name", pid, 2 * d + 1, dev["name"] + " comm"))
+        device_of_rank[dev["rank"]] = d
+    wan_pid = len(clusters)
+    events.append(_meta("process_name", wan_pid, 0, "WAN"))
+    wan_tid = {}
+    for t, link in enumerate(wan_links):
+        wan_tid[link] = t
+        events.append(_meta("thread_name", wan_pid, t, link))
+    for rank, spans in sorted(spans_per_rank.items()):
+        d = device_of_rank[rank]
+        dev = devices[d]
+        pid = cluster_index[dev["cluster"]]
+        for name, category, track, start, end, args in spans:
+            event = {"ph": "X", "name": name, "cat": category, "pid": pid, "tid": 2 * d + track,
+                     "ts": round((start - origin) * 1e6, 3),
+                     "dur": round(max(0.0, end - start) * 1e6, 3)}
+            if args:
+                args = dict(args)
+                for key in ("to", "from"):
+                    if key in args:
+                        args[key] = devices[device_of_rank[args[key]]]["name"]
+                event["args"] = args
+            events.append(event)
+            peer = args.get("to") if args else None
+            if peer is None:
+                continue
+            peer_cluster = cluster_of_name[peer]
+            link = f"wan:{dev['cluster']}->{peer_cluster}"
+            if peer_cluster != dev["cluster"] and link in wan_tid:
+                events.append(dict(event, pid=wan_pid, tid=wan_tid[link]))
+    with open(path, "w") as f:
+        f.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
+        f.write(",\n".join(json.dumps(e) for e in events))
+        f.write("\n]}\n")

@@ -1,0 +1,285 @@
+"""`hgsim validate live SCENARIO [--plan PLAN] [--steps N] [--json] ...`
+
+Simulated against live, on this machine:
+ 1. prepares the live job (the scaled model, the plan) as `hgsim live` does;
+ 2. profiles that model's layers, head and optimizer on this CPU with one thread: what the
+    workers execute (hgsim_runtime.profile, "hgsim-layer-profile/1");
+ 3. measures the unshaped loopback path the workers use inside a cluster (gloo ping-pong);
+ 4. simulates the plan on a scenario that says what the live run has: the scaled model in
+    fp32 without recomputation, the layer profile as every GPU's compute, the shaped WAN
+    rates, the measured loopback for NVLink/NIC and for the WAN's latency (no netem here);
+ 5. runs it live over the shaped links;
+ 6. reports iteration time, per-stage compute, exposed communication and WAN bytes side by
+    side with the relative error of each (--json: the object below).
+
+    {"iteration_time_s": {"sim": s, "live": l, "rel_error": (s - l) / l},
+     "wan_bytes": {"sim": ..., "live": ..., "rel_error": ..., "live_source": ...},
+     "stages": [{"pipeline": 0, "stage": 0, "device": "a/n0/g0",
+                 "compute_s": {...}, "comm_exposed_and_bubble_s": {...}}, ...], ...}
+
+On two cores, at most two workers may compute at once for the comparison to hold (the
+simulator gives each GPU its own processor): the command refuses plans with more than
+`--cores` workers (default: the machine's CPU count) unless --allow-shared-cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+
+import hgsim
+
+from . import live
+from . import profile as profiling
+from .plan import LiveError
+from .supervisor import WorkerFailed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = live.build_parser("hgsim validate live")
+    p.description = "Simulate a plan and run it live on this machine; compare."
+    p.set_defaults(steps=6)
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+                   help="CPU cores the workers may use at once (default: all)")
+    p.add_argument("--allow-shared-cores", action="store_true",
+                   help="run even when more workers than cores compute at once")
+    p.add_argument("--repeats", type=int, default=profiling.REPEATS,
+                   help="profiler repetitions per shape")
+    return p
+
+
+def rel_error(sim: float, live_value: float) -> float | None:
+    return (sim - live_value) / live_value if live_value else None
+
+
+def compare(sim: float, live_value: float) -> dict:
+    return {"sim": sim, "live": live_value, "rel_error": rel_error(sim, live_value)}
+
+
+# ---- the loopback the workers use inside a cluster ----------------------------------------
+
+def _pingpong(rank: int, port: int, sizes: list[int], repeats: int, queue):
+    import time
+
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    out = {}
+    for size in sizes:
+        buf = torch.zeros(size // 4)
+        times = []
+        for i in range(repeats + 2):
+            dist.barrier()
+            t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+            if rank == 0:
+                dist.send(buf, 1)
+                dist.recv(buf, 1)
+            else:
+                dist.recv(buf, 0)
+                dist.send(buf, 0)
+            if i >= 2:
+                times.append(time.clock_gettime(time.CLOCK_MONOTONIC) - t0)
+        out[size] = statistics.median(times) / 2  # one way
+    if rank == 0:
+        queue.put(out)
+    dist.destroy_process_group()
+
+
+def measure_loopback(repeats: int = 20) -> dict:
+    """One-way time of a small and a 4 MiB gloo message between two processes over loopback:
+    latency = small, bandwidth = 4 MiB / (large - small)."""
+    import random
+    small, large = 4, 4 << 20
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    port = random.randint(20000, 59999)
+    procs = [ctx.Process(target=_pingpong, args=(r, port, [small, large], repeats, queue))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    times = queue.get(timeout=120)
+    for p in procs:
+        p.join(timeout=30)
+    latency = times[small]
+    bandwidth = large / max(times[large] - latency, 1e-9)
+    return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
+            "method": f"gloo send/recv ping-pong over 127.0.0.1, medians of {repeats}"}
+
+
+# ---- the scenario the simulator sees ------------------------------------------------------
+
+def live_scenario(job: dict, loopback: dict) -> dict:
+    """The scenario the live run really is: scaled model, fp32, no recomputation, the
+    measured loopback inside clusters, the shaped WAN rates with the loopback latency."""
+    s = copy.deepcopy(job["scenario"])
+    m = job["model"]
+    s["name"] = s.get("name", "scenario") + "-live"
+    s["model"] = {k: m[k] for k in ("name", "layers", "hidden", "heads", "kv_heads", "vocab",
+                                    "ffn_hidden", "activation", "norm", "max_positions",
+                                    "tied_embeddings", "bias", "dropout")}
+    s["training"] = dict(s["training"], seq_len=job["seq_len"], precision="fp32",
+                         recompute="none", global_batch=job["global_batch"])
+    link = {"bandwidth": f"{loopback['bandwidth_bytes_per_s']:.6g}B/s",
+            "latency": f"{loopback['latency_s'] * 1e6:.6g}us"}
+    for c in s["clusters"]:
+        c["nvlink"] = dict(link)
+        c["nic"] = dict(link)
+        c.pop("oversubscription", None)
+    for w in s.get("wan", []):
+        w["latency"] = link["latency"]
+        w.pop("trace", None)
+    plan = copy.deepcopy(job["plan"])
+    plan["recompute"] = "none"
+    plan["micro_batch"] = job["micro_batch"]
+    plan["compression"] = job["compression"]
+    s["strategy"] = plan
+    s["compression"] = job["compression"]
+    s.pop("sweep", None)
+    s.setdefault("simulation", {})
+    s["simulation"] = dict(s["simulation"], fidelity="full")
+    return s
+
+
+def sim_stage_rows(sim: dict, live_summary: dict) -> list[dict]:
+    rows = []
+    sim_devices = {d["id"]: d for d in sim["devices"]}
+    iteration_live = live_summary["iteration_time_s"]
+    for d in live_summary["devices"]:
+        sd = sim_devices.get(d["name"])
+        if sd is None:
+            continue
+        waiting_sim = sd["comm_exposed_s"] + sd["bubble_s"] + sd["idle_s"]
+        rows.append({"pipeline": d["pipeline"], "stage": d["stage"], "device": d["name"],
+                     "rank": d["rank"],
+                     "compute_s": compare(sd["compute_s"], d["compute_s"]),
+                     "comm_exposed_and_bubble_s": compare(waiting_sim,
+                                                          iteration_live - d["compute_s"]),
+                     "sim_comm_exposed_s": sd["comm_exposed_s"], "sim_bubble_s": sd["bubble_s"]})
+    return rows
+
+
+def sim_wan_bytes(sim: dict) -> float:
+    return sum(l["bytes"] for l in sim["links"] if l["kind"] == "wan")
+
+
+def run(args, echo) -> dict:
+    job = live.prepare(args)
+    job["corpus"] = args.corpus
+    job["steps"] = args.steps
+    workers = len(job["ranks"])
+    if workers > args.cores and not args.allow_shared_cores:
+        raise LiveError(f"the plan has {workers} workers and this machine {args.cores} cores: "
+                        "the simulator gives every GPU its own processor, so more workers "
+                        "than cores computing at once would not compare (--allow-shared-cores "
+                        "to run anyway)")
+    out_dir = args.out or tempfile.mkdtemp(prefix="hgsim-validate-")
+    os.makedirs(out_dir, exist_ok=True)
+    echo(f"profiling the live model's layers on this CPU ({args.repeats} repeats per shape)")
+    layer_profile = profiling.profile_job(job, repeats=args.repeats, echo=echo)
+    profile_path = os.path.join(out_dir, "layer-profile.json")
+    with open(profile_path, "w") as f:
+        json.dump(layer_profile, f, indent=1)
+    echo("measuring the loopback path inside clusters")
+    loopback = measure_loopback()
+    echo(f"  one-way latency {loopback['latency_s'] * 1e6:.1f} us, "
+         f"bandwidth {loopback['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+    scenario = live_scenario(job, loopback)
+    with open(os.path.join(out_dir, "live-scenario.json"), "w") as f:
+        json.dump(scenario, f, indent=1)
+    echo("simulating")
+    sim_trace = os.path.join(out_dir, "sim-trace.json")
+    sim = hgsim.simulate(scenario, None, layer_profile=profile_path, trace=sim_trace)
+    echo(f"  simulated iteration {sim['iteration_time_s']:.4f} s")
+    echo(f"running live ({args.steps} steps)")
+    live_trace = args.trace or os.path.join(out_dir, "live-trace.json")
+    summary = live.execute(job, out_dir, shape=not args.no_shape, timeout_s=args.timeout,
+                           stall_s=args.stall, trace_path=live_trace, echo=echo)
+    shaped = sum(summary["wan_bytes"]["shaped_interfaces"].values())
+    steps = summary["steps"]
+    live_wan = shaped / steps if summary["wan"].get("shaped") else \
+        summary["wan_bytes"]["sent_by_workers_wire"] / steps
+    result = {
+        "scenario": job["scenario_name"],
+        "plan": {"schedule": job["schedule"], "micro_batch": job["micro_batch"],
+                 "pipelines": job["pipelines"]},
+        "compression": job["compression"],
+        "iteration_time_s": compare(sim["iteration_time_s"], summary["iteration_time_s"]),
+        "wan_bytes": dict(compare(sim_wan_bytes(sim), live_wan),
+                          live_source="bytes counted by tc on the shaped interfaces per step "
+                                      "(TCP/IP headers and gloo's own messages included)"
+                          if summary["wan"].get("shaped") else
+                          "bytes the workers sent across clusters per step (links not shaped)",
+                          live_payload=summary["wan_bytes"]["sent_by_workers_wire"] / steps),
+        "stages": sim_stage_rows(sim, summary),
+        "live": {"steps": steps, "final_loss": summary["loss"], "out_dir": out_dir,
+                 "trace": live_trace, "shaped": summary["wan"].get("shaped"),
+                 "why_not_shaped": summary["wan"].get("why_not")},
+        "sim": {"trace": sim_trace, "provenance": sim.get("provenance"),
+                "layer_profile": profile_path},
+        "loopback": loopback,
+        "model": job["model"], "seq_len": job["seq_len"],
+        "notes": job["notes"] + [
+            "the WAN's delay is not emulated (no netem): the simulation is given the measured "
+            "loopback latency for it",
+            "compute in the simulation: this CPU's layer profile, measured just before the run"],
+    }
+    with open(os.path.join(out_dir, "validation.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def _fmt(x, unit=""):
+    if x is None:
+        return "-"
+    return f"{x:.4g}{unit}"
+
+
+def print_result(r: dict, echo=print):
+    echo(f"validation of {r['scenario']} ({r['plan']['schedule']}, "
+         f"activations {json.dumps(r['compression'].get('wan_activations', 'none'))})")
+    echo(f"{'':28}{'simulated':>12}{'live':>12}{'error':>9}")
+
+    def row(name, c, scale=1.0, unit=""):
+        err = c["rel_error"]
+        echo(f"{name:28}{_fmt(c['sim'] * scale, unit):>12}{_fmt(c['live'] * scale, unit):>12}"
+             f"{(f'{err * 100:+.1f}%' if err is not None else '-'):>9}")
+
+    row("iteration time (s)", r["iteration_time_s"])
+    row("WAN bytes per step (MB)", r["wan_bytes"], 1e-6)
+    for st in r["stages"]:
+        row(f"  {st['device']} compute (s)", st["compute_s"])
+        row(f"  {st['device']} waiting (s)", st["comm_exposed_and_bubble_s"])
+    echo(f"live WAN bytes: {r['wan_bytes']['live_source']}")
+    for note in r["notes"]:
+        echo(f"note: {note}")
+    echo(f"outputs: {r['live']['out_dir']} (validation.json, traces, layer profile)")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    echo = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    try:
+        result = run(args, echo)
+    except (LiveError, hgsim.Error) as e:
+        print(f"hgsim validate live: error: {e}", file=sys.stderr)
+        return 2
+    except WorkerFailed as e:
+        print(f"hgsim validate live: the live run failed: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_result(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

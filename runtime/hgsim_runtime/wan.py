@@ -1,0 +1,581 @@
+"""Emulated WAN: one network namespace per cluster, joined by a router
+namespace whose interfaces shape every WAN direction with HTB.
+
+Layout for clusters [a, b] with prefix P:
+
+    P-0 (cluster a)            P-r (router)               P-1 (cluster b)
+    wan0 10.213.0.2/24 ---- to0 10.213.0.1/24
+                               to1 10.213.1.1/24 ---- wan0 10.213.1.2/24
+
+Traffic a->b leaves the router on `to1`; the HTB qdisc there has one class per
+source cluster, selected by the source subnet, at that link's a->b rate. The
+reverse direction is shaped on `to0`. Only directions listed in `links` are
+shaped: clusters without a link between them still reach each other through
+the router, unshaped. Traffic between workers of the same cluster stays inside
+that cluster's namespace (loopback) and is never shaped.
+
+Delay is not emulated: netem is not available on this machine, and HTB only
+limits rate. A link here has the configured bandwidth and the (tiny) latency of
+a veth pair.
+
+Without root, or when namespaces cannot be created, nothing is shaped: every
+cluster uses 127.0.0.1 and `why_not` says why.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+
+DELAY_NOTE = "delay is not emulated: netem is not available on this machine"
+
+# Every cluster namespace names its side of the veth the same, so a worker's
+# GLOO_SOCKET_IFNAME does not depend on which cluster it is in.
+CLUSTER_INTERFACE = "wan0"
+
+# Linux limits interface names to 15 characters (IFNAMSIZ - 1); we keep
+# namespace names within the same limit so they stay readable in `ip netns`.
+MAX_NAME_CHARS = 15
+
+# Candidate /16s for the emulated WAN, tried in order; the first that overlaps
+# no address or route of the host is used, so an address in a log is never
+# mistaken for one of the host's networks.
+SUBNET_CANDIDATES = [f"10.{second}.0.0/16" for second in range(213, 256)] + [
+    f"172.{second}.0.0/16" for second in range(16, 32)
+]
+
+# A full Ethernet frame: the smallest sensible HTB burst is two of them.
+FRAME_BYTES = 1514
+
+
+class WanSetupError(RuntimeError):
+    """A command that builds or inspects the emulated WAN failed."""
+
+
+@dataclass(frozen=True)
+class ShapedDirection:
+    """One shaped direction of a WAN link: source cluster to destination cluster."""
+
+    source: str
+    destination: str
+    rate_bps: float  # bits per second, as in the scenario
+
+
+def _run(argv: list[str], *, what: str) -> str:
+    """Runs one ip/tc command; on failure raises WanSetupError naming the step."""
+    try:
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise WanSetupError(f"{what}: `{' '.join(argv)}` could not run: {error}") from error
+    if completed.returncode != 0:
+        stderr = completed.stderr.strip() or "(no message)"
+        raise WanSetupError(
+            f"{what}: `{' '.join(argv)}` exited with status {completed.returncode}: {stderr}"
+        )
+    return completed.stdout
+
+
+def list_namespaces() -> list[str]:
+    """Names of all network namespaces `ip netns` knows, in its order."""
+    output = _run(["ip", "netns", "list"], what="listing network namespaces")
+    # Lines look like "hg123-r (id: 4)" or just "hg123-r".
+    return [line.split()[0] for line in output.splitlines() if line.strip()]
+
+
+def _pid_is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it is just not ours
+    return True
+
+
+def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
+    """Removes namespaces left behind by crashed runs; returns the names removed.
+
+    Only names of the shape EmulatedWan creates are considered: the prefix,
+    then "-r" (router) or "-<index>" (cluster). When the pattern has a group
+    named `pid` (the default prefix "hg<pid>" does), namespaces whose owner is
+    still running are kept, so a concurrent run is never broken. With a pattern
+    without that group every match is removed.
+    """
+    name_shape = re.compile(rf"^(?:{prefix_pattern})-(?:r|\d+)$")
+    removed = []
+    for name in list_namespaces():
+        match = name_shape.match(name)
+        if match is None:
+            continue
+        owner = match.groupdict().get("pid")
+        if owner is not None and (int(owner) == os.getpid() or _pid_is_running(int(owner))):
+            continue
+        _run(["ip", "netns", "delete", name], what=f"removing stale namespace {name}")
+        removed.append(name)
+    return removed
+
+
+def install_signal_cleanup(wan: "EmulatedWan"):
+    """Makes SIGTERM and SIGINT remove `wan`'s namespaces, then stop the program.
+
+    The handler closes the WAN and then raises (KeyboardInterrupt for SIGINT,
+    SystemExit(128 + signal) for SIGTERM), so that the supervisor's own
+    cleanup still kills the workers while the exception unwinds. A handler
+    that was installed before (for example for another EmulatedWan) is called
+    after ours. Returns a function that restores the previous handlers.
+    """
+    previous = {}
+
+    def handle(signum, frame):
+        wan.close()
+        chained = previous.get(signum)
+        if callable(chained):
+            chained(signum, frame)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous[signum] = signal.signal(signum, handle)
+
+    def restore():
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    return restore
+
+
+class SignalsDeferred:
+    """Blocks SIGINT and SIGTERM for the duration of a cleanup, so that a second
+    Ctrl-C cannot stop it half way; blocked signals are delivered afterwards."""
+
+    SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+    def __enter__(self):
+        self.previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+        return self
+
+    def __exit__(self, *exc_info):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous_mask)
+        return False
+
+
+def _htb_burst_bytes(rate_bps: float) -> int:
+    """Token-bucket depth for one HTB class.
+
+    One millisecond of traffic at the class rate, and never less than two full
+    frames: large enough that the kernel's timer never starves a 1 Gbit/s
+    class, small enough that a 5 Mbit/s class lets through at most ~3 kB above
+    its rate after an idle period (0.5 % of one second's worth).
+    """
+    one_millisecond_bytes = rate_bps / 8 / 1000
+    return int(max(2 * FRAME_BYTES, one_millisecond_bytes))
+
+
+def _htb_quantum_bytes(rate_bps: float) -> int:
+    """Bytes a class may send per round when siblings compete.
+
+    Every class here has ceil == rate, so none borrows and the quantum only
+    orders service between classes that are all within their rates; it is set
+    explicitly because tc's default (rate / 10) warns outside [1000, 200000].
+    """
+    return int(min(200_000, max(FRAME_BYTES, rate_bps / 8 / 100)))
+
+
+def _host_networks() -> list[ipaddress.IPv4Network]:
+    """Networks the host already uses (its addresses and routes)."""
+    networks = []
+    for argv in (["ip", "-o", "-4", "addr", "show"], ["ip", "-4", "route", "show", "table", "all"]):
+        try:
+            output = _run(argv, what="reading the host's networks")
+        except WanSetupError:
+            continue
+        for token in re.findall(r"\b\d+\.\d+\.\d+\.\d+(?:/\d+)?\b", output):
+            if token.startswith("0.0.0.0"):
+                continue  # an unspecified address, not a network in use
+            try:
+                networks.append(ipaddress.ip_network(token, strict=False))
+            except ValueError:
+                continue
+    return networks
+
+
+def _choose_subnet() -> ipaddress.IPv4Network:
+    used = _host_networks()
+    for candidate in SUBNET_CANDIDATES:
+        network = ipaddress.ip_network(candidate)
+        if not any(network.overlaps(other) for other in used):
+            return network
+    raise WanSetupError(
+        "choosing a subnet: every candidate /16 (10.213-255, 172.16-31) overlaps a host network"
+    )
+
+
+class EmulatedWan:
+    """Network namespaces per cluster, joined by a router that shapes WAN links.
+
+    clusters: names, in the order that gives each its index (namespace
+        "<prefix>-<index>", subnet 10.x.<index>.0/24).
+    links: [{"from": "a", "to": "b", "rate_bps": bits/s from a to b,
+             "reverse_rate_bps": bits/s from b to a}]. Only these pairs are
+        shaped; other pairs of clusters are routed unshaped.
+    prefix: start of every namespace name (default "hg<pid>").
+    shape: True requires shaping (raise if impossible), False never shapes,
+        None (default) shapes when running as root with working namespaces.
+    """
+
+    def __init__(
+        self,
+        clusters: list[str],
+        links: list[dict],
+        *,
+        prefix: str | None = None,
+        shape: bool | None = None,
+    ):
+        if not clusters:
+            raise ValueError("EmulatedWan: clusters is empty; give at least one cluster name")
+        if len(set(clusters)) != len(clusters):
+            raise ValueError(f"EmulatedWan: clusters has duplicate names: {clusters}")
+        self.clusters = list(clusters)
+        self.directions = self._parse_links(links)
+        self.prefix = prefix if prefix is not None else f"hg{os.getpid()}"
+        self._check_name_lengths()
+        self.requested_shape = shape
+
+        self.shaped = False
+        self.why_not: str | None = "not started: use EmulatedWan as a context manager"
+        self.router_namespace = f"{self.prefix}-r"
+        self.cluster_namespaces = {
+            cluster: f"{self.prefix}-{index}" for index, cluster in enumerate(self.clusters)
+        }
+        self.subnet: ipaddress.IPv4Network | None = None
+        self._created_namespaces: list[str] = []
+        self._owner_pid = os.getpid()
+
+    # ----- configuration checks -------------------------------------------------
+
+    def _parse_links(self, links: list[dict]) -> list[ShapedDirection]:
+        directions = []
+        seen = set()
+        for index, link in enumerate(links):
+            where = f"links[{index}]"
+            for key in ("from", "to", "rate_bps", "reverse_rate_bps"):
+                if key not in link:
+                    raise ValueError(
+                        f"{where}: missing key '{key}'; a link needs from, to, rate_bps "
+                        "and reverse_rate_bps (bits per second)"
+                    )
+            source, destination = link["from"], link["to"]
+            for key, cluster in (("from", source), ("to", destination)):
+                if cluster not in self.clusters:
+                    raise ValueError(
+                        f"{where}.{key}: cluster '{cluster}' is not one of {self.clusters}"
+                    )
+            if source == destination:
+                raise ValueError(f"{where}: 'from' and 'to' are both '{source}'; a link joins two clusters")
+            for key in ("rate_bps", "reverse_rate_bps"):
+                rate = link[key]
+                if not isinstance(rate, (int, float)) or not rate > 0:
+                    raise ValueError(f"{where}.{key}: {rate!r} is not a positive number of bits per second")
+            for direction in (
+                ShapedDirection(source, destination, float(link["rate_bps"])),
+                ShapedDirection(destination, source, float(link["reverse_rate_bps"])),
+            ):
+                pair = (direction.source, direction.destination)
+                if pair in seen:
+                    raise ValueError(f"{where}: direction {pair[0]}->{pair[1]} is given twice")
+                seen.add(pair)
+                directions.append(direction)
+        return directions
+
+    def _check_name_lengths(self):
+        longest = f"{self.prefix}-{len(self.clusters) - 1}"
+        if len(longest) > MAX_NAME_CHARS:
+            raise ValueError(
+                f"EmulatedWan: prefix '{self.prefix}' makes namespace names like '{longest}' "
+                f"({len(longest)} characters); keep them within {MAX_NAME_CHARS}"
+            )
+        if len(self.clusters) > 250:
+            raise ValueError(f"EmulatedWan: {len(self.clusters)} clusters; at most 250 fit one /16")
+
+    # ----- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> "EmulatedWan":
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        self.close()
+        return False
+
+    def open(self):
+        """Builds the namespaces and shaping, or falls back to unshaped loopback."""
+        if self.requested_shape is False:
+            self._fall_back("shaping disabled by the caller (shape=False): links are not shaped")
+            return
+        reason = self._why_namespaces_unusable()
+        if reason is not None:
+            if self.requested_shape:
+                raise WanSetupError(f"EmulatedWan(shape=True): {reason}")
+            self._fall_back(reason)
+            return
+        self._refuse_existing_names()
+        atexit.register(self.close)
+        try:
+            self._build()
+        except BaseException as error:
+            self.close()
+            if self.requested_shape or not isinstance(error, WanSetupError):
+                raise
+            self._fall_back(f"network namespaces failed, links are not shaped: {error}")
+            return
+        self.shaped = True
+        self.why_not = None
+
+    def _why_namespaces_unusable(self) -> str | None:
+        if os.geteuid() != 0:
+            return "not root: links are not shaped"
+        try:
+            list_namespaces()
+        except WanSetupError as error:
+            return f"`ip netns` does not work, links are not shaped: {error}"
+        return None
+
+    def _refuse_existing_names(self):
+        """Another open WAN with our prefix, or a crashed run's leftovers: using
+        them would mix two runs' links, and closing would delete theirs."""
+        existing = set(list_namespaces())
+        clashes = sorted(existing & {self.router_namespace, *self.cluster_namespaces.values()})
+        if clashes:
+            raise WanSetupError(
+                f"EmulatedWan: namespaces {clashes} already exist; another EmulatedWan with "
+                f"prefix '{self.prefix}' is open (pass a different prefix=) or a crashed run "
+                "left them (remove them with cleanup_stale())"
+            )
+
+    def _fall_back(self, reason: str):
+        self.shaped = False
+        self.why_not = reason
+        self.subnet = None
+
+    def close(self):
+        """Removes every namespace this object created. Idempotent; safe to call
+        from atexit and signal handlers; does nothing in a forked child."""
+        if os.getpid() != self._owner_pid:
+            return
+        with SignalsDeferred():
+            problems = []
+            while self._created_namespaces:
+                name = self._created_namespaces.pop()
+                try:
+                    _run(["ip", "netns", "delete", name], what=f"removing namespace {name}")
+                except WanSetupError as error:
+                    if name in _namespaces_or_empty():
+                        problems.append(str(error))
+            atexit.unregister(self.close)
+        if problems:
+            # Raising from cleanup would hide the error that caused it; a
+            # leftover namespace is reported and cleanup_stale() removes it.
+            print("EmulatedWan.close: " + "; ".join(problems), file=sys.stderr, flush=True)
+
+    # ----- building --------------------------------------------------------------
+
+    def _cluster_subnet(self, index: int) -> ipaddress.IPv4Network:
+        base = int(self.subnet.network_address) + (index << 8)
+        return ipaddress.ip_network((base, 24))
+
+    def _router_address(self, index: int) -> str:
+        return str(self._cluster_subnet(index).network_address + 1)
+
+    def _cluster_address(self, index: int) -> str:
+        return str(self._cluster_subnet(index).network_address + 2)
+
+    @staticmethod
+    def _router_interface(index: int) -> str:
+        return f"to{index}"
+
+    def _add_namespace(self, name: str):
+        # Recorded before it exists, so that a signal arriving while `ip`
+        # runs still leads close() to remove it.
+        self._created_namespaces.append(name)
+        _run(["ip", "netns", "add", name], what=f"creating namespace {name}")
+        _run(["ip", "-n", name, "link", "set", "lo", "up"], what=f"bringing up lo in {name}")
+
+    def _build(self):
+        self.subnet = _choose_subnet()
+        router = self.router_namespace
+        self._add_namespace(router)
+        _run(
+            ["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
+            what=f"enabling forwarding in {router}",
+        )
+        for index, cluster in enumerate(self.clusters):
+            self._add_cluster(index, cluster)
+        for index, cluster in enumerate(self.clusters):
+            self._shape_towards(index, cluster)
+
+    def _add_cluster(self, index: int, cluster: str):
+        router, namespace = self.router_namespace, self.cluster_namespaces[cluster]
+        router_side = self._router_interface(index)
+        where = f"cluster '{cluster}' ({namespace})"
+        self._add_namespace(namespace)
+        # Created from inside the router, with the peer placed straight into the
+        # cluster namespace: no interface ever appears in the host namespace.
+        _run(
+            ["ip", "-n", router, "link", "add", router_side, "type", "veth",
+             "peer", "name", CLUSTER_INTERFACE, "netns", namespace],
+            what=f"{where}: creating its veth pair",
+        )
+        prefix_length = 24
+        _run(["ip", "-n", router, "addr", "add", f"{self._router_address(index)}/{prefix_length}",
+              "dev", router_side], what=f"{where}: addressing the router side")
+        _run(["ip", "-n", namespace, "addr", "add", f"{self._cluster_address(index)}/{prefix_length}",
+              "dev", CLUSTER_INTERFACE], what=f"{where}: addressing the cluster side")
+        _run(["ip", "-n", router, "link", "set", router_side, "up"], what=f"{where}: router side up")
+        _run(["ip", "-n", namespace, "link", "set", CLUSTER_INTERFACE, "up"], what=f"{where}: cluster side up")
+        _run(["ip", "-n", namespace, "route", "add", "default", "via", self._router_address(index)],
+             what=f"{where}: default route via the router")
+
+    def _class_id(self, source_index: int) -> str:
+        # HTB class ids are hexadecimal; minor 0 is reserved for the qdisc.
+        return f"1:{source_index + 1:x}"
+
+    def _shape_towards(self, destination_index: int, destination: str):
+        """HTB on the router's interface towards `destination`: one class per
+        source cluster that has a link into it; unclassified traffic (no link,
+        or the router itself) bypasses the shaper."""
+        incoming = [d for d in self.directions if d.destination == destination]
+        if not incoming:
+            return
+        router = self.router_namespace
+        device = self._router_interface(destination_index)
+        where = f"shaping towards '{destination}' on {router}/{device}"
+        # "default 0": packets matching no filter are sent directly, unshaped.
+        _run(["tc", "-n", router, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb",
+              "default", "0"], what=where)
+        for direction in incoming:
+            source_index = self.clusters.index(direction.source)
+            class_id = self._class_id(source_index)
+            rate = f"{int(round(direction.rate_bps))}bit"
+            burst = str(_htb_burst_bytes(direction.rate_bps))
+            _run(["tc", "-n", router, "class", "add", "dev", device, "parent", "1:", "classid",
+                  class_id, "htb", "rate", rate, "ceil", rate, "burst", burst, "cburst", burst,
+                  "quantum", str(_htb_quantum_bytes(direction.rate_bps))],
+                 what=f"{where}: class for {direction.source}->{destination}")
+            _run(["tc", "-n", router, "filter", "add", "dev", device, "parent", "1:", "protocol",
+                  "ip", "prio", "1", "u32", "match", "ip", "src", str(self._cluster_subnet(source_index)),
+                  "flowid", class_id],
+                 what=f"{where}: filter for {direction.source}->{destination}")
+
+    # ----- queries ---------------------------------------------------------------
+
+    def _index(self, cluster: str) -> int:
+        try:
+            return self.clusters.index(cluster)
+        except ValueError:
+            raise KeyError(f"cluster '{cluster}' is not one of {self.clusters}") from None
+
+    def address(self, cluster: str) -> str:
+        """The IPv4 address workers of `cluster` bind to and advertise."""
+        index = self._index(cluster)
+        return self._cluster_address(index) if self.shaped else "127.0.0.1"
+
+    def interface(self, cluster: str) -> str | None:
+        """The interface inside the cluster's namespace (for GLOO_SOCKET_IFNAME);
+        None when unshaped."""
+        self._index(cluster)
+        return CLUSTER_INTERFACE if self.shaped else None
+
+    def command_prefix(self, cluster: str) -> list[str]:
+        """Prepend to a worker's argv to run it inside its cluster's namespace."""
+        self._index(cluster)
+        if not self.shaped:
+            return []
+        return ["ip", "netns", "exec", self.cluster_namespaces[cluster]]
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        """Bytes each shaped direction has sent so far, keyed (from, to).
+
+        Read from the HTB class statistics ("Sent N bytes"), so the count
+        includes Ethernet, IP and TCP headers as the shaper charged them.
+        """
+        if not self.shaped:
+            return {}
+        sent = {}
+        for destination_index, destination in enumerate(self.clusters):
+            incoming = [d for d in self.directions if d.destination == destination]
+            if not incoming:
+                continue
+            device = self._router_interface(destination_index)
+            output = _run(["tc", "-n", self.router_namespace, "-s", "class", "show", "dev", device],
+                          what=f"reading counters of {self.router_namespace}/{device}")
+            bytes_by_class = _parse_htb_class_bytes(output)
+            for direction in incoming:
+                class_id = self._class_id(self.clusters.index(direction.source))
+                if class_id not in bytes_by_class:
+                    raise WanSetupError(
+                        f"counters: class {class_id} ({direction.source}->{destination}) missing "
+                        f"from `tc -s class show dev {device}` in {self.router_namespace}"
+                    )
+                sent[(direction.source, destination)] = bytes_by_class[class_id]
+        return sent
+
+    def describe(self) -> dict:
+        """What this WAN is, for run reports."""
+        linked = {(d.source, d.destination) for d in self.directions}
+        unlinked = [
+            [a, b] for a in self.clusters for b in self.clusters if a != b and (a, b) not in linked
+        ]
+        return {
+            "shaped": self.shaped,
+            "why_not": self.why_not,
+            "router_namespace": self.router_namespace if self.shaped else None,
+            "namespaces": {c: self.cluster_namespaces[c] for c in self.clusters} if self.shaped else {},
+            "addresses": {c: self.address(c) for c in self.clusters},
+            "interfaces": {c: self.interface(c) for c in self.clusters},
+            "subnet": str(self.subnet) if self.subnet else None,
+            "directions": [
+                {
+                    "from": d.source,
+                    "to": d.destination,
+                    "rate_bps": d.rate_bps,
+                    "burst_bytes": _htb_burst_bytes(d.rate_bps),
+                }
+                for d in self.directions
+            ],
+            "unshaped_pairs": unlinked,
+            "delay": DELAY_NOTE,
+        }
+
+
+def _namespaces_or_empty() -> list[str]:
+    try:
+        return list_namespaces()
+    except WanSetupError:
+        return []
+
+
+_CLASS_LINE = re.compile(r"^class htb (\S+) ")
+_SENT_LINE = re.compile(r"^\s*Sent (\d+) bytes")
+
+
+def _parse_htb_class_bytes(text: str) -> dict[str, int]:
+    """{"1:1": bytes sent} from `tc -s class show` text (this tc has no JSON for classes)."""
+    sent = {}
+    current = None
+    for line in text.splitlines():
+        class_match = _CLASS_LINE.match(line)
+        if class_match:
+            current = class_match.group(1)
+            continue
+        sent_match = _SENT_LINE.match(line)
+        if sent_match and current is not None:
+            sent[current] = int(sent_match.group(1))
+            current = None
+    return sent

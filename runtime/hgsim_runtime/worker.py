@@ -1,0 +1,424 @@
+"""One live worker: one "GPU" of the plan, one process, one CPU thread.
+
+    /usr/bin/python3 -m hgsim_runtime.worker --job JOB.json --rank R
+
+`hgsim live` (runtime/hgsim_runtime/live.py) writes the job and starts one worker per GPU of
+the plan; across real machines the same command runs with MASTER_ADDR, MASTER_PORT taken from
+the environment. The worker joins torch.distributed (gloo), builds its shard of the model and
+plays the plan's schedule for its stage, step after step:
+
+- forward and backward of each micro-batch in the schedule's order (GPipe, 1F1B), receiving
+  activations / sending them on, resharded between stages of different dp x tp exactly as the
+  simulator reshards them (sim/workload.cpp `connect`), coded with the scenario's
+  `wan_activations` codec where they cross the WAN;
+- after its last backward, the gradient sync of every segment of layers it holds, in buckets,
+  with every GPU holding the same layers (ring, or hierarchical when they span clusters), coded
+  with `wan_gradients` on the WAN hops, with error feedback;
+- the optimizer step (Adam).
+
+It writes its spans (rank<R>.spans.json) and per-step records (rank<R>.steps.jsonl) into the
+job's output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from . import comm
+from .comm import ACTIVITY, TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
+from .model import GptConfig, StageModule, TensorParallel
+from .trace import Recorder
+
+
+@dataclass
+class StageRef:
+    pipeline: int
+    replica: int
+    stage: int
+
+
+def schedule_ops(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple]:
+    """The order in which one stage runs forward (F) and backward (B) passes of its
+    micro-batches: GPipe runs every forward, then every backward; 1F1B (PipeDream-Flush,
+    Megatron-LM) warms up with p - s - 1 forwards, then alternates, then cools down."""
+    m = micro_batches
+    if schedule == "gpipe":
+        return [("F", k) for k in range(m)] + [("B", k) for k in range(m)]
+    warmup = min(stages - stage - 1, m)
+    ops = [("F", k) for k in range(warmup)]
+    for k in range(m - warmup):
+        ops += [("F", warmup + k), ("B", k)]
+    ops += [("B", k) for k in range(m - warmup, m)]
+    return ops
+
+
+def segments(pipelines: list[dict], layers: int) -> list[dict]:
+    """Runs of consecutive layers held by the same stage in every pipeline (the simulator's
+    segments: the unit of gradient sync)."""
+    def holder(p, layer):
+        offset = 0
+        for s, stage in enumerate(p["stages"]):
+            if layer < offset + stage["layers"]:
+                return s
+            offset += stage["layers"]
+        return len(p["stages"]) - 1
+
+    out = []
+    for layer in range(layers):
+        h = [holder(p, layer) for p in pipelines]
+        if out and out[-1]["holders"] == h:
+            out[-1]["layers"] += 1
+        else:
+            out.append({"first_layer": layer, "layers": 1, "holders": h})
+    return out
+
+
+class Worker:
+    def __init__(self, job: dict, rank: int):
+        self.job, self.rank = job, rank
+        self.roles = job["ranks"]
+        self.me = self.roles[rank]
+        self.recorder = Recorder()
+        m = job["model"]
+        self.cfg = GptConfig(layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
+                             ffn_hidden=m["ffn_hidden"], seq_len=job["seq_len"], vocab=m["vocab"])
+        self.pipeline = job["pipelines"][self.me["pipeline"]]
+        self.stages = self.pipeline["stages"]
+        self.stage = self.stages[self.me["stage"]]
+        self.first = self.me["stage"] == 0
+        self.last = self.me["stage"] == len(self.stages) - 1
+        self.micro_batch = job["micro_batch"]
+        self.cluster_of = [r["cluster"] for r in self.roles]
+
+    # ---- set-up -----------------------------------------------------------------------------
+
+    def rank_of(self, stage: int, dp: int, tp: int) -> int:
+        me = self.me
+        for r in self.roles:
+            if (r["pipeline"], r["replica"], r["stage"], r["dp"], r["tp"]) == (
+                    me["pipeline"], me["replica"], stage, dp, tp):
+                return r["rank"]
+        raise KeyError((stage, dp, tp))
+
+    def make_groups(self):
+        """Every rank creates every tensor-parallel group, in one order (torch.distributed's
+        rule); each keeps its own."""
+        groups: dict[tuple, list[int]] = {}
+        for r in self.roles:
+            key = (r["pipeline"], r["replica"], r["stage"], r["dp"])
+            groups.setdefault(key, []).append(r["rank"])
+        self.tp_group = None
+        for key in sorted(groups):
+            ranks = sorted(groups[key], key=lambda x: self.roles[x]["tp"])
+            if len(ranks) < 2:
+                continue
+            group = dist.new_group(ranks)
+            if self.rank in ranks:
+                self.tp_group = group
+
+    def build(self):
+        torch.manual_seed(self.job["seed"])
+        self.make_groups()
+        first_layer = sum(s["layers"] for s in self.stages[: self.me["stage"]])
+        self.tp = TensorParallel(self.me["tp"], self.stage["tp"], self.tp_group)
+        self.tp.recorder = self.recorder
+        self.module = StageModule(self.cfg, first_layer, self.stage["layers"], self.first,
+                                  self.last, self.job["seed"], self.tp)
+        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=self.job["lr"])
+        compression = self.job.get("compression", {})
+        h = self.cfg.hidden
+        self.activation_wire = Wire(self.rank, self.cluster_of, compression.get("wan_activations"),
+                                    h, self.recorder, "activations")
+        self.gradient_wire = Wire(self.rank, self.cluster_of, compression.get("wan_gradients"),
+                                  h, self.recorder, "gradients")
+        corpus = np.fromfile(self.job["corpus"], dtype=np.uint8)
+        if corpus.size < self.cfg.seq_len + 2:
+            raise SystemExit(f"corpus {self.job['corpus']}: {corpus.size} bytes, need more than "
+                             f"seq_len + 1 = {self.cfg.seq_len + 1}")
+        self.corpus = torch.from_numpy(corpus.astype(np.int64))
+
+    # ---- data -------------------------------------------------------------------------------
+
+    def batch(self, step: int, mb: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Input and target bytes of this rank's dp slice of micro-batch `mb` in `step`: the
+        global batch draws its sequences at random offsets (seeded by step), in the order
+        pipelines, replicas, micro-batches, sequences."""
+        job, me = self.job, self.me
+        g = torch.Generator().manual_seed(job["seed"] * 7919 + step)
+        n = sum(p["replicas"] * p["micro_batches"] for p in job["pipelines"]) * self.micro_batch
+        offsets = torch.randint(0, self.corpus.numel() - self.cfg.seq_len - 1, (n,), generator=g)
+        base = sum(p["replicas"] * p["micro_batches"]
+                   for p in job["pipelines"][: me["pipeline"]]) * self.micro_batch
+        base += (me["replica"] * self.pipeline["micro_batches"] + mb) * self.micro_batch
+        per_dp = self.micro_batch // self.stage["dp"]
+        base += me["dp"] * per_dp
+        rows = offsets[base: base + per_dp]
+        index = rows[:, None] + torch.arange(self.cfg.seq_len + 1)[None, :]
+        window = self.corpus[index]
+        return window[:, :-1], window[:, 1:]
+
+    # ---- stage boundaries (resharding) ------------------------------------------------------
+
+    def boundary_elements(self) -> int:
+        return self.micro_batch * self.cfg.seq_len * self.cfg.hidden
+
+    def send_boundary(self, flat: torch.Tensor, to_stage: int, tag: int, label: str):
+        """Sends this rank's tp slice of its dp slice of the boundary tensor to the ranks of
+        `to_stage` whose slices overlap it."""
+        frm, to = self.stage, self.stages[to_stage]
+        n = self.boundary_elements()
+        n_from, n_to = frm["dp"] * frm["tp"], to["dp"] * to["tp"]
+        j = self.me["dp"] * frm["tp"] + self.me["tp"]
+        lo, hi = j * n // n_from, (j + 1) * n // n_from
+        dp_offset = self.me["dp"] * n // frm["dp"]
+        for k in range(n_to):
+            k0, k1 = k * n // n_to, (k + 1) * n // n_to
+            a, b = max(lo, k0), min(hi, k1)
+            if a >= b:
+                continue
+            peer = self.rank_of(to_stage, k // to["tp"], k % to["tp"])
+            self.activation_wire.send(flat[a - dp_offset: b - dp_offset], peer, tag,
+                                      (tag, j, k), label, "pp_comm")
+
+    def recv_boundary(self, from_stage: int, tag: int, label: str) -> torch.Tensor:
+        """Receives this rank's dp slice of the boundary tensor from `from_stage`: the pieces
+        of its tp slice, then an all-gather across its tp group."""
+        frm, to = self.stages[from_stage], self.stage
+        n = self.boundary_elements()
+        n_from, n_to = frm["dp"] * frm["tp"], to["dp"] * to["tp"]
+        k = self.me["dp"] * to["tp"] + self.me["tp"]
+        lo, hi = k * n // n_to, (k + 1) * n // n_to
+        mine = torch.empty(hi - lo)
+        for j in range(n_from):
+            j0, j1 = j * n // n_from, (j + 1) * n // n_from
+            a, b = max(lo, j0), min(hi, j1)
+            if a >= b:
+                continue
+            peer = self.rank_of(from_stage, j // frm["tp"], j % frm["tp"])
+            self.activation_wire.recv(mine[a - lo: b - lo], peer, tag, label, "pp_comm")
+        if to["tp"] == 1:
+            return mine
+        t0 = now()
+        parts = [torch.empty_like(mine) for _ in range(to["tp"])]
+        dist.all_gather(parts, mine, group=self.tp_group)
+        self.recorder.span("gather activations across tp", "pp_comm", 1, t0, now())
+        return torch.cat(parts)
+
+    # ---- one step ---------------------------------------------------------------------------
+
+    def run_step(self, step: int) -> dict:
+        s, p = self.me["stage"], len(self.stages)
+        m = self.pipeline["micro_batches"]
+        per_dp = self.micro_batch // self.stage["dp"]
+        shape = (per_dp, self.cfg.seq_len, self.cfg.hidden)
+        scale = 1.0 / (self.job["global_batch"] * self.cfg.seq_len)
+        saved, loss_sum, compute_s = {}, 0.0, 0.0
+        first_span = len(self.recorder.spans)
+        for op, mb in schedule_ops(self.job["schedule"], p, s, m):
+            if op == "F":
+                tokens, targets = self.batch(step, mb)
+                if self.first:
+                    x = tokens
+                else:
+                    x = self.recv_boundary(s - 1, TAG_ACTIVATIONS * TAG_KIND + mb,
+                                           f"activations stage {s - 1} -> {s} mb {mb}")
+                    x = x.view(shape).requires_grad_()
+                ACTIVITY.set(f"forward stage {s} mb {mb}")
+                t0 = now()
+                out = self.module(x, targets if self.last else None)
+                t1 = now()
+                self.recorder.span(f"forward stage {s} mb {mb}", "forward", 0, t0, t1)
+                compute_s += t1 - t0
+                if self.last:
+                    loss_sum += out.item()
+                    out = out * scale
+                else:
+                    self.send_boundary(out.detach().reshape(-1), s + 1,
+                                       TAG_ACTIVATIONS * TAG_KIND + mb,
+                                       f"activations stage {s} -> {s + 1} mb {mb}")
+                saved[mb] = (x, out)
+            else:
+                x, out = saved.pop(mb)
+                if self.last:
+                    grad = None
+                else:
+                    grad = self.recv_boundary(s + 1, TAG_GRADIENTS * TAG_KIND + mb,
+                                              f"gradients stage {s + 1} -> {s} mb {mb}")
+                    grad = grad.view(shape)
+                ACTIVITY.set(f"backward stage {s} mb {mb}")
+                t0 = now()
+                out.backward(grad)
+                t1 = now()
+                self.recorder.span(f"backward stage {s} mb {mb}", "backward", 0, t0, t1)
+                compute_s += t1 - t0
+                if not self.first:
+                    self.send_boundary(x.grad.reshape(-1), s - 1, TAG_GRADIENTS * TAG_KIND + mb,
+                                       f"gradients stage {s} -> {s - 1} mb {mb}")
+            self.activation_wire.poll()
+        self.sync_gradients()
+        ACTIVITY.set(f"optimizer stage {s}")
+        t0 = now()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        t1 = now()
+        self.recorder.span(f"optimizer stage {s}", "optimizer", 0, t0, t1)
+        compute_s += t1 - t0
+        self.activation_wire.drain()
+        report_loss = self.last and self.me["tp"] == 0
+        return {"loss_sum": loss_sum if report_loss else 0.0,
+                "tokens": (m * per_dp * self.cfg.seq_len) if report_loss else 0,
+                "compute_s": compute_s,
+                "tp_comm_s": sum(sp[4] - sp[3] for sp in self.recorder.spans[first_span:]
+                                 if sp[1] == "tp_comm")}
+
+    # ---- gradient sync ----------------------------------------------------------------------
+
+    def holders(self, segment: dict) -> list[list[int]]:
+        """The members of this rank's ring for a segment, grouped by cluster (clusters in
+        scenario order): the rank with this tp index in every dp group of every replica of
+        every pipeline's holding stage, in placement order."""
+        members = []
+        for r in self.roles:
+            if (r["stage"] == segment["holders"][r["pipeline"]] and r["tp"] == self.me["tp"]):
+                members.append(r["rank"])
+        clusters = self.job["clusters"]
+        return [[x for x in members if self.cluster_of[x] == c] for c in clusters
+                if any(self.cluster_of[x] == c for x in members)]
+
+    def bucket_plan(self) -> list[tuple[dict, int, int]]:
+        """(segment, first bucket number, buckets) for every segment whose gradients are
+        synced, in the simulator's order (last layers first) and numbering: every rank numbers
+        every bucket alike, so tags and names agree."""
+        out, number = [], 0
+        bucket_bytes = self.job["grad_sync"]["bucket_bytes"]
+        for segment in reversed(self.job["segments"]):
+            holders = [r for r in self.roles if r["stage"] == segment["holders"][r["pipeline"]]]
+            if len({(r["pipeline"], r["replica"], r["stage"], r["dp"]) for r in holders}) < 2:
+                continue
+            tp = self.job["pipelines"][holders[0]["pipeline"]]["stages"][holders[0]["stage"]]["tp"]
+            params = self.cfg.segment_parameters(segment["first_layer"], segment["layers"], tp)
+            count = len(comm.buckets_of(params, bucket_bytes))
+            out.append((segment, number, count))
+            number += count
+        return out
+
+    def sync_gradients(self):
+        algorithm = self.job["grad_sync"]["algorithm"]
+        for segment, first_bucket, count in self.bucket_plan():
+            if segment["holders"][self.me["pipeline"]] != self.me["stage"]:
+                continue
+            by_cluster = self.holders(segment)
+            members = [x for c in by_cluster for x in c]
+            params = self.module.segment_parameters(segment["first_layer"], segment["layers"])
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            if flat.numel() != self.cfg.segment_parameters(segment["first_layer"],
+                                                           segment["layers"], self.stage["tp"]):
+                raise RuntimeError("gradient sync: segment parameter count disagrees with "
+                                   "GptConfig.segment_parameters")
+            for b, (b0, b1) in enumerate(comm.intervals(flat.numel(), count)):
+                number = first_bucket + b
+                name = f"dp bucket {number}"
+                tag = TAG_RING * TAG_KIND + (number % 900) * 1000
+                piece = flat[b0:b1]
+                if len(by_cluster) > 1 and algorithm == "hierarchical":
+                    comm.hierarchical_all_reduce(self.gradient_wire, piece, by_cluster, tag,
+                                                 number, name)
+                else:
+                    comm.ring_all_reduce(self.gradient_wire, piece, members, tag, number, name)
+            at = 0
+            for p in params:
+                n = p.grad.numel()
+                p.grad.copy_(flat[at: at + n].view_as(p.grad))
+                at += n
+
+    # ---- the run ----------------------------------------------------------------------------
+
+    def run(self):
+        out_dir = self.job["out_dir"]
+        fail = self.job.get("inject_failure")
+        steps_file = open(os.path.join(out_dir, f"rank{self.rank}.steps.jsonl"), "w")
+        for step in range(self.job["steps"]):
+            if fail and fail["rank"] == self.rank and fail["step"] == step:
+                print(f"injected failure: {fail['mode']} at step {step}", flush=True)
+                if fail["mode"] == "crash":
+                    os._exit(3)
+                ACTIVITY.set("injected hang")
+                while True:
+                    time.sleep(3600)
+            ACTIVITY.set(f"barrier before step {step}", -1)
+            dist.barrier()
+            start = now()
+            record = self.run_step(step)
+            end = now()
+            # Replicas of a stage shard must hold identical weights (tests compare this).
+            record["weights_checksum"] = float(sum(p.detach().double().sum()
+                                                   for p in self.module.parameters()))
+            record.update(step=step, rank=self.rank, start=start, end=end,
+                          wan_raw_bytes=self.activation_wire.wan_raw_bytes
+                          + self.gradient_wire.wan_raw_bytes,
+                          wan_wire_bytes=self.activation_wire.wan_wire_bytes
+                          + self.gradient_wire.wan_wire_bytes)
+            steps_file.write(json.dumps(record) + "\n")
+            steps_file.flush()
+            loss = (f" loss {record['loss_sum'] / record['tokens']:.4f}"
+                    if record["tokens"] else "")
+            print(f"PROGRESS step {step + 1}/{self.job['steps']} {end - start:.3f} s{loss}",
+                  flush=True)
+        dist.barrier()
+        self.recorder.dump(os.path.join(out_dir, f"rank{self.rank}.spans.json"))
+        steps_file.close()
+
+
+def watchdog(stall_s: float):
+    """Prints one STALLED line when the main thread has been doing the same thing for
+    `stall_s`: what, and which rank it waits for, so that the runner can tell the rank that
+    hangs from the ranks that wait for it (live.py `find_culprit`)."""
+    reported = None
+    while True:
+        time.sleep(min(1.0, stall_s / 4))
+        since, what, peer = ACTIVITY.since, ACTIVITY.what, ACTIVITY.peer
+        if now() - since >= stall_s and reported != since:
+            waiting = "" if peer is None else (" waiting for all ranks" if peer < 0
+                                              else f" waiting for rank {peer}")
+            print(f"STALLED {now() - since:.0f} s: {what};{waiting}", flush=True)
+            reported = since
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="hgsim_runtime.worker")
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    args = parser.parse_args(argv)
+    with open(args.job) as f:
+        job = json.load(f)
+    torch.set_num_threads(1)
+    world = len(job["ranks"])
+    addr = os.environ.get("MASTER_ADDR", job.get("master_addr", "127.0.0.1"))
+    port = os.environ.get("MASTER_PORT", str(job.get("master_port", 29500)))
+    print(f"rank {args.rank}/{world} joining tcp://{addr}:{port} "
+          f"(iface {os.environ.get('GLOO_SOCKET_IFNAME', 'default')})", flush=True)
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=args.rank,
+                            world_size=world,
+                            timeout=__import__("datetime").timedelta(seconds=job["timeout_s"]))
+    if job.get("stall_s"):
+        import threading
+        threading.Thread(target=watchdog, args=(job["stall_s"] / 2,), daemon=True).start()
+    worker = Worker(job, args.rank)
+    worker.build()
+    worker.run()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""EmulatedWan: namespaces come and go, the shaper holds its rate, and without
+root everything falls back to unshaped loopback.
+
+    /usr/bin/python3 -m pytest runtime/tests/test_wan.py -q
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+RUNTIME = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(RUNTIME))
+
+from hgsim_runtime import wan as wan_module  # noqa: E402
+from hgsim_runtime.wan import DELAY_NOTE, EmulatedWan, cleanup_stale, list_namespaces  # noqa: E402
+from hgsim_runtime.wan_check import timed_transfer  # noqa: E402
+
+# Short and unique to this test process, so concurrent test runs never meet.
+PREFIX = f"hgt{os.getpid()}"
+
+
+def _namespaces_usable() -> str | None:
+    if os.geteuid() != 0:
+        return "not root: network namespaces need root"
+    try:
+        list_namespaces()
+    except wan_module.WanSetupError as error:
+        return f"`ip netns` does not work here: {error}"
+    return None
+
+
+needs_namespaces = pytest.mark.skipif(_namespaces_usable() is not None, reason=str(_namespaces_usable()))
+
+
+def ours(prefix: str = PREFIX) -> list[str]:
+    return [name for name in list_namespaces() if name.startswith(prefix + "-")]
+
+
+def two_clusters(rate_bps: float = 8e6, reverse_rate_bps: float = 16e6) -> tuple[list[str], list[dict]]:
+    return ["a", "b"], [{"from": "a", "to": "b", "rate_bps": rate_bps, "reverse_rate_bps": reverse_rate_bps}]
+
+
+# ----- lifecycle -------------------------------------------------------------------
+
+
+@needs_namespaces
+def test_namespaces_exist_inside_the_block_and_are_gone_after_it():
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.shaped, wan.why_not
+        assert sorted(ours()) == [f"{PREFIX}-0", f"{PREFIX}-1", f"{PREFIX}-r"]
+        assert wan.address("a") != wan.address("b")
+        assert wan.interface("a") == "wan0"
+        assert wan.command_prefix("b") == ["ip", "netns", "exec", f"{PREFIX}-1"]
+    assert ours() == []
+    wan.close()  # idempotent
+    assert ours() == []
+
+
+@needs_namespaces
+def test_namespaces_are_removed_when_the_block_raises():
+    clusters, links = two_clusters()
+    with pytest.raises(RuntimeError, match="inside the block"):
+        with EmulatedWan(clusters, links, prefix=PREFIX):
+            assert len(ours()) == 3
+            raise RuntimeError("inside the block")
+    assert ours() == []
+
+
+@needs_namespaces
+def test_sigterm_to_the_runner_removes_the_namespaces(tmp_path):
+    runner = tmp_path / "runner.py"
+    runner.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(RUNTIME)!r})
+        from hgsim_runtime.wan import EmulatedWan, install_signal_cleanup
+        wan = EmulatedWan(["a", "b"], [], prefix="{PREFIX}s")
+        wan.open()  # no with-block: the signal handler must do the cleanup
+        install_signal_cleanup(wan)
+        print("ready", flush=True)
+        time.sleep(30)
+    """))
+    process = subprocess.Popen([sys.executable, str(runner)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    assert len(ours(PREFIX + "s")) == 3
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 128 + signal.SIGTERM
+    assert ours(PREFIX + "s") == []
+
+
+@needs_namespaces
+def test_cleanup_stale_removes_only_namespaces_of_dead_runs():
+    dead_owner = "hg99999999"  # above pid_max: no process has this pid
+    live_owner = f"hg{os.getppid()}"
+    names = [f"{dead_owner}-r", f"{dead_owner}-0", f"{live_owner}-r", f"{dead_owner}x-0"]
+    for name in names:
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        removed = cleanup_stale()
+        assert sorted(removed) == [f"{dead_owner}-0", f"{dead_owner}-r"]
+        remaining = list_namespaces()
+        assert f"{live_owner}-r" in remaining and f"{dead_owner}x-0" in remaining
+    finally:
+        for name in names:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+# ----- shaping ---------------------------------------------------------------------
+
+
+@needs_namespaces
+def test_one_megabyte_at_8_mbit_takes_about_a_second_and_the_reverse_rate_differs():
+    megabyte = 1_000_000
+    clusters, links = two_clusters(rate_bps=8e6, reverse_rate_bps=16e6)
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        forward_bytes, forward_seconds = timed_transfer(wan, "a", "b", total_bytes=megabyte)
+        reverse_bytes, reverse_seconds = timed_transfer(wan, "b", "a", total_bytes=megabyte)
+        sent = wan.counters()
+    assert forward_bytes == reverse_bytes == megabyte
+    # 8 Mbit/s is 1 MB/s of frames; TCP/IP headers make the payload ~4% slower.
+    assert 0.8 <= forward_seconds <= 1.5, f"1 MB at 8 Mbit/s took {forward_seconds:.3f} s"
+    # Twice the rate back: about half the time.
+    assert 1.6 <= forward_seconds / reverse_seconds <= 2.4, (forward_seconds, reverse_seconds)
+    assert sent[("a", "b")] >= megabyte
+    assert sent[("b", "a")] >= megabyte
+
+
+@needs_namespaces
+def test_clusters_without_a_link_reach_each_other_unshaped():
+    links = [{"from": "a", "to": "b", "rate_bps": 8e6, "reverse_rate_bps": 8e6}]
+    with EmulatedWan(["a", "b", "c"], links, prefix=PREFIX) as wan:
+        started = time.monotonic()
+        received, _ = timed_transfer(wan, "a", "c", total_bytes=1_000_000)
+        elapsed = time.monotonic() - started
+        assert received == 1_000_000
+        assert elapsed < 0.8, f"a->c has no link but 1 MB took {elapsed:.2f} s: is it shaped?"
+        assert set(wan.counters()) == {("a", "b"), ("b", "a")}
+        assert ["a", "c"] in wan.describe()["unshaped_pairs"]
+
+
+# ----- fallback and configuration errors (no root needed) --------------------------
+
+
+def test_shape_false_falls_back_to_unshaped_loopback():
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, shape=False) as wan:
+        assert wan.shaped is False
+        assert "shape=False" in wan.why_not
+        assert wan.address("a") == wan.address("b") == "127.0.0.1"
+        assert wan.command_prefix("a") == []
+        assert wan.interface("a") is None
+        assert wan.counters() == {}
+        description = wan.describe()
+        assert description["shaped"] is False and description["why_not"] == wan.why_not
+        assert description["delay"] == DELAY_NOTE
+
+
+def test_not_root_falls_back_with_the_reason(monkeypatch):
+    monkeypatch.setattr(wan_module.os, "geteuid", lambda: 1000)
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links) as wan:
+        assert wan.shaped is False
+        assert wan.why_not == "not root: links are not shaped"
+    with pytest.raises(wan_module.WanSetupError, match="shape=True"):
+        with EmulatedWan(clusters, links, shape=True):
+            pass
+
+
+@pytest.mark.parametrize(
+    "link, message",
+    [
+        ({"from": "a", "to": "z", "rate_bps": 1e6, "reverse_rate_bps": 1e6}, r"links\[0\]\.to: cluster 'z'"),
+        ({"from": "a", "to": "b", "rate_bps": 1e6}, r"links\[0\]: missing key 'reverse_rate_bps'"),
+        ({"from": "a", "to": "b", "rate_bps": 0, "reverse_rate_bps": 1e6}, r"links\[0\]\.rate_bps: 0 is not"),
+        ({"from": "a", "to": "a", "rate_bps": 1e6, "reverse_rate_bps": 1e6}, r"both 'a'"),
+    ],
+)
+def test_bad_links_are_rejected_naming_the_link(link, message):
+    with pytest.raises(ValueError, match=message):
+        EmulatedWan(["a", "b"], [link], shape=False)
+
+
+def test_names_longer_than_an_interface_name_are_rejected():
+    with pytest.raises(ValueError, match="within 15"):
+        EmulatedWan(["a", "b"], [], prefix="a-very-long-prefix", shape=False)
+
+
+def test_htb_class_statistics_are_parsed_from_text():
+    text = textwrap.dedent("""\
+        class htb 1:1 root prio 0 rate 8Mbit ceil 8Mbit burst 3027b cburst 3027b
+         Sent 1046010 bytes 700 pkt (dropped 0, overlimits 12 requeues 0)
+         backlog 0b 0p requeues 0
+        class htb 1:a root prio 0 rate 1Gbit ceil 1Gbit burst 125000b cburst 125000b
+         Sent 7 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)
+    """)
+    assert wan_module._parse_htb_class_bytes(text) == {"1:1": 1046010, "1:a": 7}
+
+
+def test_burst_is_two_frames_at_low_rates_and_a_millisecond_at_high_rates():
+    assert wan_module._htb_burst_bytes(5e6) == 2 * wan_module.FRAME_BYTES
+    assert wan_module._htb_burst_bytes(1e9) == 125_000
+
+
+@needs_namespaces
+def test_a_failure_half_way_through_setup_falls_back_and_leaves_nothing(monkeypatch):
+    def broken_veth(self, index, cluster):
+        raise wan_module.WanSetupError(f"cluster '{cluster}': creating its veth pair: simulated failure")
+
+    monkeypatch.setattr(EmulatedWan, "_add_cluster", broken_veth)
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.shaped is False
+        assert "simulated failure" in wan.why_not
+        assert wan.address("a") == "127.0.0.1"
+        assert ours() == []
+    with pytest.raises(wan_module.WanSetupError, match="simulated failure"):
+        with EmulatedWan(clusters, links, prefix=PREFIX, shape=True):
+            pass
+    assert ours() == []
+
+
+@needs_namespaces
+def test_a_second_wan_with_the_same_prefix_is_refused_clearly():
+    clusters, links = two_clusters()
+    with EmulatedWan(clusters, links, prefix=PREFIX):
+        with pytest.raises(wan_module.WanSetupError, match="already exist.*prefix="):
+            with EmulatedWan(clusters, links, prefix=PREFIX):
+                pass
+        assert len(ours()) == 3  # the refused one removed nothing of the first
+    assert ours() == []
