@@ -77,6 +77,13 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int
   }
   const NodeId t = graph.transfer(src, dst, wire, work, label, micro_batch, flows);
   graph.edge(start, t);
+  if (fifo) {
+    auto [previous, first] = fifo->try_emplace({src, dst}, t);
+    if (!first) {
+      graph.edge(previous->second, t);
+      previous->second = t;
+    }
+  }
   if (!coded) return t;
   const NodeId decoded =
       graph.compute(dst, decode_s, Work::codec,

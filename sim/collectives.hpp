@@ -6,6 +6,7 @@
 // Reduction arithmetic is not costed (it hides under the transfers on GPUs).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct Sender {
   CodecStats* stats = nullptr;
   Work work = Work::none;
   int micro_batch = -1;
+  // Point-to-point messages between one pair of GPUs go one after another, in the order they
+  // are sent (NCCL's and gloo's send/recv on one stream or connection: measured on the live
+  // runner, validation/live.md), instead of sharing the link. When set, each transfer from
+  // src to dst starts after the previous one on that pair: the last transfer per pair.
+  std::map<std::pair<int, int>, NodeId>* fifo = nullptr;
 
   NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
 };

@@ -385,6 +385,9 @@ class Builder {
                                   std::to_string(from_stage) + " -> " + std::to_string(to_stage));
     WanCodec codec{in_.wan_activations, in_.scenario->training.precision, model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.activation_codec, Work::pp_comm, mb};
+    // Messages between two stages go in micro-batch order, one after another. Not for the
+    // interleaved schedule: its transfers are built chunk by chunk, not in the order sent.
+    if (chunks_ == 1) sender.fifo = &pipeline_fifo_;
 
     std::vector<std::vector<NodeId>> arrived(receivers.size());
     if (in_.folded) {
@@ -704,6 +707,7 @@ class Builder {
   std::map<int, NodeId> cluster_ready_;
   std::map<int, std::vector<int>> cluster_groups_;
   bool warned_flat_ = false;
+  std::map<std::pair<int, int>, NodeId> pipeline_fifo_;  // last pipeline transfer per GPU pair
 };
 
 }  // namespace

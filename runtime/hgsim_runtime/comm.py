@@ -119,19 +119,31 @@ class Wire:
         args = {"bytes": payload.numel() * payload.element_size(), "to": peer}
         self.pending.append((work, self.recorder.open_span(label, category, 1, t0, args), payload))
 
-    def recv(self, out: torch.Tensor, peer: int, tag: int, label: str, category: str):
-        """Receives into the contiguous fp32 tensor `out` from `peer` (decoding if coded)."""
-        t0 = now()
-        ACTIVITY.set(f"receiving {label}", peer)
+    def post_recv(self, out: torch.Tensor, peer: int, tag: int, label: str) -> tuple:
+        """Posts a receive into the contiguous fp32 tensor `out` and returns at once. Gloo
+        sends only once the receiver has posted (a rendezvous), so posting early lets a
+        transfer run while this rank computes, as the simulator's transfers do."""
+        buffer = out
         if self.coded(peer):
             size = hgsim.encoded_bytes(self.codec, codec_shape(out.numel(), self.columns))
             buffer = torch.empty(size, dtype=torch.uint8)
-            dist.recv(buffer, peer, tag=tag)
-            self.recorder.span(label, category, 1, t0, now(), {"bytes": size, "from": peer})
-            return self.decode(buffer, out, label)
-        dist.recv(out, peer, tag=tag)
-        self.recorder.span(label, category, 1, t0, now(), {"bytes": out.numel() * 4, "from": peer})
+        return dist.irecv(buffer, peer, tag=tag), buffer, out, peer, label
+
+    def wait_recv(self, posted: tuple, category: str) -> torch.Tensor:
+        """Waits for a posted receive (decoding it if it was coded)."""
+        work, buffer, out, peer, label = posted
+        t0 = now()
+        ACTIVITY.set(f"receiving {label}", peer)
+        work.wait()
+        nbytes = buffer.numel() * buffer.element_size()
+        self.recorder.span(label, category, 1, t0, now(), {"bytes": nbytes, "from": peer})
+        if buffer is not out:
+            self.decode(buffer, out, label)
         return out
+
+    def recv(self, out: torch.Tensor, peer: int, tag: int, label: str, category: str):
+        """Receives into the contiguous fp32 tensor `out` from `peer` (decoding if coded)."""
+        return self.wait_recv(self.post_recv(out, peer, tag, label), category)
 
     def poll(self):
         """Closes the spans of sends that have finished."""

@@ -50,6 +50,13 @@ SUBNET_CANDIDATES = [f"10.{second}.0.0/16" for second in range(213, 256)] + [
     f"172.{second}.0.0/16" for second in range(16, 32)
 ]
 
+# The share of a shaped direction's rate guaranteed to pure TCP ACKs (they may use all of it
+# when there is no data; data may use all of it when there are no ACKs).
+ACK_SHARE = 0.05
+
+# How long a shaped direction's queue is, in seconds of traffic at its rate.
+QUEUE_SECONDS = 0.02
+
 # A full Ethernet frame: the smallest sensible HTB burst is two of them.
 FRAME_BYTES = 1514
 
@@ -176,6 +183,11 @@ def _htb_burst_bytes(rate_bps: float) -> int:
     """
     one_millisecond_bytes = rate_bps / 8 / 1000
     return int(max(2 * FRAME_BYTES, one_millisecond_bytes))
+
+
+def _queue_frames(rate_bps: float) -> int:
+    """Queue of a shaped class: QUEUE_SECONDS of frames at its rate, at least 16 frames."""
+    return int(max(16, rate_bps / 8 * QUEUE_SECONDS / FRAME_BYTES))
 
 
 def _htb_quantum_bytes(rate_bps: float) -> int:
@@ -441,6 +453,12 @@ class EmulatedWan:
         _run(["ip", "-n", namespace, "link", "set", CLUSTER_INTERFACE, "up"], what=f"{where}: cluster side up")
         _run(["ip", "-n", namespace, "route", "add", "default", "via", self._router_address(index)],
              what=f"{where}: default route via the router")
+        # Training traffic comes in bursts separated by compute: Linux would shrink the
+        # congestion window back to 10 segments after every idle RTO and slow-start each
+        # burst again. Long-haul training setups switch this off; so does the emulation.
+        _run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w",
+              "net.ipv4.tcp_slow_start_after_idle=0"],
+             what=f"{where}: keeping the congestion window across idle periods")
 
     def _class_id(self, source_index: int) -> str:
         # HTB class ids are hexadecimal; minor 0 is reserved for the qdisc.
@@ -460,18 +478,50 @@ class EmulatedWan:
         _run(["tc", "-n", router, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb",
               "default", "0"], what=where)
         for direction in incoming:
-            source_index = self.clusters.index(direction.source)
-            class_id = self._class_id(source_index)
-            rate = f"{int(round(direction.rate_bps))}bit"
-            burst = str(_htb_burst_bytes(direction.rate_bps))
-            _run(["tc", "-n", router, "class", "add", "dev", device, "parent", "1:", "classid",
-                  class_id, "htb", "rate", rate, "ceil", rate, "burst", burst, "cburst", burst,
-                  "quantum", str(_htb_quantum_bytes(direction.rate_bps))],
-                 what=f"{where}: class for {direction.source}->{destination}")
-            _run(["tc", "-n", router, "filter", "add", "dev", device, "parent", "1:", "protocol",
-                  "ip", "prio", "1", "u32", "match", "ip", "src", str(self._cluster_subnet(source_index)),
-                  "flowid", class_id],
-                 what=f"{where}: filter for {direction.source}->{destination}")
+            self._shape_direction(router, device, where, direction, destination)
+
+    def _shape_direction(self, router: str, device: str, where: str,
+                         direction: ShapedDirection, destination: str):
+        """One WAN direction: a class at the link's rate with two children that share it,
+        pure TCP ACKs first, everything else after.
+
+        Gloo keeps one TCP connection per pair of ranks and uses it both ways, so the ACKs of
+        a -> b data travel b -> a behind b's own data. In one FIFO they would wait a whole
+        queue (~100 ms at 20 Mbit/s) and starve the other direction; a WAN router, with its
+        far higher rates and per-flow queues, delays them hardly at all, and the simulator
+        treats the two directions as independent. So ACKs get priority, within the rate."""
+        source_index = self.clusters.index(direction.source)
+        parent = self._class_id(source_index)
+        rate_bps = direction.rate_bps
+        burst = str(_htb_burst_bytes(rate_bps))
+        quantum = str(_htb_quantum_bytes(rate_bps))
+        rate = f"{int(round(rate_bps))}bit"
+        what = f"{where}: class for {direction.source}->{destination}"
+        _run(["tc", "-n", router, "class", "add", "dev", device, "parent", "1:", "classid",
+              parent, "htb", "rate", rate, "ceil", rate, "burst", burst, "cburst", burst,
+              "quantum", quantum], what=what)
+        major, minor = parent.split(":")
+        acks, data = f"{major}:{int(minor, 16) + 0x100:x}", f"{major}:{int(minor, 16) + 0x200:x}"
+        ack_rate = f"{int(round(rate_bps * ACK_SHARE))}bit"
+        data_rate = f"{int(round(rate_bps * (1 - ACK_SHARE)))}bit"
+        for child, child_rate, prio in ((acks, ack_rate, "0"), (data, data_rate, "1")):
+            _run(["tc", "-n", router, "class", "add", "dev", device, "parent", parent, "classid",
+                  child, "htb", "rate", child_rate, "ceil", rate, "burst", burst, "cburst", burst,
+                  "quantum", quantum, "prio", prio], what=what)
+            # A bounded queue: the default (1000 frames, 0.6 s at 20 Mbit/s) would hold the
+            # ACKs that ride on data segments for as long.
+            _run(["tc", "-n", router, "qdisc", "add", "dev", device, "parent", child, "pfifo",
+                  "limit", str(_queue_frames(rate_bps))], what=f"{what}: queue")
+        subnet = str(self._cluster_subnet(source_index))
+        # A pure ACK: TCP, IP header without options, total length < 64, only the ACK flag.
+        _run(["tc", "-n", router, "filter", "add", "dev", device, "parent", "1:", "protocol",
+              "ip", "prio", "1", "u32", "match", "ip", "src", subnet,
+              "match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0f", "at", "0",
+              "match", "u16", "0x0000", "0xffc0", "at", "2", "match", "u8", "0x10", "0xff", "at",
+              "33", "flowid", acks], what=f"{what}: filter for ACKs")
+        _run(["tc", "-n", router, "filter", "add", "dev", device, "parent", "1:", "protocol",
+              "ip", "prio", "2", "u32", "match", "ip", "src", subnet, "flowid", data],
+             what=f"{what}: filter")
 
     # ----- queries ---------------------------------------------------------------
 

@@ -190,26 +190,35 @@ class Worker:
             self.activation_wire.send(flat[a - dp_offset: b - dp_offset], peer, tag,
                                       (tag, j, k), label, "pp_comm")
 
-    def recv_boundary(self, from_stage: int, tag: int, label: str) -> torch.Tensor:
-        """Receives this rank's dp slice of the boundary tensor from `from_stage`: the pieces
-        of its tp slice, then an all-gather across its tp group."""
+    def post_boundary(self, from_stage: int, tag: int, label: str) -> tuple:
+        """Posts the receives of this rank's tp slice of the boundary tensor from
+        `from_stage` (one per overlapping sender slice); recv_boundary waits for them."""
         frm, to = self.stages[from_stage], self.stage
         n = self.boundary_elements()
         n_from, n_to = frm["dp"] * frm["tp"], to["dp"] * to["tp"]
         k = self.me["dp"] * to["tp"] + self.me["tp"]
         lo, hi = k * n // n_to, (k + 1) * n // n_to
         mine = torch.empty(hi - lo)
+        posted = []
         for j in range(n_from):
             j0, j1 = j * n // n_from, (j + 1) * n // n_from
             a, b = max(lo, j0), min(hi, j1)
             if a >= b:
                 continue
             peer = self.rank_of(from_stage, j // frm["tp"], j % frm["tp"])
-            self.activation_wire.recv(mine[a - lo: b - lo], peer, tag, label, "pp_comm")
-        if to["tp"] == 1:
+            posted.append(self.activation_wire.post_recv(mine[a - lo: b - lo], peer, tag, label))
+        return mine, posted
+
+    def recv_boundary(self, posted_boundary: tuple) -> torch.Tensor:
+        """This rank's dp slice of a boundary tensor: its posted pieces, then an all-gather
+        of the tp slices across its tp group."""
+        mine, posted = posted_boundary
+        for p in posted:
+            self.activation_wire.wait_recv(p, "pp_comm")
+        if self.stage["tp"] == 1:
             return mine
         t0 = now()
-        parts = [torch.empty_like(mine) for _ in range(to["tp"])]
+        parts = [torch.empty_like(mine) for _ in range(self.stage["tp"])]
         dist.all_gather(parts, mine, group=self.tp_group)
         self.recorder.span("gather activations across tp", "pp_comm", 1, t0, now())
         return torch.cat(parts)
@@ -224,14 +233,24 @@ class Worker:
         scale = 1.0 / (self.job["global_batch"] * self.cfg.seq_len)
         saved, loss_sum, compute_s = {}, 0.0, 0.0
         first_span = len(self.recorder.spans)
+        # Every receive of the step is posted now, so that each transfer starts as soon as
+        # its sender sends (see Wire.post_recv).
+        activations, gradients = {}, {}
+        for mb in range(m):
+            if not self.first:
+                activations[mb] = self.post_boundary(
+                    s - 1, TAG_ACTIVATIONS * TAG_KIND + mb,
+                    f"activations stage {s - 1} -> {s} mb {mb}")
+            if not self.last:
+                gradients[mb] = self.post_boundary(
+                    s + 1, TAG_GRADIENTS * TAG_KIND + mb, f"gradients stage {s + 1} -> {s} mb {mb}")
         for op, mb in schedule_ops(self.job["schedule"], p, s, m):
             if op == "F":
                 tokens, targets = self.batch(step, mb)
                 if self.first:
                     x = tokens
                 else:
-                    x = self.recv_boundary(s - 1, TAG_ACTIVATIONS * TAG_KIND + mb,
-                                           f"activations stage {s - 1} -> {s} mb {mb}")
+                    x = self.recv_boundary(activations.pop(mb))
                     x = x.view(shape).requires_grad_()
                 ACTIVITY.set(f"forward stage {s} mb {mb}")
                 t0 = now()
@@ -252,8 +271,7 @@ class Worker:
                 if self.last:
                     grad = None
                 else:
-                    grad = self.recv_boundary(s + 1, TAG_GRADIENTS * TAG_KIND + mb,
-                                              f"gradients stage {s + 1} -> {s} mb {mb}")
+                    grad = self.recv_boundary(gradients.pop(mb))
                     grad = grad.view(shape)
                 ACTIVITY.set(f"backward stage {s} mb {mb}")
                 t0 = now()
