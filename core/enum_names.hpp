@@ -41,6 +41,8 @@ HGSIM_NAMES(Norm, {Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"})
 HGSIM_NAMES(NetworkModel, {NetworkModel::flow, "flow"}, {NetworkModel::lv08, "lv08"})
 HGSIM_NAMES(Fidelity, {Fidelity::automatic, "auto"}, {Fidelity::full, "full"},
             {Fidelity::folded, "folded"})
+HGSIM_NAMES(PipelineMessages, {PipelineMessages::shared, "shared"},
+            {PipelineMessages::in_order, "in_order"})
 #undef HGSIM_NAMES
 
 template <class E>

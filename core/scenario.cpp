@@ -45,6 +45,9 @@ std::string to_string(NetworkModel v) {
 std::string to_string(Fidelity v) {
   return name_of(v);
 }
+std::string to_string(PipelineMessages v) {
+  return name_of(v);
+}
 
 int element_bytes(Precision p) {
   switch (p) {
@@ -444,6 +447,8 @@ void ScenarioReader::read_simulation(const Node& n) {
   set(f, "network_model", sim.network_model, choice<NetworkModel>("network model"));
   set(f, "tcp_window", sim.tcp_window, size());
   set(f, "fidelity", sim.fidelity, choice<Fidelity>("fidelity"));
+  set(f, "pipeline_messages", sim.pipeline_messages,
+      choice<PipelineMessages>("pipeline message order"));
   f.reject_unknown();
 }
 
@@ -628,7 +633,8 @@ Json scenario_to_json(const Scenario& s) {
                         {"wan_gradients", codec_json(s.compression.wan_gradients)}};
   out["simulation"] = {{"network_model", to_string(s.simulation.network_model)},
                        {"tcp_window", format_size(s.simulation.tcp_window)},
-                       {"fidelity", to_string(s.simulation.fidelity)}};
+                       {"fidelity", to_string(s.simulation.fidelity)},
+                       {"pipeline_messages", to_string(s.simulation.pipeline_messages)}};
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
     for (const SweepAxis& axis : s.sweep) {

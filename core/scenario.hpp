@@ -33,6 +33,7 @@ enum class Activation { gelu, swiglu, relu };
 enum class Norm { layernorm, rmsnorm };
 enum class NetworkModel { flow, lv08 };
 enum class Fidelity { automatic, full, folded };
+enum class PipelineMessages { shared, in_order };
 
 std::string to_string(Precision);
 std::string to_string(Optimizer);
@@ -43,6 +44,7 @@ std::string to_string(Activation);
 std::string to_string(Norm);
 std::string to_string(NetworkModel);
 std::string to_string(Fidelity);
+std::string to_string(PipelineMessages);
 
 // Bytes of one element of activations/weights in this precision (fp32 and tf32 keep
 // fp32 storage; fp8 training keeps 16-bit activations between layers, see models/).
@@ -136,6 +138,12 @@ struct Simulation {
   // receive windows at 6 MiB by default).
   Bytes tcp_window = Bytes(4.0 * 1024 * 1024);
   Fidelity fidelity = Fidelity::automatic;
+  // Activations and gradients between two pipeline stages: `shared`, every message is its
+  // own flow from the moment it is ready and concurrent ones share the link; `in_order`,
+  // messages between one pair of GPUs go one after another in micro-batch order, each
+  // starting when the previous one has arrived (NCCL send/recv on one stream; gloo on one
+  // connection, measured by the live runner). Not for the interleaved schedule.
+  PipelineMessages pipeline_messages = PipelineMessages::shared;
   bool operator==(const Simulation&) const = default;
 };
 

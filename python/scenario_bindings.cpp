@@ -175,9 +175,25 @@ py::object plan(py::handle scenario, double time_budget_s, int verify, bool base
   return from_json(core::Json::parse(out.str()));
 }
 
+// A quantity as the scenario language writes it, in its base unit: bytes, bytes per second,
+// seconds. The one parser (core/units.hpp), so Python never reads "10Gbps" on its own.
+double parse_quantity(const std::string& text, const std::string& kind) {
+  auto check = [&](const auto& parsed) {
+    if (!parsed) throw Error("'" + text + "': " + parsed.error);
+    return parsed.value->value();
+  };
+  if (kind == "bytes") return check(core::parse_size(text));
+  if (kind == "bandwidth") return check(core::parse_bandwidth(text));
+  if (kind == "duration") return check(core::parse_duration(text));
+  throw Error("parse_quantity: kind '" + kind + "' is not bytes, bandwidth or duration");
+}
+
 }  // namespace
 
 void bind_scenario(py::module_& m) {
+  m.def("parse_quantity", &parse_quantity, py::arg("text"), py::arg("kind"),
+        "A quantity (\"10Gbps\", \"25MB\", \"15ms\") in bytes, bytes/s or seconds; kind is "
+        "\"bytes\", \"bandwidth\" or \"duration\".");
   m.def("load_scenario", &load_scenario, py::arg("src"),
         "The scenario (a path to YAML/JSON, or a dict) checked, in its canonical JSON form.");
   m.def("load_plan", &load_plan, py::arg("src"), py::arg("scenario") = py::none(),

@@ -385,9 +385,11 @@ class Builder {
                                   std::to_string(from_stage) + " -> " + std::to_string(to_stage));
     WanCodec codec{in_.wan_activations, in_.scenario->training.precision, model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.activation_codec, Work::pp_comm, mb};
-    // Messages between two stages go in micro-batch order, one after another. Not for the
-    // interleaved schedule: its transfers are built chunk by chunk, not in the order sent.
-    if (chunks_ == 1) sender.fifo = &pipeline_fifo_;
+    // simulation.pipeline_messages: in_order. Not for the interleaved schedule: its transfers
+    // are built chunk by chunk, not in the order they are sent.
+    if (in_.scenario->simulation.pipeline_messages == core::PipelineMessages::in_order &&
+        chunks_ == 1)
+      sender.fifo = &pipeline_fifo_;
 
     std::vector<std::vector<NodeId>> arrived(receivers.size());
     if (in_.folded) {

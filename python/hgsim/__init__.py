@@ -24,8 +24,15 @@ from ._hgsim import CodecError, Error, TensorCodec
 
 __all__ = [
     "Error", "CodecError", "load_scenario", "load_plan", "resolve", "simulate", "plan",
-    "codecs", "encoded_bytes", "encode", "decode", "TensorCodec",
+    "codecs", "encoded_bytes", "encode", "decode", "TensorCodec", "parse_quantity",
 ]
+
+
+def parse_quantity(text, kind):
+    """A quantity as a scenario writes it (``"10Gbps"``, ``"25MB"``, ``"15ms"``) in its base
+    unit: bytes, bytes per second or seconds (``kind`` = ``"bytes"``, ``"bandwidth"``,
+    ``"duration"``). The parser the scenario loader uses; Error for a bad quantity."""
+    return _hgsim.parse_quantity(text, kind)
 
 
 def load_scenario(src):

@@ -155,7 +155,8 @@ def live_scenario(job: dict, loopback: dict) -> dict:
     s["compression"] = job["compression"]
     s.pop("sweep", None)
     s.setdefault("simulation", {})
-    s["simulation"] = dict(s["simulation"], fidelity="full")
+    # gloo sends the messages between two ranks in order on one connection (measured).
+    s["simulation"] = dict(s["simulation"], fidelity="full", pipeline_messages="in_order")
     return s
 
 

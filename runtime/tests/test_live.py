@@ -88,10 +88,11 @@ def test_placement_names_devices_as_the_simulator_does():
     path = str(LIVE_SCENARIOS / "wan-bound-1f1b.yaml")
     resolved = hgsim.resolve(path)
     plan = {"schedule": "1f1b", "micro_batch": 4,
-            "pipelines": [{"micro_batches": 2, "replicas": 1,
+            "pipelines": [{"micro_batches": 4, "replicas": 1,
                            "stages": [{"cluster": "east", "tp": 2, "layers": 2},
                                       {"cluster": "west", "dp": 2, "layers": 2}]}]}
     s = dict(resolved["scenario"], strategy=plan)
+    s["clusters"] = [dict(c, nodes=2, gpus_per_node=2) for c in s["clusters"]]
     sim = hgsim.simulate(s)
     roles = planning.placement(s, planning.normalise_plan(plan))
     assert [r["device"] for r in roles] == [d["id"] for d in sim["devices"]]
