@@ -54,8 +54,9 @@ SUBNET_CANDIDATES = [f"10.{second}.0.0/16" for second in range(213, 256)] + [
 # when there is no data; data may use all of it when there are no ACKs).
 ACK_SHARE = 0.05
 
-# How long a shaped direction's queue is, in seconds of traffic at its rate.
-QUEUE_SECONDS = 0.02
+# How long a shaped direction's queue is, in seconds of traffic at its rate (a router's
+# buffer of about one WAN round trip).
+QUEUE_SECONDS = 0.1
 
 # A full Ethernet frame: the smallest sensible HTB burst is two of them.
 FRAME_BYTES = 1514
@@ -449,6 +450,14 @@ class EmulatedWan:
               "dev", router_side], what=f"{where}: addressing the router side")
         _run(["ip", "-n", namespace, "addr", "add", f"{self._cluster_address(index)}/{prefix_length}",
               "dev", CLUSTER_INTERFACE], what=f"{where}: addressing the cluster side")
+        # One TCP segment per packet. With segmentation offload a sender hands the shaper
+        # 64 KiB super-packets; HTB lets a packet go whenever its bucket is not empty and
+        # charges it afterwards, so a 33 KB message would cross at veth speed and the debt be
+        # paid by the next one: averages right, every message early. Measured: a 33.8 KB gloo
+        # message at 20 Mbit/s arrived in 0.4 ms instead of 14 ms.
+        for ns, device in ((router, router_side), (namespace, CLUSTER_INTERFACE)):
+            _run(["ip", "-n", ns, "link", "set", device, "gso_max_segs", "1", "gso_max_size",
+                  str(FRAME_BYTES)], what=f"{where}: one segment per packet on {device}")
         _run(["ip", "-n", router, "link", "set", router_side, "up"], what=f"{where}: router side up")
         _run(["ip", "-n", namespace, "link", "set", CLUSTER_INTERFACE, "up"], what=f"{where}: cluster side up")
         _run(["ip", "-n", namespace, "route", "add", "default", "via", self._router_address(index)],
@@ -508,8 +517,9 @@ class EmulatedWan:
             _run(["tc", "-n", router, "class", "add", "dev", device, "parent", parent, "classid",
                   child, "htb", "rate", child_rate, "ceil", rate, "burst", burst, "cburst", burst,
                   "quantum", quantum, "prio", prio], what=what)
-            # A bounded queue: the default (1000 frames, 0.6 s at 20 Mbit/s) would hold the
-            # ACKs that ride on data segments for as long.
+            # A queue of QUEUE_SECONDS, as a WAN router's buffer: the default 1000 frames are
+            # 0.6 s at 20 Mbit/s (the ACKs that ride on data segments would wait as long),
+            # and a 20 ms queue drops a 128 KiB message's tail at low rates.
             _run(["tc", "-n", router, "qdisc", "add", "dev", device, "parent", child, "pfifo",
                   "limit", str(_queue_frames(rate_bps))], what=f"{what}: queue")
         subnet = str(self._cluster_subnet(source_index))
