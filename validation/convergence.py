@@ -104,11 +104,13 @@ def main(argv=None) -> int:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True,
                                       gridspec_kw={"height_ratios": [2, 1]})
     steps = list(range(args.steps))
-    for n in names:
-        top.plot(steps, smooth(curves[n]), label=n, linewidth=1.2)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, n in enumerate(names):
+        color = colors[i % len(colors)]  # one colour per setting in both panels
+        top.plot(steps, smooth(curves[n]), label=n, linewidth=1.2, color=color)
         if n != names[0]:
             gap = [a - b for a, b in zip(smooth(curves[n]), smooth(curves[names[0]]))]
-            bottom.plot(steps, gap, label=n, linewidth=1.0)
+            bottom.plot(steps, gap, label=n, linewidth=1.0, color=color)
     top.set_ylabel("training loss (nats/byte, 10-step mean)")
     top.set_title("Live runs of scenarios/live/convergence.yaml, same seed")
     top.legend(fontsize=8)

@@ -247,6 +247,8 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
     summary = {
         "scenario": job["scenario_name"], "steps": len(rows),
         "iteration_time_s": statistics.median(r["iteration_time_s"] for r in timed),
+        "iteration_time_range_s": [min(r["iteration_time_s"] for r in timed),
+                                   max(r["iteration_time_s"] for r in timed)],
         "loss": rows[-1]["loss"], "devices": devices,
         "wan_bytes": {"sent_by_workers_raw": sum(r["wan_raw_bytes"] for r in last),
                       "sent_by_workers_wire": sum(r["wan_wire_bytes"] for r in last),

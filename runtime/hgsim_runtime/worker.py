@@ -421,6 +421,9 @@ def main(argv=None):
         job = json.load(f)
     torch.set_num_threads(1)
     world = len(job["ranks"])
+    if job.get("pin_cores"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[args.rank % len(cores)]})
     addr = os.environ.get("MASTER_ADDR", job.get("master_addr", "127.0.0.1"))
     port = os.environ.get("MASTER_PORT", str(job.get("master_port", 29500)))
     print(f"rank {args.rank}/{world} joining tcp://{addr}:{port} "
