@@ -35,15 +35,27 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", default=os.path.join(ROOT, "validation", "live.md"))
     parser.add_argument("--json-out", default=os.path.join(ROOT, "validation", "live.json"))
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="validations per scenario, taken in turns (default 3)")
     args = parser.parse_args(argv)
+    runs = {name: [] for name in SCENARIOS}
+    # In turns (each scenario once, then again), so that a slow phase of the machine does not
+    # fall on one scenario's repeats only.
+    for turn in range(args.repeat):
+        for name in SCENARIOS:
+            path = os.path.join(ROOT, "scenarios", "live", name + ".yaml")
+            vargs = validate.build_parser().parse_args([path, "--steps", str(args.steps)])
+            print(f"== {name} ({turn + 1}/{args.repeat})", flush=True)
+            result = validate.run(vargs, echo=lambda *a: print("  ", *a, flush=True))
+            validate.print_result(result, echo=lambda *a: print("  ", *a, flush=True))
+            runs[name].append(result)
+    # The run with the median iteration-time error stands for its scenario; all are kept.
     results = []
     for name in SCENARIOS:
-        path = os.path.join(ROOT, "scenarios", "live", name + ".yaml")
-        vargs = validate.build_parser().parse_args([path, "--steps", str(args.steps)])
-        print(f"== {name}", flush=True)
-        result = validate.run(vargs, echo=lambda *a: print("  ", *a, flush=True))
-        validate.print_result(result, echo=lambda *a: print("  ", *a, flush=True))
-        results.append((name, result))
+        ordered = sorted(runs[name], key=lambda r: r["iteration_time_s"]["rel_error"])
+        median = ordered[len(ordered) // 2]
+        median["repeats"] = [r["iteration_time_s"] for r in runs[name]]
+        results.append((name, median))
     with open(args.json_out, "w") as f:
         json.dump({name: r for name, r in results}, f, indent=1)
     load = os.getloadavg()
@@ -74,10 +86,13 @@ def main(argv=None) -> int:
         "on the shaped interfaces (TCP/IP headers and gloo's own messages included), per "
         "step.",
         "",
+        f"Each scenario was validated {args.repeat} times, in turns; the row is the run with "
+        "the median iteration-time error, and the last column lists every run's error.",
+        "",
         "| scenario | schedule | WAN | activations | iteration sim (s) | live (s) [range] | error | "
         "WAN MB/step sim | live | error | stage 0 compute sim / live (s) | stage 1 compute "
-        "sim / live (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "sim / live (s) | error of every run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     within = 0
     for name, r in results:
@@ -91,7 +106,8 @@ def main(argv=None) -> int:
         lines.append(f"| {scen} | {r['plan']['schedule']} | {rate} | {act} | {it['sim']:.4f} | "
                      f"{it['live']:.4f} [{r['live']['iteration_time_range_s'][0]:.3f}-"
                      f"{r['live']['iteration_time_range_s'][1]:.3f}] | {pct(it['rel_error'])} | {wb['sim'] / 1e6:.3f} | "
-                     f"{wb['live'] / 1e6:.3f} | {pct(wb['rel_error'])} | " + " | ".join(cells) + " |")
+                     f"{wb['live'] / 1e6:.3f} | {pct(wb['rel_error'])} | " + " | ".join(cells) +
+                     " | " + ", ".join(pct(x["rel_error"]) for x in r["repeats"]) + " |")
         within += abs(it["rel_error"]) <= 0.10
     lines += [
         "",
@@ -101,8 +117,33 @@ def main(argv=None) -> int:
         f"load average after the runs {load[0]:.2f}; "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}.",
         "",
-        "Error = (simulated - live) / live. The per-scenario JSON (every stage, exposed "
-        "communication, traces) is in validation/live.json.",
+        "Error = (simulated - live) / live. Live iteration time: the median over the steps "
+        "after the first, [the fastest and slowest step]. The per-scenario JSON (every stage, "
+        "time not computing, the loopback measurement, traces) is in validation/live.json.",
+        "",
+        "## What the comparison found, and what changed because of it",
+        "",
+        "- gloo sends the messages between two ranks one after another on one TCP "
+        "connection, and only once the receiver has posted its receive. The runner posts "
+        "every receive of a step at its start; the simulator gained "
+        "`simulation.pipeline_messages: in_order` (messages between a pair of GPUs in order, "
+        "as NCCL's send/recv on one stream also do), which validation uses. With the default "
+        "`shared`, the WAN-bound 1F1B plan was simulated 25% slower than it ran.",
+        "- The emulated link let whole 64 KiB GSO packets through HTB before charging them: a "
+        "33.8 KB message crossed a 20 Mbit/s link in 0.4 ms. Packets are now capped at 1 ms of "
+        "the rate; pure ACKs go first (gloo uses one connection both ways, and ACKs queued "
+        "behind gradients starved the activations).",
+        "- The workers' layers ran up to 25% slower than a profile measured in the long-lived "
+        "validation process; the profile is now measured in a fresh process with the "
+        "workers' allocator settings, before and after the live run.",
+        "",
+        "What is left: the shared cores. The workers' compute is measured 4-13% above the "
+        "isolated profile in compute-bound runs and up to 30% in WAN-bound ones: gloo's "
+        "threads and the kernel's packet processing share the two cores with the compute "
+        "threads, and the simulator gives networking no compute cost. The cores' speed also "
+        "changes over seconds on this virtual machine (one 30-step run had steps of 80 ms and "
+        "of 55 ms compute for the same work). WAN bytes: tc counts frames (headers, ACKs, "
+        "gloo's own messages), the simulator payload: 5-8% apart.",
         "",
     ]
     with open(args.out, "w") as f:

@@ -56,6 +56,12 @@ def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
                                          "e.g. '{\"wan_activations\": \"int8\"}'")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--inject-failure", help="testing aid: RANK:STEP:crash|hang")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="write OUT/job.json and print the command of every rank, for running "
+                        "across machines (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)")
+    p.add_argument("--summarise", action="store_true",
+                   help="SCENARIO is an output folder of a finished run (job.json and every "
+                        "rank's files): write loss.csv, summary.json and --trace from it")
     return p
 
 
@@ -294,12 +300,54 @@ def print_summary(summary: dict, echo=print):
         echo(f"  trace: {summary['trace']}")
 
 
+def prepare_only(job: dict, args) -> int:
+    """The job for workers on several machines: no namespaces, no shaping (the real network
+    is the WAN), the usual torch.distributed environment."""
+    out_dir = os.path.abspath(args.out or "hgsim-live-job")
+    os.makedirs(out_dir, exist_ok=True)
+    job = dict(job, out_dir=out_dir, stall_s=args.stall)
+    job["corpus"] = planning.corpus_file(args.corpus, out_dir)
+    job["inject_failure"] = parse_failure(args.inject_failure)
+    path = os.path.join(out_dir, "job.json")
+    with open(path, "w") as f:
+        json.dump(job, f, indent=1)
+    print(f"wrote {path}; on the machine of each rank (same paths, or copy the folder):")
+    for role in job["ranks"]:
+        print(f"  MASTER_ADDR=<rank 0's address> MASTER_PORT=29500 RANK={role['rank']} "
+              f"WORLD_SIZE={len(job['ranks'])} /usr/bin/python3 -m hgsim_runtime.worker "
+              f"--job {path}    # {role['device']}")
+    print(f"then gather every rank's files into {out_dir} and run "
+          f"`hgsim live {out_dir} --summarise [--trace FILE]`")
+    return 0
+
+
+def summarise_folder(args) -> int:
+    path = os.path.join(args.scenario, "job.json")
+    try:
+        with open(path) as f:
+            job = json.load(f)
+        summary = summarise(job, args.scenario, {"shaped": False,
+                                                 "why_not": "run across machines"},
+                            {}, args.trace)
+    except (OSError, json.JSONDecodeError, KeyError) as e:
+        raise LiveError(f"--summarise {args.scenario}: {e}") from None
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print_summary(summary)
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.summarise:
+            return summarise_folder(args)
         if args.steps < 1:
             raise LiveError("--steps must be at least 1")
         job = prepare(args)
+        if args.prepare_only:
+            return prepare_only(job, args)
         job["corpus"] = args.corpus
         job["inject_failure"] = parse_failure(args.inject_failure)
         out_dir = args.out or tempfile.mkdtemp(prefix="hgsim-live-")

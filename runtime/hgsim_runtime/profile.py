@@ -64,7 +64,6 @@ def profile_job(job: dict, repeats: int = REPEATS, echo=None) -> dict:
                     ffn_hidden=m["ffn_hidden"], seq_len=job["seq_len"], vocab=m["vocab"])
     shapes, last_shapes, stage_params = set(), set(), set()
     for p in job["pipelines"]:
-        first_layer = 0
         for s, stage in enumerate(p["stages"]):
             sequences = job["micro_batch"] // stage["dp"]
             shapes.add((sequences, stage["tp"]))
@@ -75,7 +74,6 @@ def profile_job(job: dict, repeats: int = REPEATS, echo=None) -> dict:
             n += (cfg.vocab + cfg.seq_len) * cfg.hidden if s == 0 else 0
             n += (2 + cfg.vocab) * cfg.hidden if last else 0
             stage_params.add(n)
-            first_layer += stage["layers"]
     load_before = os.getloadavg()
     entries = []
     for sequences, tp in sorted(shapes):

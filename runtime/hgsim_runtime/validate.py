@@ -36,6 +36,7 @@ import tempfile
 import hgsim
 
 from . import live
+from . import wan
 from . import profile as profiling
 from .plan import LiveError
 from .supervisor import WorkerFailed
@@ -62,8 +63,8 @@ def compare(sim: float, live_value: float) -> dict:
     return {"sim": sim, "live": live_value, "rel_error": rel_error(sim, live_value)}
 
 
-# Payload bytes per Ethernet frame of a full TCP segment with timestamps (MSS 1448, frame 1514).
-TCP_PAYLOAD_PER_FRAME = 1448 / 1514
+# Payload bytes per Ethernet frame of a full TCP segment on the emulated links (wan.py).
+TCP_PAYLOAD_PER_FRAME = wan.TCP_SEGMENT_BYTES / wan.FRAME_BYTES
 
 
 # ---- the loopback the workers use inside a cluster ----------------------------------------
@@ -180,9 +181,8 @@ def live_scenario(job: dict, loopback: dict) -> dict:
         c["nic"] = dict(link)
         c.pop("oversubscription", None)
     for w in s.get("wan", []):
-        # tc shapes Ethernet frames; a full TCP segment carries 1448 payload bytes in a
-        # 1514-byte frame (timestamps on), so payload moves at 0.956 of the shaped rate
-        # (wan_check measures 0.955-0.958 from 5 Mbit/s to 200 Mbit/s).
+        # tc shapes Ethernet frames; a full TCP segment carries TCP_SEGMENT_BYTES of payload
+        # in a FRAME_BYTES frame, so payload moves at that share of the shaped rate.
         for key in ("bandwidth", "reverse_bandwidth"):
             if key in w:
                 rate = hgsim.parse_quantity(w[key], "bandwidth") * TCP_PAYLOAD_PER_FRAME

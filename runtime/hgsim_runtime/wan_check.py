@@ -116,7 +116,7 @@ def main() -> int:
                 return 1
             received, elapsed = timed_transfer(wan, "a", "b", seconds=seconds)
             frame_bytes = wan.counters()[("a", "b")]
-            rows.append((f"a->b shaped", rate_bps, received * 8 / elapsed, frame_bytes * 8 / elapsed))
+            rows.append(("a->b shaped", rate_bps, received * 8 / elapsed, frame_bytes * 8 / elapsed))
             if rate_bps == 20e6:
                 received, elapsed = timed_transfer(wan, "a", "c", seconds=seconds)
                 rows.append(("a->c no link: routed, unshaped", None, received * 8 / elapsed, None))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -415,12 +414,22 @@ def watchdog(stall_s: float):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="hgsim_runtime.worker")
     parser.add_argument("--job", required=True)
-    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--rank", type=int, default=None,
+                        help="this worker's rank (default: $RANK)")
     args = parser.parse_args(argv)
+    if args.rank is None:
+        if "RANK" not in os.environ:
+            parser.error("--rank or the RANK environment variable is required")
+        args.rank = int(os.environ["RANK"])
     with open(args.job) as f:
         job = json.load(f)
     torch.set_num_threads(1)
     world = len(job["ranks"])
+    if int(os.environ.get("WORLD_SIZE", world)) != world:
+        raise SystemExit(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but the job has {world} ranks")
+    if not 0 <= args.rank < world:
+        raise SystemExit(f"rank {args.rank} is not in 0..{world - 1}")
+    os.makedirs(job["out_dir"], exist_ok=True)
     if job.get("pin_cores"):
         cores = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cores[args.rank % len(cores)]})

@@ -243,3 +243,26 @@ def test_a_failing_worker_stops_the_run_and_leaves_nothing_behind(tmp_path, mode
     assert f"injected failure: {mode} at step 1" in result.stderr  # the worker's last lines
     assert set(list_namespaces()) <= before
     assert worker_processes() == []
+
+
+def test_across_machines_from_the_usual_environment(tmp_path):
+    """--prepare-only writes the job; workers started by hand with MASTER_ADDR, MASTER_PORT,
+    RANK and WORLD_SIZE (here all on this machine) train; --summarise gathers the result."""
+    out = tmp_path / "job"
+    prepared = hgsim_live(LIVE_SCENARIOS / "compute-bound-1f1b.yaml", "--steps", 2, "--out", out,
+                          "--prepare-only")
+    assert prepared.returncode == 0, prepared.stderr
+    assert "RANK=1 WORLD_SIZE=2" in prepared.stdout
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT="29631", WORLD_SIZE="2")
+    workers = [subprocess.Popen([sys.executable, "-m", "hgsim_runtime.worker", "--job",
+                                 str(out / "job.json")], env=dict(env, RANK=str(rank)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for rank in range(2)]
+    assert all(w.wait(timeout=120) == 0 for w in workers)
+    summary = hgsim_live(out, "--summarise", "--json")
+    assert summary.returncode == 0, summary.stderr
+    assert json.loads(summary.stdout)["steps"] == 2
+    wrong = subprocess.run([sys.executable, "-m", "hgsim_runtime.worker", "--job",
+                            str(out / "job.json")], env=dict(env, RANK="0", WORLD_SIZE="3"),
+                           capture_output=True, text=True, timeout=60)
+    assert wrong.returncode != 0 and "WORLD_SIZE=3 but the job has 2 ranks" in wrong.stderr

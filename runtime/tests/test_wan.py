@@ -202,8 +202,8 @@ def test_htb_class_statistics_are_parsed_from_text():
     assert wan_module._parse_htb_class_bytes(text) == {"1:1": 1046010, "1:a": 7}
 
 
-def test_burst_is_two_frames_at_low_rates_and_a_millisecond_at_high_rates():
-    assert wan_module._htb_burst_bytes(5e6) == 2 * wan_module.FRAME_BYTES
+def test_burst_is_a_frame_at_low_rates_and_a_millisecond_at_high_rates():
+    assert wan_module._htb_burst_bytes(5e6) == wan_module.FRAME_BYTES
     assert wan_module._htb_burst_bytes(1e9) == 125_000
 
 
