@@ -12,6 +12,7 @@ thread CPU time would hide nothing here, so wall time is used, as the workers' s
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -122,6 +123,90 @@ def profile_job(job: dict, repeats: int = REPEATS, echo=None) -> dict:
                                                                  os.getloadavg()),
                                   "timer": "wall time (CLOCK_MONOTONIC), as the workers' spans",
                                   "what": "hgsim_runtime.model Block/Head/Adam, one thread"}},
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "entries": entries,
+    }
+
+
+def profile_shapes_once(cfg: GptConfig, seed: int, sequences: int, tp: int, last: bool,
+                        parameters: int):
+    """A function that times, once per call, what one worker runs: a layer's forward and
+    backward, the head's (last stage) and an Adam step over `parameters` values. For
+    hgsim_runtime.worker's profile between steps."""
+    block = Block(cfg, 0, seed, TensorParallel(0, tp, None, collectives=False))
+    head = Head(cfg, seed) if last else None
+    x = torch.randn(sequences, cfg.seq_len, cfg.hidden, requires_grad=True)
+    g = torch.randn(sequences, cfg.seq_len, cfg.hidden)
+    targets = torch.randint(0, cfg.vocab, (sequences, cfg.seq_len))
+    params = [torch.nn.Parameter(torch.randn(parameters))]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+
+    def once() -> dict:
+        out = {"sequences": sequences, "tp": tp, "parameters": parameters}
+        t0 = _now()
+        y = block(x)
+        t1 = _now()
+        y.backward(g)
+        t2 = _now()
+        out.update(layer_forward_s=t1 - t0, layer_backward_s=t2 - t1)
+        if head is not None:
+            t0 = _now()
+            loss = head(x, targets)
+            t1 = _now()
+            loss.backward()
+            t2 = _now()
+            out.update(logits_forward_s=t1 - t0, logits_backward_s=t2 - t1)
+        params[0].grad = torch.randn(parameters)
+        t0 = _now()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        out["optimizer_s"] = _now() - t0
+        return out
+
+    return once
+
+
+def profile_from_run(job: dict, out_dir: str) -> dict:
+    """The layer profile from the workers' measurements between steps (steps after the first):
+    medians per shape over every rank and step."""
+    samples = []
+    for role in job["ranks"]:
+        with open(os.path.join(out_dir, f"rank{role['rank']}.steps.jsonl")) as f:
+            for line in f:
+                record = json.loads(line)
+                if record["step"] > 0 and "profile" in record:
+                    samples.append(record["profile"])
+    if not samples:
+        raise ValueError(f"{out_dir}: the workers recorded no profile between steps")
+    m = job["model"]
+    entries = []
+    shapes = sorted({(p["sequences"], p["tp"]) for p in samples})
+    for sequences, tp in shapes:
+        mine = [p for p in samples if (p["sequences"], p["tp"]) == (sequences, tp)]
+        entries.append({"what": "layer", "sequences": sequences, "seq_len": job["seq_len"],
+                        "tp": tp, "hidden": m["hidden"],
+                        "forward_s": statistics.median(p["layer_forward_s"] for p in mine),
+                        "backward_s": statistics.median(p["layer_backward_s"] for p in mine),
+                        "recompute_s": 0.0, "repeats": len(mine)})
+        heads = [p for p in mine if "logits_forward_s" in p]
+        if heads:
+            entries.append({"what": "logits", "sequences": sequences, "seq_len": job["seq_len"],
+                            "tp": tp, "hidden": m["hidden"],
+                            "forward_s": statistics.median(p["logits_forward_s"] for p in heads),
+                            "backward_s": statistics.median(p["logits_backward_s"]
+                                                            for p in heads),
+                            "repeats": len(heads)})
+    for n in sorted({p["parameters"] for p in samples}):
+        mine = [p["optimizer_s"] for p in samples if p["parameters"] == n]
+        entries.append({"what": "optimizer", "parameters": n,
+                        "seconds": statistics.median(mine), "repeats": len(mine)})
+    return {
+        "format": "hgsim-layer-profile/1",
+        "device": {"kind": "cpu", "name": cpu_name(), "threads": 1, "torch": torch.__version__,
+                   "conditions": {"timer": "wall time (CLOCK_MONOTONIC)",
+                                  "what": "hgsim_runtime.model Block/Head/Adam, one thread",
+                                  "method": "timed by every worker after each step of the live "
+                                            "run, all workers at once; medians"}},
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "entries": entries,
     }

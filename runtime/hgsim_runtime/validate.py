@@ -2,13 +2,16 @@
 
 Simulated against live, on this machine:
  1. prepares the live job (the scaled model, the plan) as `hgsim live` does;
- 2. profiles that model's layers, head and optimizer on this CPU with one thread: what the
-    workers execute (hgsim_runtime.profile, "hgsim-layer-profile/1");
+ 2. profiles that model's layer, head and optimizer on this CPU with one thread, alone (kept
+    for reference: it shows how far the cores' speed drifts);
  3. measures the unshaped loopback path the workers use inside a cluster (gloo ping-pong);
- 4. simulates the plan on a scenario that says what the live run has: the scaled model in
-    fp32 without recomputation, the layer profile as every GPU's compute, the shaped WAN
-    rates, the measured loopback for NVLink/NIC and for the WAN's latency (no netem here);
- 5. runs it live over the shaped links;
+ 4. runs the plan live over the shaped links; after each step every worker times one layer,
+    the head and an Adam step as the profiler does (hgsim_runtime.profile, all workers at
+    once, outside the step): the layer profile ("hgsim-layer-profile/1") of the run's own
+    seconds;
+ 5. simulates the plan on a scenario that says what the live run has: the scaled model in
+    fp32 without recomputation, that profile as every GPU's compute, the shaped WAN rates,
+    the measured loopback for NVLink/NIC and for the WAN's latency (no netem here);
  6. reports iteration time, per-stage compute, exposed communication and WAN bytes side by
     side with the relative error of each (--json: the object below).
 
@@ -142,23 +145,12 @@ def profile_in_child(job: dict, repeats: int, echo) -> dict:
     return result
 
 
-def mean_profile(before: dict, after: dict) -> dict:
-    """Entry by entry, the mean of two layer profiles of the same job; the spread is kept
-    (`drift`: after / before of the layer forward times)."""
-    out = dict(before)
-    out["entries"] = []
-    for a, b in zip(before["entries"], after["entries"]):
-        entry = dict(a)
-        for key in ("forward_s", "backward_s", "seconds"):
-            if key in a:
-                entry[key] = (a[key] + b[key]) / 2
-                entry[key.replace("_s", "") + "_before_after_s" if key != "seconds"
-                      else "before_after_s"] = [a[key], b[key]]
-        out["entries"].append(entry)
-    out["device"] = dict(before["device"])
-    out["device"]["conditions"] = dict(before["device"]["conditions"],
-                                       method="mean of a profile before and after the live run")
-    return out
+def layer_drift(isolated: dict, during: dict) -> float:
+    """Layer forward + backward during the run over the same alone before it (first shape)."""
+    def layer(profile):
+        e = next(e for e in profile["entries"] if e["what"] == "layer")
+        return e["forward_s"] + e["backward_s"]
+    return layer(during) / layer(isolated)
 
 
 # ---- the scenario the simulator sees ------------------------------------------------------
@@ -236,24 +228,29 @@ def run(args, echo) -> dict:
                         "to run anyway)")
     out_dir = args.out or tempfile.mkdtemp(prefix="hgsim-validate-")
     os.makedirs(out_dir, exist_ok=True)
-    echo(f"profiling the live model's layers on this CPU ({args.repeats} repeats per shape)")
-    before = profile_in_child(job, args.repeats, echo)
+    echo(f"profiling the live model's layers on this CPU, alone ({args.repeats} repeats per "
+         "shape)")
+    isolated = profile_in_child(job, args.repeats, echo)
     echo("measuring the loopback path inside clusters")
     loopback = measure_loopback()
     echo(f"  one-way latency {loopback['latency_s'] * 1e6:.1f} us, "
          f"bandwidth {loopback['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
-    echo(f"running live ({args.steps} steps)")
+    echo(f"running live ({args.steps} steps; every worker times the layers after each step)")
     live_trace = args.trace or os.path.join(out_dir, "live-trace.json")
+    job = dict(job, profile_between_steps=True)
     summary = live.execute(job, out_dir, shape=not args.no_shape, timeout_s=args.timeout,
                            stall_s=args.stall, trace_path=live_trace, echo=echo)
-    echo("profiling again after the live run")
-    after = profile_in_child(job, args.repeats, echo)
-    # The speed of this machine's cores drifts over seconds (shared hosts): the profile the
-    # simulation uses is the mean of the two measurements around the live run.
-    layer_profile = mean_profile(before, after)
+    # The speed of this machine's cores drifts over seconds (a shared virtual machine): the
+    # profile the simulation uses is the one the workers measured between the live steps,
+    # in the run's own seconds. The isolated profile is kept to show the drift.
+    layer_profile = profiling.profile_from_run(job, out_dir)
+    drift = layer_drift(isolated, layer_profile)
+    echo(f"  layers during the run / alone before it: {drift:.3f}")
     profile_path = os.path.join(out_dir, "layer-profile.json")
     with open(profile_path, "w") as f:
         json.dump(layer_profile, f, indent=1)
+    with open(os.path.join(out_dir, "layer-profile-isolated.json"), "w") as f:
+        json.dump(isolated, f, indent=1)
     scenario = live_scenario(job, loopback)
     with open(os.path.join(out_dir, "live-scenario.json"), "w") as f:
         json.dump(scenario, f, indent=1)
@@ -283,13 +280,15 @@ def run(args, echo) -> dict:
                  "trace": live_trace, "shaped": summary["wan"].get("shaped"),
                  "why_not_shaped": summary["wan"].get("why_not")},
         "sim": {"trace": sim_trace, "provenance": sim.get("provenance"),
-                "layer_profile": profile_path},
+                "layer_profile": profile_path,
+                "layer_time_during_run_over_alone": drift},
         "loopback": loopback,
         "model": job["model"], "seq_len": job["seq_len"],
         "notes": job["notes"] + [
             "the WAN's delay is not emulated (no netem): the simulation is given the measured "
             "loopback latency for it",
-            "compute in the simulation: this CPU's layer profile, measured just before the run"],
+            "compute in the simulation: this CPU's layer profile, timed by the workers between "
+            "the live steps"],
     }
     with open(os.path.join(out_dir, "validation.json"), "w") as f:
         json.dump(result, f, indent=1)

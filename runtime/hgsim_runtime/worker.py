@@ -358,6 +358,22 @@ class Worker:
                 p.grad.copy_(flat[at: at + n].view_as(p.grad))
                 at += n
 
+    # ---- profiling in the run ------------------------------------------------------------------
+
+    def profile_between_steps(self) -> dict:
+        """One layer's forward and backward (this rank's shard, collectives left out), the
+        head's on the last stage, and an Adam step over as many parameters as this rank
+        holds: timed after each step, outside it, while every other worker does the same. The
+        cores of a shared machine change speed over seconds; timed here, the layer costs the
+        simulator gets are those of the run's own seconds (`hgsim validate live`)."""
+        from .profile import profile_shapes_once
+        if not hasattr(self, "_profiler"):
+            self._profiler = profile_shapes_once(self.cfg, self.job["seed"],
+                                                 self.micro_batch // self.stage["dp"],
+                                                 self.stage["tp"], self.last,
+                                                 sum(p.numel() for p in self.module.parameters()))
+        return self._profiler()
+
     # ---- the run ----------------------------------------------------------------------------
 
     def run(self):
@@ -380,6 +396,8 @@ class Worker:
             # Replicas of a stage shard must hold identical weights (tests compare this).
             record["weights_checksum"] = float(sum(p.detach().double().sum()
                                                    for p in self.module.parameters()))
+            if self.job.get("profile_between_steps"):
+                record["profile"] = self.profile_between_steps()
             record.update(step=step, rank=self.rank, start=start, end=end,
                           wan_raw_bytes=self.activation_wire.wan_raw_bytes
                           + self.gradient_wire.wan_raw_bytes,

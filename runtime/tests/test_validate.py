@@ -1,8 +1,11 @@
 """`hgsim validate live`: the simulation, given what was measured here, predicts the live run.
 
 ctest runs this file alone (RUN_SERIAL): other tests on the same two cores would slow the
-live workers and not the simulation. The tolerance is wider than the 10% goal of
-validation/live.md, which is measured on a quiet machine; a CI machine is not quiet.
+live workers and not the simulation. The tolerances are wider than the 10% goal of
+validation/live.md: the WAN-bound plan is timed by the shaped link (errors seen: -7% to
++1%), the compute-bound one by the cores, whose speed on a shared virtual machine drifts
+by up to 40% between the profile and the run (errors seen: -13% to +12%). A plan played in
+the wrong order, a wrong byte count or a profile of the wrong model is off by far more.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ def test_wan_bound_pipeline_simulated_as_run(tmp_path):
     r = run_validation(tmp_path, "wan-bound-1f1b")
     assert r["live"]["shaped"] is True
     assert abs(r["iteration_time_s"]["rel_error"]) < 0.2, r["iteration_time_s"]
-    # Bytes: the simulator's payload against tc's count of frames (headers add ~4.5%).
-    assert -0.12 < r["wan_bytes"]["rel_error"] < 0.0, r["wan_bytes"]
+    # Bytes: the simulator's payload against tc's count of frames (headers, ACKs and gloo's
+    # own messages add 1-3% with jumbo frames).
+    assert -0.06 < r["wan_bytes"]["rel_error"] < 0.0, r["wan_bytes"]
 
 
 def test_compute_bound_pipeline_simulated_as_run(tmp_path):
     r = run_validation(tmp_path, "compute-bound-1f1b")
-    assert abs(r["iteration_time_s"]["rel_error"]) < 0.25, r["iteration_time_s"]
+    assert abs(r["iteration_time_s"]["rel_error"]) < 0.3, r["iteration_time_s"]
     for stage in r["stages"]:
-        assert abs(stage["compute_s"]["rel_error"]) < 0.25, stage
+        assert abs(stage["compute_s"]["rel_error"]) < 0.3, stage
     assert set(r) >= {"iteration_time_s", "wan_bytes", "stages"}
