@@ -37,7 +37,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json-out", default=os.path.join(ROOT, "validation", "live.json"))
     parser.add_argument("--repeat", type=int, default=3,
                         help="validations per scenario, taken in turns (default 3)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="only write live.md again from the JSON of the last run")
     args = parser.parse_args(argv)
+    if args.render_only:
+        with open(args.json_out) as f:
+            results = list(json.load(f).items())
+        args.repeat = len(results[0][1]["repeats"])
+        return render(results, args)
     runs = {name: [] for name in SCENARIOS}
     # In turns (each scenario once, then again), so that a slow phase of the machine does not
     # fall on one scenario's repeats only.
@@ -58,6 +65,10 @@ def main(argv=None) -> int:
         results.append((name, median))
     with open(args.json_out, "w") as f:
         json.dump({name: r for name, r in results}, f, indent=1)
+    return render(results, args)
+
+
+def render(results, args) -> int:
     load = os.getloadavg()
     lines = [
         "# Simulated vs live",
@@ -76,12 +87,16 @@ def main(argv=None) -> int:
         "",
         "or one scenario: `build/release/apps/hgsim validate live scenarios/live/NAME.yaml`.",
         "",
-        "What the simulation is given (all measured on this machine just before the live run, "
-        "never datasheet figures): the layer profile of the scaled model on this CPU (forward "
-        "and backward of one layer and of the LM head with the loss, Adam over each stage's "
-        "parameters; one thread, median of 15), the shaped rate of the WAN link, and the "
-        "gloo ping-pong over loopback for NVLink/NIC and for the WAN's latency (netem is not "
-        "available, so the kernel adds no delay; the shaper's queue adds some under load). "
+        "What the simulation is given (all measured on this machine, never datasheet "
+        "figures): the layer profile of the scaled model on this CPU (forward and backward of "
+        "one layer and of the LM head with the loss, Adam over each stage's parameters; one "
+        "thread), timed by every worker after each live step, outside it, all workers at once "
+        "(medians over the steps after the first): the cores of this virtual machine change "
+        "speed by 10-40% over minutes, so a profile taken before the run does not describe "
+        "the run; the shaped rate of the WAN link times the payload share of a frame "
+        "(8948/9014 with the emulation's jumbo frames); gloo's ping-pong over loopback for "
+        "NVLink/NIC and for the WAN's latency (netem is not available, so the kernel adds no "
+        "delay; the shaper's queue adds some under load); `pipeline_messages: in_order`. "
         "Live: median iteration time over the steps after the first; WAN bytes counted by tc "
         "on the shaped interfaces (TCP/IP headers and gloo's own messages included), per "
         "step.",
@@ -133,17 +148,28 @@ def main(argv=None) -> int:
         "33.8 KB message crossed a 20 Mbit/s link in 0.4 ms. Packets are now capped at 1 ms of "
         "the rate; pure ACKs go first (gloo uses one connection both ways, and ACKs queued "
         "behind gradients starved the activations).",
+        "- With 1500-byte frames at 20 Mbit/s the kernel's per-packet work (two veth pairs and "
+        "the shaper per packet) took 20-40% from the workers' compute on the two cores; the "
+        "emulated links now use jumbo frames (MTU 9000), at the price of messages arriving up "
+        "to two frame-times early (7 ms at 20 Mbit/s).",
         "- The workers' layers ran up to 25% slower than a profile measured in the long-lived "
-        "validation process; the profile is now measured in a fresh process with the "
-        "workers' allocator settings, before and after the live run.",
+        "validation process (glibc returned freed tensors to the kernel); workers and "
+        "profiler now keep freed memory (a 32 MiB mmap threshold), and the profile is timed "
+        "inside the run.",
         "",
-        "What is left: the shared cores. The workers' compute is measured 4-13% above the "
-        "isolated profile in compute-bound runs and up to 30% in WAN-bound ones: gloo's "
-        "threads and the kernel's packet processing share the two cores with the compute "
-        "threads, and the simulator gives networking no compute cost. The cores' speed also "
-        "changes over seconds on this virtual machine (one 30-step run had steps of 80 ms and "
-        "of 55 ms compute for the same work). WAN bytes: tc counts frames (headers, ACKs, "
-        "gloo's own messages), the simulator payload: 5-8% apart.",
+        "What is left: the shared cores. In the live run the first stage's layers take "
+        "longer than the same layers timed between its steps (forward median +20%, backward "
+        "+31% in one compute-bound run, while the last stage matched within 2%): gloo's "
+        "threads, the kernel's packet processing and the runner share the two cores with the "
+        "compute threads, and the simulator gives networking no compute cost. The cores' "
+        "speed also changes over seconds on this virtual machine (one 30-step run had steps "
+        "of 80 ms and of 55 ms compute for the same work), so repeated validations of one "
+        "plan differ by several percent (last column). The WAN-bound GPipe plan runs faster "
+        "than simulated (+8% to +12%): each burst of its small int8 messages (33.8 KB, 14 ms "
+        "on the link) starts with a jumbo frame that the shaper lets through before charging "
+        "it, so the first message of a burst arrives ~6 ms early (measured) — the price of "
+        "the jumbo frames above. WAN bytes: tc counts frames (headers, ACKs, gloo's own "
+        "messages), the simulator payload.",
         "",
     ]
     with open(args.out, "w") as f:
