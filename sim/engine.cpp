@@ -46,8 +46,10 @@ sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
     std::ostringstream text;
     text.precision(17);
     for (const auto& [t, bw] : spec.trace) text << t << " " << bw << "\n";
+    // SimGrid's periodicity is the whole period: after its last event the profile waits
+    // periodicity - (that event's time), then starts again from the first.
     double periodicity = -1;
-    if (spec.trace_period_s > 0) periodicity = spec.trace_period_s - spec.trace.back().first;
+    if (spec.trace_period_s > 0) periodicity = spec.trace_period_s;
     link->set_bandwidth_profile(simgrid::kernel::profile::ProfileBuilder::from_string(
         spec.name + "-profile", text.str(), periodicity));
   }

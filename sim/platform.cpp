@@ -39,8 +39,8 @@ int add_link(Platform& p, Link link) {
 }
 
 // A scenario trace is a step function whose last row marks the end of the period: from
-// then on it repeats from the first row. SimGrid replays a profile and waits
-// `periodicity` after its last event before looping, so the last row becomes that wait.
+// then on it repeats from the first row. The last row becomes the profile's period
+// (sim/engine.cpp hands it to SimGrid as the periodicity).
 void set_trace(Link& link, const core::WanLink& wan, double scale) {
   const auto& steps = wan.trace_steps;
   if (steps.empty()) return;

@@ -232,6 +232,23 @@ TEST(SimLinks, BandwidthTraceHalvingMidTransferGivesTheIntegral) {
   EXPECT_NEAR(wan_transfers(c.scenario, 1, S), expected, 1e-6);
 }
 
+TEST(SimLinks, BandwidthTraceRepeatsWithItsPeriod) {
+  // W from 0 s, W/2 from 1 s, W/4 from 1.5 s; the period ends at 2 s and starts again at W.
+  // A transfer of W (2.5 - L) bytes moves W (1 - L) + W/4 + W/8 in the first period, W in
+  // [2, 3) and the last W/8 at W/2 from 3 s: it ends at 3.25 s. (Four rows: the example
+  // four-regions-sweep.yaml crashed SimGrid with "loop conditions are not realizable" when
+  // the period was handed over as the wait after the last row.)
+  auto c = checked(two_cluster_scenario("bandwidth: 1Gbps, latency: 1ms, tcp_window: 1GB"));
+  const double W = 1e9 / 8, L = 1e-3 + 2e-6;
+  auto& wan = c.scenario.wan[0];
+  wan.trace = "inline";
+  wan.trace_steps = {{core::Seconds(0), core::BytesPerSecond(W)},
+                     {core::Seconds(1), core::BytesPerSecond(W / 2)},
+                     {core::Seconds(1.5), core::BytesPerSecond(W / 4)},
+                     {core::Seconds(2), core::BytesPerSecond(W)}};
+  EXPECT_NEAR(wan_transfers(c.scenario, 1, W * (2.5 - L)), 3.25, 1e-6);
+}
+
 TEST(SimLinks, WanBoundPipelineIsLimitedByBytesOverBandwidth) {
   // GPipe over a slow WAN with next to no compute: the forwards stream m activations over
   // the link one way, then the backwards stream m gradients back: 2 m S / W.
