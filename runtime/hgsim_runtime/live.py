@@ -7,9 +7,9 @@ GPU of the plan, over emulated WAN links (runtime/hgsim_runtime/wan.py), and wri
   OUT/rank<R>.log    each worker's output
   --trace FILE       one Chrome trace whose tracks are named as the simulator's
 
-Exit status: 0 when every worker finished, 1 when the run failed (a worker crashed or hung:
-all workers are ended, the namespaces removed, the failing rank and its last lines printed),
-2 for bad input.
+Exit status (as every hgsim command): 0 when every worker finished; 1 for bad input (the
+problem is printed) and when the run failed (a worker crashed or hung: all workers are
+ended, the namespaces removed, the failing rank and its last lines printed).
 """
 
 from __future__ import annotations
@@ -358,7 +358,7 @@ def main(argv=None) -> int:
                           stall_s=args.stall, trace_path=args.trace, echo=echo)
     except (LiveError, hgsim.Error) as e:
         print(f"hgsim live: error: {e}", file=sys.stderr)
-        return 2
+        return 1
     except WorkerFailed as e:
         print(f"hgsim live: the run failed: {e}", file=sys.stderr)
         return 1

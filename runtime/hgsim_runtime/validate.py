@@ -329,7 +329,7 @@ def main(argv=None) -> int:
         result = run(args, echo)
     except (LiveError, hgsim.Error) as e:
         print(f"hgsim validate live: error: {e}", file=sys.stderr)
-        return 2
+        return 1
     except WorkerFailed as e:
         print(f"hgsim validate live: the live run failed: {e}", file=sys.stderr)
         return 1

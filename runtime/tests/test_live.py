@@ -266,3 +266,13 @@ def test_across_machines_from_the_usual_environment(tmp_path):
                             str(out / "job.json")], env=dict(env, RANK="0", WORLD_SIZE="3"),
                            capture_output=True, text=True, timeout=60)
     assert wrong.returncode != 0 and "WORLD_SIZE=3 but the job has 2 ranks" in wrong.stderr
+
+
+def test_bad_input_is_exit_status_one_with_the_reason(tmp_path):
+    missing = hgsim_live(tmp_path / "missing.yaml")
+    assert missing.returncode == 1 and "missing.yaml" in missing.stderr
+    interleaved = hgsim_live(ROOT / "scenarios" / "examples" / "inline-model.yaml")
+    assert interleaved.returncode == 1
+    assert "schedule 'interleaved' is simulated but not executed live" in interleaved.stderr
+    bad_scale = hgsim_live(LIVE_SCENARIOS / "wan-bound-1f1b.yaml", "--scale-model", "hidden=x")
+    assert bad_scale.returncode == 1 and "--scale-model: hidden=x" in bad_scale.stderr
