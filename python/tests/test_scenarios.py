@@ -103,3 +103,13 @@ def test_plan_a_small_scenario(examples):
     # The plan it found runs as it says.
     sim = hgsim.simulate(s, best["plan"])
     assert sim["iteration_time_s"] == pytest.approx(best["simulated_time_s"], rel=1e-9)
+
+
+def test_parse_quantity_is_the_scenario_loaders_parser():
+    assert hgsim.parse_quantity("10Gbps", "bandwidth") == 1.25e9
+    assert hgsim.parse_quantity("25MB", "bytes") == 25e6
+    assert hgsim.parse_quantity("15ms", "duration") == pytest.approx(0.015)
+    with pytest.raises(hgsim.Error, match="'10 furlongs'"):
+        hgsim.parse_quantity("10 furlongs", "bandwidth")
+    with pytest.raises(hgsim.Error, match="kind 'speed'"):
+        hgsim.parse_quantity("10Gbps", "speed")
