@@ -407,8 +407,8 @@ class Worker:
             steps_file.flush()
             loss = (f" loss {record['loss_sum'] / record['tokens']:.4f}"
                     if record["tokens"] else "")
-            print(f"PROGRESS step {step + 1}/{self.job['steps']} {end - start:.3f} s{loss}",
-                  flush=True)
+            print(f"PROGRESS step {step + 1}/{self.job['steps']}{loss} (rank {self.rank}'s step: "
+                  f"{end - start:.3f} s)", flush=True)
         dist.barrier()
         self.recorder.dump(os.path.join(out_dir, f"rank{self.rank}.spans.json"))
         steps_file.close()
