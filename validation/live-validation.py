@@ -94,7 +94,7 @@ def render(results, args) -> int:
         "(medians over the steps after the first): the cores of this virtual machine change "
         "speed by 10-40% over minutes, so a profile taken before the run does not describe "
         "the run; the shaped rate of the WAN link times the payload share of a frame "
-        "(8948/9014 with the emulation's jumbo frames); gloo's ping-pong over loopback for "
+        "(2948/3014 with the emulation's 3000-byte MTU); gloo's ping-pong over loopback for "
         "NVLink/NIC and for the WAN's latency (netem is not available, so the kernel adds no "
         "delay; the shaper's queue adds some under load); `pipeline_messages: in_order`. "
         "Live: median iteration time over the steps after the first; WAN bytes counted by tc "
@@ -149,9 +149,10 @@ def render(results, args) -> int:
         "the rate; pure ACKs go first (gloo uses one connection both ways, and ACKs queued "
         "behind gradients starved the activations).",
         "- With 1500-byte frames at 20 Mbit/s the kernel's per-packet work (two veth pairs and "
-        "the shaper per packet) took 20-40% from the workers' compute on the two cores; the "
-        "emulated links now use jumbo frames (MTU 9000), at the price of messages arriving up "
-        "to two frame-times early (7 ms at 20 Mbit/s).",
+        "the shaper per packet) took 20-40% from the workers' compute on the two cores; with "
+        "9000-byte frames the first message of a burst arrived up to two frame-times (7 ms) "
+        "early and the WAN-bound GPipe plan ran 9-10% faster than simulated. The emulated "
+        "links use a 3000-byte MTU (that plan: 1.5-1.7%).",
         "- The workers' layers ran up to 25% slower than a profile measured in the long-lived "
         "validation process (glibc returned freed tensors to the kernel); workers and "
         "profiler now keep freed memory (a 32 MiB mmap threshold), and the profile is timed "
@@ -164,12 +165,8 @@ def render(results, args) -> int:
         "compute threads, and the simulator gives networking no compute cost. The cores' "
         "speed also changes over seconds on this virtual machine (one 30-step run had steps "
         "of 80 ms and of 55 ms compute for the same work), so repeated validations of one "
-        "plan differ by several percent (last column). The WAN-bound GPipe plan runs faster "
-        "than simulated (+8% to +12%): each burst of its small int8 messages (33.8 KB, 14 ms "
-        "on the link) starts with a jumbo frame that the shaper lets through before charging "
-        "it, so the first message of a burst arrives ~6 ms early (measured) — the price of "
-        "the jumbo frames above. WAN bytes: tc counts frames (headers, ACKs, gloo's own "
-        "messages), the simulator payload.",
+        "plan differ by several percent (last column). WAN bytes: tc counts frames "
+        "(headers, ACKs, gloo's own messages), the simulator payload.",
         "",
     ]
     with open(args.out, "w") as f:

@@ -101,6 +101,28 @@ def _pingpong(rank: int, port: int, sizes: list[int], repeats: int, queue):
     dist.destroy_process_group()
 
 
+def _result_of(children, queue, timeout_s: float, what: str):
+    """The first result a child puts on `queue`; LiveError at once when every child has
+    ended without one, or after `timeout_s`, instead of waiting out the timeout."""
+    import queue as queues
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return queue.get(timeout=0.5)
+        except queues.Empty:
+            pass
+        dead = [c for c in children if not c.is_alive()]
+        if len(dead) == len(children) or any(c.exitcode for c in dead):
+            codes = ", ".join(str(c.exitcode) for c in dead)
+            for c in children:
+                c.kill()
+            raise LiveError(f"{what} ended without a result (exit status {codes})")
+    for c in children:
+        c.kill()
+    raise LiveError(f"{what} gave no result within {timeout_s:.0f} s")
+
+
 def measure_loopback(repeats: int = 20) -> dict:
     """One-way time of a small and a 4 MiB gloo message between two processes over loopback:
     latency = small, bandwidth = 4 MiB / (large - small)."""
@@ -113,7 +135,7 @@ def measure_loopback(repeats: int = 20) -> dict:
              for r in range(2)]
     for p in procs:
         p.start()
-    times = queue.get(timeout=120)
+    times = _result_of(procs, queue, 120, "the loopback ping-pong")
     for p in procs:
         p.join(timeout=30)
     latency = times[small]
@@ -138,7 +160,7 @@ def profile_in_child(job: dict, repeats: int, echo) -> dict:
     queue = ctx.Queue()
     child = ctx.Process(target=_profile_child, args=(job, repeats, queue))
     child.start()
-    result, lines = queue.get(timeout=600)
+    result, lines = _result_of([child], queue, 600, "the layer profiler")
     child.join(timeout=60)
     for line in lines:
         echo(line)
