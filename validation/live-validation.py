@@ -158,11 +158,11 @@ def render(results, args) -> int:
         "profiler now keep freed memory (a 32 MiB mmap threshold), and the profile is timed "
         "inside the run.",
         "",
-        "What is left: the shared cores. In the live run the first stage's layers take "
-        "longer than the same layers timed between its steps (forward median +20%, backward "
-        "+31% in one compute-bound run, while the last stage matched within 2%): gloo's "
-        "threads, the kernel's packet processing and the runner share the two cores with the "
-        "compute threads, and the simulator gives networking no compute cost. The cores' "
+        "What is left: the shared cores. In the live run the stages compute longer than the "
+        "same layers timed between the steps (up to 16% in the WAN-bound runs, where packets "
+        "flow during compute; within 4% in the compute-bound ones): gloo's threads, the "
+        "kernel's packet processing and the runner share the two cores with the compute "
+        "threads, and the simulator gives networking no compute cost. The cores' "
         "speed also changes over seconds on this virtual machine (one 30-step run had steps "
         "of 80 ms and of 55 ms compute for the same work), so repeated validations of one "
         "plan differ by several percent (last column). WAN bytes: tc counts frames "
