@@ -171,41 +171,40 @@ class Worker:
     def boundary_elements(self) -> int:
         return self.micro_batch * self.cfg.seq_len * self.cfg.hidden
 
-    def send_boundary(self, flat: torch.Tensor, to_stage: int, tag: int, label: str):
-        """Sends this rank's tp slice of its dp slice of the boundary tensor to the ranks of
-        `to_stage` whose slices overlap it."""
-        frm, to = self.stage, self.stages[to_stage]
+    def overlaps(self, other_stage: int):
+        """The pieces of the boundary tensor (flattened, n values) this rank exchanges with
+        `other_stage`: each side's slices are dp-major, tp-minor, of n / (dp x tp) values;
+        yields (peer, start, end, my slice, its slice) for every overlap of mine with one of
+        theirs (the simulator's resharding, sim/workload.cpp `connect`)."""
         n = self.boundary_elements()
-        n_from, n_to = frm["dp"] * frm["tp"], to["dp"] * to["tp"]
-        j = self.me["dp"] * frm["tp"] + self.me["tp"]
-        lo, hi = j * n // n_from, (j + 1) * n // n_from
-        dp_offset = self.me["dp"] * n // frm["dp"]
-        for k in range(n_to):
-            k0, k1 = k * n // n_to, (k + 1) * n // n_to
-            a, b = max(lo, k0), min(hi, k1)
-            if a >= b:
-                continue
-            peer = self.rank_of(to_stage, k // to["tp"], k % to["tp"])
+        me, other = self.stage, self.stages[other_stage]
+        n_me, n_other = me["dp"] * me["tp"], other["dp"] * other["tp"]
+        mine = self.me["dp"] * me["tp"] + self.me["tp"]
+        lo, hi = mine * n // n_me, (mine + 1) * n // n_me
+        for theirs in range(n_other):
+            a = max(lo, theirs * n // n_other)
+            b = min(hi, (theirs + 1) * n // n_other)
+            if a < b:
+                peer = self.rank_of(other_stage, theirs // other["tp"], theirs % other["tp"])
+                yield peer, a, b, mine, theirs
+
+    def send_boundary(self, flat: torch.Tensor, to_stage: int, tag: int, label: str):
+        """Sends this rank's tp slice of its dp slice (`flat`) of the boundary tensor to the
+        ranks of `to_stage` whose slices overlap it."""
+        dp_offset = self.me["dp"] * self.boundary_elements() // self.stage["dp"]
+        for peer, a, b, mine, theirs in self.overlaps(to_stage):
             self.activation_wire.send(flat[a - dp_offset: b - dp_offset], peer, tag,
-                                      (tag, j, k), label, "pp_comm")
+                                      (tag, mine, theirs), label, "pp_comm")
 
     def post_boundary(self, from_stage: int, tag: int, label: str) -> tuple:
         """Posts the receives of this rank's tp slice of the boundary tensor from
         `from_stage` (one per overlapping sender slice); recv_boundary waits for them."""
-        frm, to = self.stages[from_stage], self.stage
-        n = self.boundary_elements()
-        n_from, n_to = frm["dp"] * frm["tp"], to["dp"] * to["tp"]
-        k = self.me["dp"] * to["tp"] + self.me["tp"]
-        lo, hi = k * n // n_to, (k + 1) * n // n_to
+        n, n_me = self.boundary_elements(), self.stage["dp"] * self.stage["tp"]
+        k = self.me["dp"] * self.stage["tp"] + self.me["tp"]
+        lo, hi = k * n // n_me, (k + 1) * n // n_me
         mine = torch.empty(hi - lo)
-        posted = []
-        for j in range(n_from):
-            j0, j1 = j * n // n_from, (j + 1) * n // n_from
-            a, b = max(lo, j0), min(hi, j1)
-            if a >= b:
-                continue
-            peer = self.rank_of(from_stage, j // frm["tp"], j % frm["tp"])
-            posted.append(self.activation_wire.post_recv(mine[a - lo: b - lo], peer, tag, label))
+        posted = [self.activation_wire.post_recv(mine[a - lo: b - lo], peer, tag, label)
+                  for peer, a, b, _, _ in self.overlaps(from_stage)]
         return mine, posted
 
     def recv_boundary(self, posted_boundary: tuple) -> torch.Tensor:
