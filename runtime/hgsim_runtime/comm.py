@@ -9,7 +9,6 @@ keep messages between the same two ranks apart.
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import torch
@@ -69,17 +68,15 @@ class Wire:
     every step with the same shape).
     """
 
-    def __init__(self, me: int, cluster_of: list[str], codec, columns: int, recorder: Recorder,
-                 traffic: str):
+    def __init__(self, me: int, cluster_of: list[str], codec, columns: int, recorder: Recorder):
         self.me, self.cluster_of, self.columns = me, cluster_of, columns
         self.codec = None if codec in (None, "none") or (
             isinstance(codec, dict) and codec.get("codec", "none") == "none") else codec
-        self.recorder, self.traffic = recorder, traffic
+        self.recorder = recorder
         self.codecs: dict = {}
         self.pending: list = []  # (work, span index) of sends not known to be done
         self.wan_raw_bytes = 0
         self.wan_wire_bytes = 0
-        self.lock = threading.Lock()
 
     def crosses_wan(self, peer: int) -> bool:
         return self.cluster_of[peer] != self.cluster_of[self.me]
@@ -107,16 +104,24 @@ class Wire:
         return out
 
     def send(self, flat: torch.Tensor, peer: int, tag: int, key, label: str, category: str):
-        """Starts sending `flat` (contiguous fp32) to `peer`; returns at once."""
+        """Starts sending `flat` (contiguous fp32) to `peer`, coded where it crosses the WAN;
+        returns at once."""
         payload = flat.contiguous()
         if self.coded(peer):
             payload = self.encode(key, payload, label)
+        self.send_payload(payload, flat.numel(), peer, tag, label, category)
+
+    def send_payload(self, payload: torch.Tensor, values: int, peer: int, tag: int, label: str,
+                     category: str):
+        """Starts sending `payload` as it is (raw fp32, or already encoded) for `values` fp32
+        values, counting its WAN bytes; returns at once."""
+        nbytes = payload.numel() * payload.element_size()
         if self.crosses_wan(peer):
-            self.wan_raw_bytes += flat.numel() * 4
-            self.wan_wire_bytes += payload.numel() * payload.element_size()
+            self.wan_raw_bytes += values * 4
+            self.wan_wire_bytes += nbytes
         t0 = now()
         work = dist.isend(payload, peer, tag=tag)
-        args = {"bytes": payload.numel() * payload.element_size(), "to": peer}
+        args = {"bytes": nbytes, "to": peer}
         self.pending.append((work, self.recorder.open_span(label, category, 1, t0, args), payload))
 
     def post_recv(self, out: torch.Tensor, peer: int, tag: int, label: str) -> tuple:
@@ -163,13 +168,6 @@ class Wire:
         self.pending = []
 
 
-def exchange(wire: Wire, send_piece, to: int, recv_piece, frm: int, tag: int, key, label: str,
-             category: str):
-    """One ring step: send one piece to `to` while receiving another from `frm`."""
-    wire.send(send_piece, to, tag, key, label, category)
-    wire.recv(recv_piece, frm, tag, label, category)
-
-
 def ring_reduce_scatter(wire: Wire, buffer: torch.Tensor, members: list[int], pieces,
                         tag: int, key, label: str):
     """Textbook ring reduce-scatter over `members` (in ring order): after k-1 steps member i
@@ -208,22 +206,13 @@ def ring_all_gather(wire: Wire, buffer: torch.Tensor, members: list[int], pieces
             if wire.coded(nxt):
                 encoded = wire.encode((key, "ag", step), piece, label)
                 wire.decode(encoded, buffer[s0:s1], label)  # what the receiver will hold
-                _send_encoded(wire, encoded, piece.numel(), nxt, tag + 100 + step, label)
+                wire.send_payload(encoded, piece.numel(), nxt, tag + 100 + step, label,
+                                  "dp_comm")
             else:
                 wire.send(piece, nxt, tag + 100 + step, None, label, "dp_comm")
         if r1 > r0:
             wire.recv(buffer[r0:r1], prv, tag + 100 + step, label, "dp_comm")
     wire.drain()
-
-
-def _send_encoded(wire: Wire, encoded: torch.Tensor, elements: int, peer: int, tag: int,
-                  label: str):
-    wire.wan_raw_bytes += elements * 4
-    wire.wan_wire_bytes += encoded.numel()
-    t0 = now()
-    work = dist.isend(encoded, peer, tag=tag)
-    span = wire.recorder.open_span(label, "dp_comm", 1, t0, {"bytes": encoded.numel(), "to": peer})
-    wire.pending.append((work, span, encoded))
 
 
 def ring_all_reduce(wire: Wire, buffer: torch.Tensor, members: list[int], tag: int, key,

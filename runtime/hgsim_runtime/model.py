@@ -33,6 +33,13 @@ class GptConfig:
     seq_len: int
     vocab: int = 256
 
+    @classmethod
+    def of_job(cls, job: dict) -> "GptConfig":
+        """The model of a live job (hgsim_runtime.live `job_from`)."""
+        m = job["model"]
+        return cls(layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
+                   ffn_hidden=m["ffn_hidden"], seq_len=job["seq_len"], vocab=m["vocab"])
+
     def layer_parameters(self, tp: int = 1) -> int:
         """Parameters of one layer's tensor-parallel shard (norms and row-parallel biases are
         held whole by every rank)."""

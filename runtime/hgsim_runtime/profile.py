@@ -29,23 +29,6 @@ def _now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def _median_pair(run_forward, repeats: int) -> tuple[float, float, float, float]:
-    """(median forward, median backward, p10 forward, p90 forward) of run_forward() -> (out,
-    grad) followed by out.backward(grad)."""
-    fwd, bwd = [], []
-    for i in range(WARMUP + repeats):
-        t0 = _now()
-        out, grad = run_forward()
-        t1 = _now()
-        out.backward(grad)
-        t2 = _now()
-        if i >= WARMUP:
-            fwd.append(t1 - t0)
-            bwd.append(t2 - t1)
-    q = statistics.quantiles(fwd, n=10)
-    return statistics.median(fwd), statistics.median(bwd), q[0], q[-1]
-
-
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -58,74 +41,39 @@ def cpu_name() -> str:
 
 
 def profile_job(job: dict, repeats: int = REPEATS, echo=None) -> dict:
-    """The layer profile of every stage shape in a live job."""
+    """The layer profile of every stage shape in a live job, measured here, alone: the
+    timing the workers do between steps (profile_shapes_once), repeated."""
     torch.set_num_threads(1)
-    m = job["model"]
-    cfg = GptConfig(layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
-                    ffn_hidden=m["ffn_hidden"], seq_len=job["seq_len"], vocab=m["vocab"])
-    shapes, last_shapes, stage_params = set(), set(), set()
+    cfg = GptConfig.of_job(job)
+    stages = set()
     for p in job["pipelines"]:
+        first_layer = 0
         for s, stage in enumerate(p["stages"]):
-            sequences = job["micro_batch"] // stage["dp"]
-            shapes.add((sequences, stage["tp"]))
             last = s == len(p["stages"]) - 1
-            if last:
-                last_shapes.add((sequences, stage["tp"]))
-            n = stage["layers"] * cfg.layer_parameters(stage["tp"])
-            n += (cfg.vocab + cfg.seq_len) * cfg.hidden if s == 0 else 0
-            n += (2 + cfg.vocab) * cfg.hidden if last else 0
-            stage_params.add(n)
+            params = cfg.segment_parameters(first_layer, stage["layers"], stage["tp"])
+            stages.add((job["micro_batch"] // stage["dp"], stage["tp"], last, params))
+            first_layer += stage["layers"]
     load_before = os.getloadavg()
-    entries = []
-    for sequences, tp in sorted(shapes):
-        block = Block(cfg, 0, job["seed"], TensorParallel(0, tp, None, collectives=False))
-        x = torch.randn(sequences, cfg.seq_len, cfg.hidden, requires_grad=True)
-        g = torch.randn(sequences, cfg.seq_len, cfg.hidden)
-        fwd, bwd, p10, p90 = _median_pair(lambda: (block(x), g), repeats)
-        entries.append({"what": "layer", "sequences": sequences, "seq_len": cfg.seq_len,
-                        "tp": tp, "hidden": cfg.hidden, "forward_s": fwd, "backward_s": bwd,
-                        "recompute_s": 0.0, "forward_p10_s": p10, "forward_p90_s": p90,
-                        "repeats": repeats})
-        if echo:
-            echo(f"  layer  sequences {sequences} tp {tp}: forward {fwd * 1e3:.3f} ms, "
-                 f"backward {bwd * 1e3:.3f} ms")
-    for sequences, tp in sorted(last_shapes):
-        head = Head(cfg, job["seed"])
-        x = torch.randn(sequences, cfg.seq_len, cfg.hidden, requires_grad=True)
-        targets = torch.randint(0, cfg.vocab, (sequences, cfg.seq_len))
-        fwd, bwd, p10, p90 = _median_pair(lambda: (head(x, targets), None), repeats)
-        entries.append({"what": "logits", "sequences": sequences, "seq_len": cfg.seq_len,
-                        "tp": tp, "hidden": cfg.hidden, "forward_s": fwd, "backward_s": bwd,
-                        "forward_p10_s": p10, "forward_p90_s": p90, "repeats": repeats})
-        if echo:
-            echo(f"  logits sequences {sequences}: forward {fwd * 1e3:.3f} ms, "
-                 f"backward {bwd * 1e3:.3f} ms")
-    for n in sorted(stage_params):
-        params = [torch.nn.Parameter(torch.randn(n))]
-        optimizer = torch.optim.Adam(params, lr=1e-3)
-        times = []
+    samples = []
+    for sequences, tp, last, params in sorted(stages):
+        once = profile_shapes_once(cfg, job["seed"], sequences, tp, last, params)
         for i in range(WARMUP + repeats):
-            params[0].grad = torch.randn(n)
-            t0 = _now()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            sample = once()
             if i >= WARMUP:
-                times.append(_now() - t0)
-        entries.append({"what": "optimizer", "parameters": n, "seconds": statistics.median(times),
-                        "repeats": repeats})
-        if echo:
-            echo(f"  adam   {n} parameters: {statistics.median(times) * 1e3:.3f} ms")
-    return {
-        "format": "hgsim-layer-profile/1",
-        "device": {"kind": "cpu", "name": cpu_name(), "threads": 1, "torch": torch.__version__,
-                   "conditions": {"load_average_before": " ".join(f"{x:.2f}" for x in load_before),
-                                  "load_average_after": " ".join(f"{x:.2f}" for x in
-                                                                 os.getloadavg()),
-                                  "timer": "wall time (CLOCK_MONOTONIC), as the workers' spans",
-                                  "what": "hgsim_runtime.model Block/Head/Adam, one thread"}},
-        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "entries": entries,
-    }
+                samples.append(sample)
+    profile = profile_of_samples(job, samples, "alone, one stage shape after another, "
+                                 f"{repeats} repeats after {WARMUP} warm-up; medians")
+    profile["device"]["conditions"].update(
+        load_average_before=" ".join(f"{x:.2f}" for x in load_before),
+        load_average_after=" ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if echo:
+        for e in profile["entries"]:
+            if e["what"] == "optimizer":
+                echo(f"  adam   {e['parameters']} parameters: {e['seconds'] * 1e3:.3f} ms")
+            else:
+                echo(f"  {e['what']:6} sequences {e['sequences']} tp {e['tp']}: forward "
+                     f"{e['forward_s'] * 1e3:.3f} ms, backward {e['backward_s'] * 1e3:.3f} ms")
+    return profile
 
 
 def profile_shapes_once(cfg: GptConfig, seed: int, sequences: int, tp: int, last: bool,
@@ -178,6 +126,13 @@ def profile_from_run(job: dict, out_dir: str) -> dict:
                     samples.append(record["profile"])
     if not samples:
         raise ValueError(f"{out_dir}: the workers recorded no profile between steps")
+    return profile_of_samples(job, samples, "timed by every worker after each step of the "
+                                            "live run, all workers at once; medians")
+
+
+def profile_of_samples(job: dict, samples: list[dict], method: str) -> dict:
+    """The "hgsim-layer-profile/1" document of profile_shapes_once samples: medians per shape
+    (layer, logits) and per parameter count (optimizer)."""
     m = job["model"]
     entries = []
     shapes = sorted({(p["sequences"], p["tp"]) for p in samples})
@@ -205,8 +160,7 @@ def profile_from_run(job: dict, out_dir: str) -> dict:
         "device": {"kind": "cpu", "name": cpu_name(), "threads": 1, "torch": torch.__version__,
                    "conditions": {"timer": "wall time (CLOCK_MONOTONIC)",
                                   "what": "hgsim_runtime.model Block/Head/Adam, one thread",
-                                  "method": "timed by every worker after each step of the live "
-                                            "run, all workers at once; medians"}},
+                                  "method": method}},
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "entries": entries,
     }

@@ -88,9 +88,7 @@ class Worker:
         self.roles = job["ranks"]
         self.me = self.roles[rank]
         self.recorder = Recorder()
-        m = job["model"]
-        self.cfg = GptConfig(layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
-                             ffn_hidden=m["ffn_hidden"], seq_len=job["seq_len"], vocab=m["vocab"])
+        self.cfg = GptConfig.of_job(job)
         self.pipeline = job["pipelines"][self.me["pipeline"]]
         self.stages = self.pipeline["stages"]
         self.stage = self.stages[self.me["stage"]]
@@ -137,9 +135,9 @@ class Worker:
         compression = self.job.get("compression", {})
         h = self.cfg.hidden
         self.activation_wire = Wire(self.rank, self.cluster_of, compression.get("wan_activations"),
-                                    h, self.recorder, "activations")
+                                    h, self.recorder)
         self.gradient_wire = Wire(self.rank, self.cluster_of, compression.get("wan_gradients"),
-                                  h, self.recorder, "gradients")
+                                  h, self.recorder)
         corpus = np.fromfile(self.job["corpus"], dtype=np.uint8)
         if corpus.size < self.cfg.seq_len + 2:
             raise SystemExit(f"corpus {self.job['corpus']}: {corpus.size} bytes, need more than "
