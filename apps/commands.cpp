@@ -350,10 +350,11 @@ int cmd_run(const std::string& path, const RunOptions& options, bool json, std::
   auto result = simulate_point(points->front().checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();
+  for (const std::string& w : result->warnings) err << "hgsim: warning: " << w << "\n";
   if (json)
-    out << result->dump(2) << "\n";
+    out << sim::to_json(*result).dump(2) << "\n";
   else
-    out << sim::format_results(*result);
+    out << sim::format_table(*result);
   return kSuccess;
 }
 
@@ -372,11 +373,11 @@ int run_points(const std::vector<CheckedPoint>& points, const RunOptions& option
       settings += k + "=" + v + " ";
       s[k] = Json::parse(v);
     }
-    list.push_back({{"settings", s}, {"result", *result}});
+    for (const std::string& w : result->warnings) err << "hgsim: warning: " << w << "\n";
+    list.push_back({{"settings", s}, {"result", sim::to_json(*result)}});
     t.add({std::to_string(i), settings,
-           core::human_duration(core::Seconds((*result)["iteration_time_s"].get<double>())),
-           fixed((*result)["tokens_per_s"].get<double>(), 0),
-           fixed(100 * (*result)["mfu"].get<double>(), 1) + "%"});
+           core::human_duration(core::Seconds(result->iteration_time_s)),
+           fixed(result->tokens_per_s, 0), fixed(100 * result->mfu, 1) + "%"});
   }
   if (json)
     out << Json{{"points", list}}.dump(2) << "\n";

@@ -42,8 +42,7 @@ Json verified_json(const planner::Verified& v) {
           {"plan", core::plan_to_json(v.candidate.plan)}};
 }
 
-void print_stages(const core::Plan& plan, const Json& result, std::ostream& out) {
-  (void)result;
+void print_stages(const core::Plan& plan, std::ostream& out) {
   out << "  pipeline  replicas  micro-batches  stage  cluster       tp  dp  layers\n";
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
     const auto& p = plan.pipelines[i];
@@ -78,167 +77,137 @@ std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics&
   return r.best->candidate.plan;
 }
 
-int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,
-             std::ostream& err) {
-  core::Diagnostics diags;
-  auto points = check_scenario_file(path, diags);
-  if (!points) {
-    err << diags.format();
-    if (options.json) out << Json{{"valid", false}}.dump(2) << "\n";
-    return kBadInput;
+namespace {
+
+Json evaluated_json(const PlanReport& r) {
+  const planner::Verified& v = *r.best;
+  Json j{{"analytic_time_s", r.estimate.iteration_s},
+         {"simulated_time_s", v.simulated_s},
+         {"error", (r.estimate.iteration_s - v.simulated_s) / v.simulated_s},
+         {"fidelity", v.fidelity},
+         {"plan", core::plan_to_json(v.candidate.plan)},
+         {"result", sim::to_json(v.result)},
+         {"pipelines", Json::array()}};
+  for (const auto& pe : r.estimate.pipelines) {
+    Json stages = Json::array();
+    for (const auto& st : pe.stages)
+      stages.push_back({{"forward_s", st.forward_s},
+                        {"backward_s", st.backward_s},
+                        {"send_s", st.send_s},
+                        {"sync_s", st.sync_s},
+                        {"optimizer_s", st.optimizer_s}});
+    j["pipelines"].push_back({{"pipeline_s", pe.pipeline_s},
+                              {"fill_s", pe.fill_s},
+                              {"period_s", pe.period_s},
+                              {"stages", stages}});
   }
-  if (points->size() > 1) {
-    err << "hgsim plan: the scenario has a sweep of " << points->size()
-        << " points; hgsim plan plans one (remove the sweep, or plan each point)\n";
-    return kBadInput;
-  }
-  err << diags.format();
-  return plan_scenario(points->front().checked, path, options, out, err);
+  return j;
 }
 
-int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandOptions& options,
-                  std::ostream& out, std::ostream& err) {
-  core::Diagnostics diags;
-  if (options.no_compression) c.compression = {};
-  static const kernels::RooflineModel roofline;
-  const auto wall_start = std::chrono::steady_clock::now();
-  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
-  if (!options.evaluate_file.empty()) {
-    auto plan = core::load_plan(options.evaluate_file, diags);
-    if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) {
-      err << diags.format();
-      return kBadInput;
+std::string evaluated_table(const PlanReport& r) {
+  std::ostringstream out;
+  const planner::Verified& v = *r.best;
+  out << r.scenario << ": the plan takes " << seconds_text(v.simulated_s)
+      << " per iteration (simulated, " << v.fidelity << " fidelity); the analytic model says "
+      << seconds_text(r.estimate.iteration_s) << " ("
+      << percent((r.estimate.iteration_s - v.simulated_s) / v.simulated_s) << ")\n";
+  out << "  " << v.candidate.description << "\n\n";
+  out << "  analytic model, in ms: per stage forward, backward and send of one micro-batch,\n"
+      << "  gradient sync and optimizer step per iteration:\n";
+  out << "    pipeline  stage    forward   backward       send       sync  optimizer\n";
+  for (std::size_t i = 0; i < r.estimate.pipelines.size(); ++i) {
+    const auto& pe = r.estimate.pipelines[i];
+    for (std::size_t st = 0; st < pe.stages.size(); ++st) {
+      const auto& e = pe.stages[st];
+      char line[256];
+      std::snprintf(line, sizeof line, "    %8s  %5zu %10.3f %10.3f %10.3f %10.3f %10.3f\n",
+                    st == 0 ? std::to_string(i).c_str() : "", st, 1e3 * e.forward_s,
+                    1e3 * e.backward_s, 1e3 * e.send_s, 1e3 * e.sync_s, 1e3 * e.optimizer_s);
+      out << line;
     }
-    const auto e = planner::estimate(ctx, *plan);
-    planner::Options po;
-    auto v = planner::simulate_candidate(ctx, {*plan, e.iteration_s, planner::describe(ctx, *plan)},
-                                         po, diags);
-    if (!v) {
-      err << diags.format();
-      return kBadInput;
-    }
-    Json j{{"analytic_time_s", e.iteration_s},
-           {"simulated_time_s", v->simulated_s},
-           {"error", (e.iteration_s - v->simulated_s) / v->simulated_s},
-           {"fidelity", v->fidelity},
-           {"pipelines", Json::array()}};
-    for (const auto& pe : e.pipelines) {
-      Json stages = Json::array();
-      for (const auto& st : pe.stages)
-        stages.push_back({{"forward_s", st.forward_s},
-                          {"backward_s", st.backward_s},
-                          {"send_s", st.send_s},
-                          {"sync_s", st.sync_s},
-                          {"optimizer_s", st.optimizer_s}});
-      j["pipelines"].push_back({{"pipeline_s", pe.pipeline_s},
-                                {"fill_s", pe.fill_s},
-                                {"period_s", pe.period_s},
-                                {"stages", stages}});
-    }
-    out << j.dump(2) << "\n";
-    return kSuccess;
+    out << "    pipeline " << i << ": fill " << seconds_text(pe.fill_s) << ", period "
+        << seconds_text(pe.period_s) << " per micro-batch, " << seconds_text(pe.pipeline_s)
+        << " in all\n";
   }
-  planner::Options po;
-  po.verify = options.verify;
-  po.time_budget_s = options.time_budget_s;
-  po.progress = &err;
-  planner::SearchResult r = planner::plan(ctx, po);
-  std::vector<planner::Baseline> baselines;
-  std::string adopted;
-  if (options.baselines) {
-    baselines = planner::run_baselines(ctx, po);
-    if (r.best) adopted = planner::adopt_faster_baselines(ctx, po, baselines, r);
-  }
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  out << "\n" << sim::format_table(v.result);
+  return out.str();
+}
 
-  if (!r.best) {
-    err << path << ": no plan fits the scenario\n";
-    for (const auto& why : r.why_not) err << "  " << why << "\n";
-    if (options.json) {
-      Json j{{"best", nullptr}, {"why_not", r.why_not}};
-      j["search"] = {{"candidates_evaluated", r.evaluated}, {"wall_s", wall}};
-      out << j.dump(2) << "\n";
-    }
-    return kBadInput;
-  }
+Json search_json(const PlanReport& r) {
   const planner::Verified& best = *r.best;
-  const double tokens = double(c.scenario.training.global_batch) * c.scenario.training.seq_len;
-  if (!options.out_file.empty()) {
-    std::ofstream f(options.out_file);
-    if (!f) {
-      err << "hgsim plan: cannot write " << options.out_file << "\n";
-      return kBadInput;
+  Json j;
+  j["scenario"] = r.scenario;
+  j["best"] = verified_json(best);
+  j["best"]["iteration_time_s"] = best.simulated_s;
+  j["best"]["tokens_per_s"] = r.tokens_per_iteration / best.simulated_s;
+  j["best"]["adopted_from_baseline"] = r.adopted_from_baseline;
+  j["best"]["result"] = sim::to_json(best.result);
+  j["verified"] = Json::array();
+  for (const auto& v : r.search.verified) j["verified"].push_back(verified_json(v));
+  j["ranked"] = Json::array();  // the best by the analytic model, simulated or not
+  for (std::size_t k = 0; k < r.search.ranked.size() && k < 10; ++k)
+    j["ranked"].push_back({{"analytic_time_s", r.search.ranked[k].analytic_s},
+                           {"description", r.search.ranked[k].description}});
+  j["baselines"] = Json::array();
+  for (const auto& b : r.baselines) {
+    Json e{{"name", b.name}, {"feasible", b.feasible}};
+    if (b.feasible) {
+      e["iteration_time_s"] = b.simulated_s;
+      e["analytic_time_s"] = b.analytic_s;
+      e["tokens_per_s"] = r.tokens_per_iteration / b.simulated_s;
+      e["speedup"] = b.simulated_s / best.simulated_s;
+      e["description"] = b.description;
+      e["plan"] = core::plan_to_json(*b.plan);
+    } else {
+      e["iteration_time_s"] = nullptr;
+      e["why"] = b.why;
     }
-    f << core::plan_to_json(best.candidate.plan).dump(2) << "\n";
+    e["compression"] = {{"wan_activations", compress::describe(b.compression.wan_activations)},
+                        {"wan_gradients", compress::describe(b.compression.wan_gradients)}};
+    j["baselines"].push_back(e);
   }
+  j["compression"] = {{"wan_activations", compress::describe(r.compression.wan_activations)},
+                      {"wan_gradients", compress::describe(r.compression.wan_gradients)}};
+  j["search"] = {{"candidates_evaluated", r.search.evaluated},
+                 {"rejected_memory", r.search.rejected_memory},
+                 {"search_s", r.search.search_s},
+                 {"verify_s", r.search.verify_s},
+                 {"wall_s", r.wall_s},
+                 {"budget_exhausted", r.search.budget_exhausted}};
+  return j;
+}
 
-  if (options.json) {
-    Json j;
-    j["scenario"] = c.scenario.name;
-    j["best"] = verified_json(best);
-    j["best"]["iteration_time_s"] = best.simulated_s;
-    j["best"]["tokens_per_s"] = tokens / best.simulated_s;
-    j["best"]["adopted_from_baseline"] = adopted;
-    j["verified"] = Json::array();
-    for (const auto& v : r.verified) j["verified"].push_back(verified_json(v));
-    j["ranked"] = Json::array();  // the best by the analytic model, simulated or not
-    for (std::size_t k = 0; k < r.ranked.size() && k < 10; ++k)
-      j["ranked"].push_back(
-          {{"analytic_time_s", r.ranked[k].analytic_s}, {"description", r.ranked[k].description}});
-    j["baselines"] = Json::array();
-    for (const auto& b : baselines) {
-      Json e{{"name", b.name}, {"feasible", b.feasible}};
-      if (b.feasible) {
-        e["iteration_time_s"] = b.simulated_s;
-        e["analytic_time_s"] = b.analytic_s;
-        e["tokens_per_s"] = tokens / b.simulated_s;
-        e["speedup"] = b.simulated_s / best.simulated_s;
-        e["description"] = b.description;
-        e["plan"] = core::plan_to_json(*b.plan);
-      } else {
-        e["iteration_time_s"] = nullptr;
-        e["why"] = b.why;
-      }
-      e["compression"] = {{"wan_activations", compress::describe(b.compression.wan_activations)},
-                          {"wan_gradients", compress::describe(b.compression.wan_gradients)}};
-      j["baselines"].push_back(e);
-    }
-    j["compression"] = {{"wan_activations", compress::describe(c.compression.wan_activations)},
-                        {"wan_gradients", compress::describe(c.compression.wan_gradients)}};
-    j["search"] = {{"candidates_evaluated", r.evaluated},
-                   {"rejected_memory", r.rejected_memory},
-                   {"search_s", r.search_s},
-                   {"verify_s", r.verify_s},
-                   {"wall_s", wall},
-                   {"budget_exhausted", r.budget_exhausted}};
-    out << j.dump(2) << "\n";
-    return kSuccess;
-  }
-
-  out << c.scenario.name << ": best plan " << seconds_text(best.simulated_s)
+std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
+                         const std::string& path) {
+  std::ostringstream out;
+  const planner::Verified& best = *r.best;
+  const double tokens = r.tokens_per_iteration;
+  out << r.scenario << ": best plan " << seconds_text(best.simulated_s)
       << " per iteration (simulated, " << best.fidelity << " fidelity), "
       << static_cast<long>(tokens / best.simulated_s) << " tokens/s\n";
   out << "  " << best.candidate.description << "\n";
-  if (!adopted.empty())
-    out << "  (the plan of baseline " << adopted << ", with the scenario's codecs)\n";
-  out << "  compression: WAN activations " << compress::describe(c.compression.wan_activations)
-      << ", WAN gradients " << compress::describe(c.compression.wan_gradients) << "\n\n";
-  print_stages(best.candidate.plan, best.result, out);
+  if (!r.adopted_from_baseline.empty())
+    out << "  (the plan of baseline " << r.adopted_from_baseline
+        << ", with the scenario's codecs)\n";
+  out << "  compression: WAN activations " << compress::describe(r.compression.wan_activations)
+      << ", WAN gradients " << compress::describe(r.compression.wan_gradients) << "\n\n";
+  print_stages(best.candidate.plan, out);
   out << "\n  verified candidates (the model's error is analytic / simulated - 1):\n";
   out << "    rank  analytic    simulated   error   plan\n";
-  for (std::size_t k = 0; k < r.verified.size(); ++k) {
-    const auto& v = r.verified[k];
+  for (std::size_t k = 0; k < r.search.verified.size(); ++k) {
+    const auto& v = r.search.verified[k];
     char line[128];
     std::snprintf(line, sizeof line, "    %4zu  %-10s  %-10s  %6s  ", k + 1,
                   seconds_text(v.candidate.analytic_s).c_str(), seconds_text(v.simulated_s).c_str(),
                   percent((v.candidate.analytic_s - v.simulated_s) / v.simulated_s).c_str());
     out << line << v.candidate.description << "\n";
   }
-  out << "\n  search: " << r.evaluated << " candidates costed in " << seconds_text(r.search_s)
-      << (r.budget_exhausted ? " (time budget reached)" : "") << ", " << r.verified.size()
-      << " simulated in " << seconds_text(r.verify_s) << "; " << seconds_text(wall) << " in all\n";
-  if (!baselines.empty()) {
+  out << "\n  search: " << r.search.evaluated << " candidates costed in "
+      << seconds_text(r.search.search_s)
+      << (r.search.budget_exhausted ? " (time budget reached)" : "") << ", "
+      << r.search.verified.size() << " simulated in " << seconds_text(r.search.verify_s) << "; "
+      << seconds_text(r.wall_s) << " in all\n";
+  if (!r.baselines.empty()) {
     out << "\n  plan vs baselines (simulated):\n";
     char line[256];
     std::snprintf(line, sizeof line, "    %-18s %12s %12s %9s  %s\n", "", "iteration", "tokens/s",
@@ -248,7 +217,7 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
                   seconds_text(best.simulated_s).c_str(),
                   static_cast<long>(tokens / best.simulated_s), "1.00x");
     out << line;
-    for (const auto& b : baselines) {
+    for (const auto& b : r.baselines) {
       if (b.feasible) {
         char speedup[32];
         std::snprintf(speedup, sizeof speedup, "%.2fx", b.simulated_s / best.simulated_s);
@@ -267,7 +236,115 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
   if (!options.out_file.empty())
     out << "\n  plan written to " << options.out_file << " (hgsim run " << path << " --plan "
         << options.out_file << ")\n";
-  return kSuccess;
+  return out.str();
+}
+
+}  // namespace
+
+std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOptions& options,
+                                      std::ostream& progress, core::Diagnostics& diags) {
+  if (options.no_compression) c.compression = {};
+  static const kernels::RooflineModel roofline;
+  const auto wall_start = std::chrono::steady_clock::now();
+  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  PlanReport report;
+  report.scenario = c.scenario.name;
+  report.compression = c.compression;
+  report.tokens_per_iteration =
+      double(c.scenario.training.global_batch) * c.scenario.training.seq_len;
+  if (!options.evaluate_file.empty()) {
+    auto plan = core::load_plan(options.evaluate_file, diags);
+    if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags))
+      return std::nullopt;
+    report.evaluated = true;
+    report.estimate = planner::estimate(ctx, *plan);
+    planner::Options po;
+    // Checked above: only the simulation's own problems are new (not the check's warnings).
+    core::Diagnostics simulation;
+    report.best = planner::simulate_candidate(
+        ctx, {*plan, report.estimate.iteration_s, planner::describe(ctx, *plan)}, po, simulation);
+    for (const core::Diagnostic& d : simulation.all())
+      if (d.severity == core::Severity::error) diags.error(d.where, d.key_path, d.message, d.hint);
+    if (!report.best) return std::nullopt;
+  } else {
+    planner::Options po;
+    po.verify = options.verify;
+    po.time_budget_s = options.time_budget_s;
+    po.progress = &progress;
+    report.search = planner::plan(ctx, po);
+    if (options.baselines) {
+      report.baselines = planner::run_baselines(ctx, po);
+      if (report.search.best)
+        report.adopted_from_baseline =
+            planner::adopt_faster_baselines(ctx, po, report.baselines, report.search);
+    }
+    report.best = report.search.best;
+  }
+  report.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return report;
+}
+
+Json to_json(const PlanReport& r) {
+  if (r.evaluated) return evaluated_json(r);
+  if (!r.best) {
+    Json j{{"best", nullptr}, {"why_not", r.search.why_not}};
+    j["search"] = {{"candidates_evaluated", r.search.evaluated}, {"wall_s", r.wall_s}};
+    return j;
+  }
+  return search_json(r);
+}
+
+std::string format_table(const PlanReport& r, const PlanCommandOptions& options,
+                         const std::string& path) {
+  if (r.evaluated) return evaluated_table(r);
+  if (!r.best) {
+    std::string out = path + ": no plan fits the scenario\n";
+    for (const auto& why : r.search.why_not) out += "  " + why + "\n";
+    return out;
+  }
+  return search_table(r, options, path);
+}
+
+int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,
+             std::ostream& err) {
+  core::Diagnostics diags;
+  auto points = check_scenario_file(path, diags);
+  if (!points) {
+    err << diags.format();
+    if (options.json) out << Json{{"valid", false}}.dump(2) << "\n";
+    return kBadInput;
+  }
+  if (points->size() > 1) {
+    err << "hgsim plan: the scenario has a sweep of " << points->size()
+        << " points; hgsim plan plans one (remove the sweep, or plan each point)\n";
+    return kBadInput;
+  }
+  err << diags.format();
+  core::Diagnostics plan_diags;
+  const auto report = plan_report(points->front().checked, options, err, plan_diags);
+  if (!report) {
+    err << plan_diags.format();
+    return kBadInput;
+  }
+  err << plan_diags.format();
+  if (report->best) {
+    for (const std::string& w : report->best->result.warnings)
+      err << "hgsim: warning: " << w << "\n";
+    if (!options.out_file.empty() && !report->evaluated) {
+      std::ofstream f(options.out_file);
+      if (!f) {
+        err << "hgsim plan: cannot write " << options.out_file << "\n";
+        return kBadInput;
+      }
+      f << core::plan_to_json(report->best->candidate.plan).dump(2) << "\n";
+    }
+  }
+  if (options.json)
+    out << to_json(*report).dump(2) << "\n";
+  else
+    (report->best ? out : err) << format_table(*report, options, path);
+  return report->best ? kSuccess : kBadInput;
 }
 
 }  // namespace hgsim::apps

@@ -9,6 +9,8 @@
 #include "apps/validate.hpp"
 #include "core/diagnostics.hpp"
 #include "core/scenario.hpp"
+#include "planner/baselines.hpp"
+#include "planner/planner.hpp"
 
 namespace hgsim::apps {
 
@@ -22,12 +24,35 @@ struct PlanCommandOptions {
   std::string evaluate_file;    // --evaluate PLAN: cost and simulate this plan only
 };
 
+// What `hgsim plan` found: the CLI renders it as a table or JSON, the Python module as a
+// dict; nobody parses the other's output.
+struct PlanReport {
+  std::string scenario;
+  double tokens_per_iteration = 0;
+  compress::CompressionSpecs compression;  // the scenario's (none with --no-compression)
+  // --evaluate: the one plan, its analytic estimate and its simulation.
+  bool evaluated = false;
+  planner::Estimate estimate;
+  // The plan chosen (or evaluated), simulated; absent when no plan fits.
+  std::optional<planner::Verified> best;
+  std::string adopted_from_baseline;  // the baseline whose plan was adopted, or ""
+  planner::SearchResult search;       // candidates, verification, why nothing fits
+  std::vector<planner::Baseline> baselines;
+  double wall_s = 0;
+};
+
+// Plans (or, with options.evaluate_file, evaluates) a checked scenario (one point). Progress
+// lines go to `progress`; nullopt with the problems in `diags` on bad input.
+std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOptions& options,
+                                      std::ostream& progress, core::Diagnostics& diags);
+// The report's JSON form (`hgsim plan --json`, the Python module's plan()).
+core::Json to_json(const PlanReport& report);
+// The report for people.
+std::string format_table(const PlanReport& report, const PlanCommandOptions& options,
+                         const std::string& path);
+
 int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,
              std::ostream& err);
-// The same for a scenario already checked (one point; the Python module's plan()). `path`
-// names the scenario in messages.
-int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandOptions& options,
-                  std::ostream& out, std::ostream& err);
 
 // The planner's best plan for a scenario with `strategy: auto` (what `hgsim run` plays);
 // nullopt with the reasons in `diags` when no plan fits.

@@ -40,15 +40,12 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
   return kernels::compute_model_for(files, diags);
 }
 
-std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                         core::Diagnostics& diags) {
+std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,
+                                           core::Diagnostics& diags) {
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
   const auto compute = run_compute_model(options, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
-  // The plan may choose its own recomputation and codecs (the planner's plans do).
-  const auto effective = with_plan_choices(c, chosen->plan, chosen->path, diags);
-  if (!effective) return std::nullopt;
   sim::SimulationOptions sim_options = options.sim;
   if (!options.fidelity.empty()) {
     sim_options.fidelity_from_cli = true;
@@ -57,11 +54,13 @@ std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOpti
                                                           : core::Fidelity::automatic;
   }
   sim::SimulationInput in;
-  in.scenario = &effective->scenario;
+  // simulate() applies the plan's own recomputation and codecs (the planner's plans make
+  // them) through the resolved plan.
+  in.scenario = &c.scenario;
   in.plan = &chosen->plan;
   in.plan_path = chosen->path;
   in.model = &c.model;
-  in.compression = effective->compression;
+  in.compression = c.compression;
   in.compute = compute.get();
   sim::SimulationStats stats;
   auto result = sim::simulate(in, sim_options, diags, &stats);

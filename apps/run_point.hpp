@@ -45,8 +45,8 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
                                                          core::Diagnostics& diags);
 
-// Simulates one checked point; the results JSON (sim/simulate.hpp's contract).
-std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                         core::Diagnostics& diags);
+// Simulates one checked point (sim/results.hpp).
+std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,
+                                           core::Diagnostics& diags);
 
 }  // namespace hgsim::apps

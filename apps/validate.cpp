@@ -7,42 +7,16 @@
 
 namespace hgsim::apps {
 
-std::optional<compress::CompressionSpecs> resolve_plan_compression(const core::Plan& plan,
-                                                                   const core::Scenario& s,
-                                                                   const std::string& prefix,
-                                                                   core::Diagnostics& diags) {
-  if (!plan.compression) return std::nullopt;
-  const std::string base = (prefix.empty() ? "" : prefix + ".") + "compression.";
-  auto activations = compress::resolve_codec(plan.compression->wan_activations, s,
-                                             base + "wan_activations", diags);
-  auto gradients =
-      compress::resolve_codec(plan.compression->wan_gradients, s, base + "wan_gradients", diags);
-  if (!activations || !gradients) return std::nullopt;
-  return compress::CompressionSpecs{*activations, *gradients};
-}
-
-std::optional<CheckedScenario> with_plan_choices(const CheckedScenario& c, const core::Plan& plan,
-                                                 const std::string& prefix,
-                                                 core::Diagnostics& diags) {
-  CheckedScenario out{core::with_plan_choices(c.scenario, plan), c.model, c.compression};
-  if (plan.compression) {
-    auto specs = resolve_plan_compression(plan, c.scenario, prefix, diags);
-    if (!specs) return std::nullopt;
-    out.compression = *specs;
-  }
-  return out;
-}
-
 std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Diagnostics& diags) {
   const int errors_before = diags.error_count();
   auto model = models::resolve_model(s, diags);
   kernels::resolve_gpus(s, diags);
   auto compression = compress::resolve_policy(s, diags);
   if (!s.strategy.automatic) {
-    core::check_plan(s.strategy.plan, s, model ? model->layers : 0, "strategy", diags);
-    if (model) models::check_plan_against_model(s.strategy.plan, *model, s, "strategy", diags);
-    if (s.strategy.plan.compression && compression)
-      resolve_plan_compression(s.strategy.plan, s, "strategy", diags);
+    if (model && compression)
+      sim::check_and_resolve(s, *model, *compression, s.strategy.plan, "strategy", diags);
+    else  // what can be checked without the model or the codecs
+      core::check_plan(s.strategy.plan, s, model ? model->layers : 0, "strategy", diags);
   }
   if (diags.error_count() != errors_before || !model || !compression) return std::nullopt;
   return CheckedScenario{s, *model, *compression};
@@ -118,13 +92,10 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
   return points;
 }
 
-bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s,
-                             core::Diagnostics& diags) {
-  const int errors_before = diags.error_count();
-  core::check_plan(plan, s.scenario, s.model.layers, "", diags);
-  models::check_plan_against_model(plan, s.model, s.scenario, "", diags);
-  if (plan.compression) resolve_plan_compression(plan, s.scenario, "", diags);
-  return diags.error_count() == errors_before;
+std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
+                                                         const CheckedScenario& s,
+                                                         core::Diagnostics& diags) {
+  return sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", diags);
 }
 
 }  // namespace hgsim::apps

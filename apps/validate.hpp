@@ -10,6 +10,7 @@
 #include "compress/codec_spec.hpp"
 #include "core/diagnostics.hpp"
 #include "core/scenario.hpp"
+#include "sim/resolved_plan.hpp"
 
 namespace hgsim::apps {
 
@@ -39,19 +40,10 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
                                                                  const std::string& path,
                                                                  core::Diagnostics& diags);
 
-// The codecs a plan chooses for itself (its `compression:`), typed and checked; nullopt
-// when it chooses none or on errors (reported at prefix.compression.*).
-std::optional<compress::CompressionSpecs> resolve_plan_compression(const core::Plan& plan,
-                                                                   const core::Scenario& s,
-                                                                   const std::string& prefix,
-                                                                   core::Diagnostics& diags);
-// The checked scenario a plan runs in: its recompute and codecs where it chooses them.
-std::optional<CheckedScenario> with_plan_choices(const CheckedScenario& c, const core::Plan& plan,
-                                                 const std::string& prefix,
-                                                 core::Diagnostics& diags);
-
-// Checks an explicit plan (from a --plan file) against a checked scenario.
-bool check_plan_file_against(const core::Plan& plan, const CheckedScenario& s,
-                             core::Diagnostics& diags);
+// Checks an explicit plan (from a --plan file) against a checked scenario and resolves it
+// (sim::check_and_resolve: arithmetic, the model's rules, its codecs, placement).
+std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
+                                                         const CheckedScenario& s,
+                                                         core::Diagnostics& diags);
 
 }  // namespace hgsim::apps

@@ -1,6 +1,7 @@
 // Reading a Plan (the `strategy:` mapping, or a plan file) and checking that it adds up
-// against a scenario: clusters exist, tensor-parallel groups fit in nodes, GPUs are not
-// over-used, layers and batch add up.
+// against a scenario: clusters exist, tensor-parallel groups fit in a node, GPUs are not
+// over-used, layers and batch add up. Where the groups go is sim::place_groups's job (the
+// one placement), which refuses what no node has room for.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -136,19 +137,6 @@ SourceLocation plan_location(const Scenario& s, const std::string& path,
   return {};
 }
 
-// First-fit decreasing of tensor-parallel groups into nodes: a group never spans nodes.
-// Exact when group sizes divide each other (powers of two), a safe check otherwise.
-bool groups_fit_in_nodes(std::vector<int> group_sizes, int nodes, int gpus_per_node) {
-  std::sort(group_sizes.rbegin(), group_sizes.rend());
-  std::vector<int> free(nodes, gpus_per_node);
-  for (int size : group_sizes) {
-    auto slot = std::find_if(free.begin(), free.end(), [&](int f) { return f >= size; });
-    if (slot == free.end()) return false;
-    *slot -= size;
-  }
-  return true;
-}
-
 }  // namespace
 
 void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& prefix,
@@ -158,8 +146,7 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
   auto at = [&](const std::string& path) { return plan_location(s, path, prefix); };
   const std::string pipelines_path = child_path(prefix, "pipelines");
 
-  std::map<std::string, int> gpus_used;               // per cluster
-  std::map<std::string, std::vector<int>> tp_groups;  // per cluster: sizes of groups
+  std::map<std::string, int> gpus_used;  // per cluster
   for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
     const Pipeline& p = plan.pipelines[pi];
     const std::string ppath = index_path(pipelines_path, pi);
@@ -188,7 +175,6 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
                 "dp splits each micro-batch: pick a dp that divides " +
                     std::to_string(plan.micro_batch));
       gpus_used[st.cluster] += p.replicas * st.gpus();
-      for (int k = 0; k < p.replicas * st.dp; ++k) tp_groups[st.cluster].push_back(st.tp);
     }
     if (model_layers > 0 && layers != model_layers && !p.stages.empty())
       d.error(at(child_path(ppath, "stages")), child_path(ppath, "stages"),
@@ -212,11 +198,6 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
                   std::to_string(c.gpu_count()) + " (" + std::to_string(c.nodes) + " x " +
                   std::to_string(c.gpus_per_node) + ")",
               "count replicas x tp x dp of every stage in '" + c.name + "'");
-    } else if (!groups_fit_in_nodes(tp_groups[c.name], c.nodes, c.gpus_per_node)) {
-      d.error(at(pipelines_path), pipelines_path,
-              "the tensor-parallel groups in cluster '" + c.name +
-                  "' cannot be placed without splitting one across nodes",
-              "use tp degrees that divide gpus_per_node (" + std::to_string(c.gpus_per_node) + ")");
     } else if (n < c.gpu_count() && !plan.pipelines.empty()) {
       d.warning(at(pipelines_path), pipelines_path,
                 "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) +

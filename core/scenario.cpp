@@ -590,13 +590,6 @@ CompressionPolicy parse_compression(const Node& n, const std::string& path, Diag
   return policy;
 }
 
-Scenario with_plan_choices(const Scenario& s, const Plan& plan) {
-  Scenario out = s;
-  if (plan.recompute) out.training.recompute = *plan.recompute;
-  if (plan.compression) out.compression = *plan.compression;
-  return out;
-}
-
 Json scenario_to_json(const Scenario& s) {
   Json out{{"name", s.name}};
   if (!s.description.empty()) out["description"] = s.description;

@@ -262,13 +262,11 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
 std::optional<CodecConfig> parse_codec(const Node& n, const std::string& path, Diagnostics& diags);
 // A `compression:` mapping (wan_activations, wan_gradients); `path` prefixes key paths.
 CompressionPolicy parse_compression(const Node& n, const std::string& path, Diagnostics& diags);
-// The scenario a plan runs in: its training.recompute and compression replaced by the
-// plan's own choices where it makes them.
-Scenario with_plan_choices(const Scenario& s, const Plan& plan);
 Json plan_to_json(const Plan& plan);
 std::optional<Plan> load_plan(const std::string& path, Diagnostics& diags);
 
-// Checks a plan against the scenario's clusters and training: every stage names a known
+// Checks a plan's arithmetic against the scenario's clusters and training (placement is
+// sim::place_groups's, called by sim::check_and_resolve): every stage names a known
 // cluster, tp fits in a node, layers add up to `model_layers` (when > 0), GPUs per cluster
 // are not over-used, micro-batches add up to the global batch. `path` prefixes key paths
 // ("strategy" for an inline plan, "" for a plan file).

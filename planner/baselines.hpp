@@ -45,7 +45,7 @@ struct Baseline {
   double analytic_s = 0;
   double simulated_s = 0;
   std::string description;
-  core::Json result;
+  sim::Results result;
 };
 
 std::vector<Baseline> run_baselines(const Context& ctx, const Options& options);

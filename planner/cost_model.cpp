@@ -9,6 +9,7 @@
 #include "compress/codec_cost.hpp"
 #include "models/transformer.hpp"
 #include "sim/collectives.hpp"
+#include "sim/resolved_plan.hpp"
 
 namespace hgsim::planner {
 
@@ -26,23 +27,24 @@ sim::Hop2 nic_hop(const core::Cluster& c) {
   return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
 }
 
-kernels::LayerWork layer_work(const Context& ctx, int tp, int dp, int micro_batch) {
-  kernels::LayerWork work;
-  work.model = ctx.model;
-  work.sequences = static_cast<double>(micro_batch) / dp;
-  work.seq_len = ctx.scenario->training.seq_len;
-  work.tp = tp;
-  work.sequence_parallel = false;
-  work.precision = ctx.scenario->training.precision;
-  work.recompute = ctx.scenario->training.recompute;
-  return work;
+double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int dp, int micro_batch) {
+  return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / dp);
 }
 
-double slice_bytes(const Context& ctx, int dp, int micro_batch) {
-  const auto& t = ctx.scenario->training;
-  return models::pipeline_boundary_bytes(*ctx.model, static_cast<double>(micro_batch) / dp,
-                                         t.seq_len, t.precision)
-      .value();
+// Per-layer forward and backward under a plan's choices (layer_cost is the scenario's).
+LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, int cluster, int tp,
+                           int dp, int micro_batch) {
+  const auto work = sim::layer_work(*ctx.model, choices, micro_batch, tp, dp);
+  const auto times = ctx.compute->layer(*ctx.gpus[cluster], work);
+  // With or without sequence parallelism a tensor-parallel block moves the same bytes: an
+  // all-reduce, or a reduce-scatter and an all-gather (sim/workload.cpp tp_comm).
+  double all_reduce = 0;
+  if (tp > 1)
+    all_reduce = sim::ring_all_reduce_time(tp, slice_bytes(ctx, choices, dp, micro_batch),
+                                           nvlink_hop(ctx.scenario->clusters[cluster]));
+  const bool full = work.recompute == core::Recompute::full;
+  return {times.forward.value() + 2 * all_reduce,
+          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce};
 }
 
 // The codec of one traffic class applied to `share` bytes sent by a GPU of cluster `from`
@@ -65,35 +67,25 @@ Coded code(const Context& ctx, const compress::CodecSpec& spec, double share, in
   return {at_src.wire_bytes.value(), at_src.encode.value(), at_dst.decode.value()};
 }
 
-// Which nodes of its cluster each (pipeline, stage) occupies: the simulator's placement
-// (tensor-parallel groups on consecutive GPUs of one node, in the order pipelines,
-// replicas, stages, dp ranks).
+// Which nodes of its cluster each (pipeline, stage) occupies, and the cluster: from the
+// resolved plan's placement (sim/resolved_plan.hpp), the simulator's.
 struct NodeRange {
+  int cluster = 0;
   int first = std::numeric_limits<int>::max();
   int last = -1;
   bool single() const { return first == last; }
 };
 
-std::vector<std::vector<NodeRange>> placement(const Context& ctx, const core::Plan& plan) {
-  const auto& s = *ctx.scenario;
-  std::vector<int> next_gpu(s.clusters.size(), 0);
-  std::vector<std::vector<NodeRange>> out(plan.pipelines.size());
-  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
-    const auto& pipeline = plan.pipelines[i];
-    out[i].resize(pipeline.stages.size());
-    for (int r = 0; r < pipeline.replicas; ++r)
-      for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
-        const auto& stage = pipeline.stages[st];
-        const int c = ctx.cluster_index(stage.cluster);
-        const int per_node = s.clusters[c].gpus_per_node;
-        for (int d = 0; d < stage.dp; ++d) {
-          int& g = next_gpu[c];
-          if (g % per_node + stage.tp > per_node) g += per_node - g % per_node;
-          out[i][st].first = std::min(out[i][st].first, g / per_node);
-          out[i][st].last = std::max(out[i][st].last, (g + stage.tp - 1) / per_node);
-          g += stage.tp;
-        }
-      }
+std::vector<std::vector<NodeRange>> placement(const sim::ResolvedPlan& r) {
+  std::vector<std::vector<NodeRange>> out(r.plan.pipelines.size());
+  for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+    out[i].resize(r.plan.pipelines[i].stages.size());
+  for (const sim::PlacedGroup& g : r.groups) {
+    NodeRange& range = out[g.pipeline][g.stage];
+    const int per_node = r.scenario->clusters[g.cluster].gpus_per_node;
+    range.cluster = g.cluster;
+    range.first = std::min(range.first, g.first_gpu / per_node);
+    range.last = std::max(range.last, (g.first_gpu + g.tp - 1) / per_node);
   }
   return out;
 }
@@ -112,23 +104,22 @@ struct Transfer {
 
 // One micro-batch's activations from stage a to stage b of pipeline i (the same bytes go
 // back as gradients), all replicas at once.
-Transfer stage_transfer(const Context& ctx, const core::Plan& plan, const core::Pipeline& pipeline,
-                        const core::Stage& a, const core::Stage& b, const NodeRange& ra,
+Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
+                        const core::Pipeline& pipeline, const core::Stage& a, const core::Stage& b,
+                        const std::vector<sim::ReshardPiece>& reshard, const NodeRange& ra,
                         const NodeRange& rb) {
-  const auto& t = ctx.scenario->training;
-  const double total =
-      models::pipeline_boundary_bytes(*ctx.model, plan.micro_batch, t.seq_len, t.precision).value();
-  const int ca = ctx.cluster_index(a.cluster);
-  const int cb = ctx.cluster_index(b.cluster);
+  const double total = r.boundary_bytes();
+  const int ca = ra.cluster;
+  const int cb = rb.cluster;
   const auto& cluster_b = ctx.scenario->clusters[cb];
   const int n_from = a.dp * a.tp;
   const int n_to = b.dp * b.tp;
   Transfer x;
   x.from = ca;
   x.to = cb;
-  if (b.tp > 1)
-    x.seconds += sim::ring_all_gather_time(b.tp, slice_bytes(ctx, b.dp, plan.micro_batch),
-                                           nvlink_hop(cluster_b));
+  // Without sequence parallelism the receiver all-gathers its slice across tp.
+  if (!r.choices.sequence_parallel && b.tp > 1)
+    x.seconds += sim::ring_all_gather_time(b.tp, r.slice_bytes(b), nvlink_hop(cluster_b));
   const double ports = std::min(n_from, n_to);
   if (ca == cb) {
     const bool same_node = ra.single() && rb.single() && ra.first == rb.first;
@@ -139,8 +130,8 @@ Transfer stage_transfer(const Context& ctx, const core::Plan& plan, const core::
     x.seconds += hop.latency_s + x.serial;
     return x;
   }
-  const int pieces = n_from + n_to - std::gcd(n_from, n_to);
-  const Coded c = code(ctx, ctx.compression.wan_activations, total / pieces, ca, cb);
+  const int pieces = static_cast<int>(reshard.size());
+  const Coded c = code(ctx, r.choices.codecs.wan_activations, total / pieces, ca, cb);
   const double flows = static_cast<double>(pipeline.replicas) * pieces;
   x.wire = c.wire * flows;
   const double nic =
@@ -157,24 +148,13 @@ Transfer stage_transfer(const Context& ctx, const core::Plan& plan, const core::
   return x;
 }
 
-// Where model layer `layer` lives in a pipeline: (stage, chunk), as the simulator cuts it.
-std::pair<int, int> holder(const core::Pipeline& pipeline, int chunks, int layer) {
-  int offset = 0;
-  for (int c = 0; c < chunks; ++c)
-    for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
-      const int n = pipeline.stages[st].layers / chunks;
-      if (layer < offset + n) return {static_cast<int>(st), c};
-      offset += n;
-    }
-  return {static_cast<int>(pipeline.stages.size()) - 1, chunks - 1};
-}
-
 }  // namespace
 
 int Context::cluster_index(const std::string& name) const {
   for (std::size_t c = 0; c < scenario->clusters.size(); ++c)
     if (scenario->clusters[c].name == name) return static_cast<int>(c);
-  return 0;
+  throw std::invalid_argument("planner: no cluster named '" + name + "' (a plan check_plan " +
+                              "would have refused)");
 }
 
 Context make_context(const core::Scenario& s, const core::ModelConfig& model,
@@ -230,28 +210,34 @@ Context make_context(const core::Scenario& s, const core::ModelConfig& model,
 }
 
 LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch) {
-  const auto work = layer_work(ctx, tp, dp, micro_batch);
-  const auto times = ctx.compute->layer(*ctx.gpus[cluster], work);
-  double all_reduce = 0;
-  if (tp > 1)
-    all_reduce = sim::ring_all_reduce_time(tp, slice_bytes(ctx, dp, micro_batch),
-                                           nvlink_hop(ctx.scenario->clusters[cluster]));
-  const bool full = work.recompute == core::Recompute::full;
-  return {times.forward.value() + 2 * all_reduce,
-          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce};
+  return layer_cost_under(ctx, sim::scenario_choices(*ctx.scenario, ctx.compression), cluster, tp,
+                          dp, micro_batch);
 }
 
 double logits_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch) {
-  const auto times = ctx.compute->logits(*ctx.gpus[cluster], layer_work(ctx, tp, dp, micro_batch));
+  const auto work = sim::layer_work(
+      *ctx.model, sim::scenario_choices(*ctx.scenario, ctx.compression), micro_batch, tp, dp);
+  const auto times = ctx.compute->logits(*ctx.gpus[cluster], work);
   return times.forward.value() + times.backward.value();
 }
 
 Estimate estimate(const Context& ctx, const core::Plan& plan) {
   const auto& s = *ctx.scenario;
-  const auto& training = s.training;
-  const int chunks = plan.schedule == core::Schedule::interleaved ? plan.virtual_stages : 1;
-  const auto nodes = placement(ctx, plan);
+  // The plan's own choices (recompute, codecs, sequence parallelism) and placement, as the
+  // simulator resolves them.
+  core::Diagnostics diags;
+  const auto resolved = sim::resolve_plan(s, *ctx.model, ctx.compression, plan, "", diags);
   Estimate out;
+  if (!resolved) {
+    out.iteration_s = infinity;
+    out.fits = false;
+    out.not_fitting = "the plan (it cannot be resolved: " + diags.format() + ")";
+    return out;
+  }
+  const sim::ResolvedPlan& r = *resolved;
+  const auto& training = r.choices.training;
+  const int chunks = r.chunks;
+  const auto nodes = placement(r);
   std::vector<double> wan_bytes(ctx.wan_link_bandwidth.size(), 0);
   // finish[i][s]: when stage s of pipeline i ends its last backward.
   std::vector<std::vector<double>> finish(plan.pipelines.size());
@@ -266,11 +252,11 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
     auto& sends = all_sends[i];
     sends.resize(p);
     for (int st = 0; st + 1 < p; ++st)
-      sends[st] = stage_transfer(ctx, plan, pipeline, pipeline.stages[st], pipeline.stages[st + 1],
-                                 nodes[i][st], nodes[i][st + 1]);
+      sends[st] = stage_transfer(ctx, r, pipeline, pipeline.stages[st], pipeline.stages[st + 1],
+                                 r.reshard[i][st], nodes[i][st], nodes[i][st + 1]);
     if (chunks > 1 && p > 1)  // the last stage hands chunk k to stage 0's chunk k + 1
-      sends[p - 1] = stage_transfer(ctx, plan, pipeline, pipeline.stages[p - 1], pipeline.stages[0],
-                                    nodes[i][p - 1], nodes[i][0]);
+      sends[p - 1] = stage_transfer(ctx, r, pipeline, pipeline.stages[p - 1], pipeline.stages[0],
+                                    r.reshard[i][p - 1], nodes[i][p - 1], nodes[i][0]);
     for (const Transfer& x : sends)
       if (x.wire > 0)
         for (int l : ctx.wan_links[x.from][x.to]) step_load[l] += x.wire;
@@ -304,8 +290,8 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       const bool receiver_busy = st + 2 < p && sends[st + 1].port > 0;
       if (!sender_busy && !receiver_busy) continue;
       const auto& stage = pipeline.stages[st];
-      const int c = ctx.cluster_index(stage.cluster);
-      const LayerCost lc = layer_cost(ctx, c, stage.tp, stage.dp, plan.micro_batch);
+      const LayerCost lc = layer_cost_under(ctx, r.choices, nodes[i][st].cluster, stage.tp,
+                                            stage.dp, plan.micro_batch);
       const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
       const double overlap = std::clamp((x.port - gap) / std::max(x.port, 1e-30), 0.0, 1.0);
       x.seconds = x.fixed + std::max(x.link, x.port * (1 + overlap));
@@ -314,14 +300,14 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
     double sum_x = 0, max_serial = 0;
     for (int st = 0; st < p; ++st) {
       const auto& stage = pipeline.stages[st];
-      const int c = ctx.cluster_index(stage.cluster);
-      const LayerCost lc = layer_cost(ctx, c, stage.tp, stage.dp, plan.micro_batch);
+      const int c = nodes[i][st].cluster;
+      const LayerCost lc =
+          layer_cost_under(ctx, r.choices, c, stage.tp, stage.dp, plan.micro_batch);
       StageEstimate& se = pe.stages[st];
       se.forward_s = stage.layers * lc.forward_s;
       se.backward_s = stage.layers * lc.backward_s;
       if (st == p - 1) {
-        const auto times = ctx.compute->logits(
-            *ctx.gpus[c], layer_work(ctx, stage.tp, stage.dp, plan.micro_batch));
+        const auto times = ctx.compute->logits(*ctx.gpus[c], r.layer_work(stage));
         se.forward_s += times.forward.value();
         se.backward_s += times.backward.value();
       }
@@ -427,54 +413,35 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   }
 
   // ---- gradient sync, segment by segment in backward order ----
-  const int layers = ctx.model->layers;
   std::vector<std::vector<double>> stream = finish;  // when each stage's sync stream is free
-  std::vector<std::vector<int>> holders_of(layers);
-  for (int l = 0; l < layers; ++l)
-    for (const auto& pipeline : plan.pipelines)
-      holders_of[l].push_back(holder(pipeline, chunks, l).first);
   // WAN bytes of gradient sync: the syncs of all segments run at once after the
   // backward, so a WAN link carries them all in that phase (a bound on its length).
   std::vector<double> sync_bytes(ctx.wan_link_bandwidth.size(), 0);
   double first_sync = std::numeric_limits<double>::infinity();
-  int l_end = layers;
-  while (l_end > 0) {
-    int l_begin = l_end - 1;
-    while (l_begin > 0 && holders_of[l_begin - 1] == holders_of[l_end - 1]) --l_begin;
-    const auto& h = holders_of[l_end - 1];
-    const int seg_layers = l_end - l_begin;
-    double params = seg_layers * models::layer_parameters(*ctx.model);
-    if (l_begin == 0) params += models::embedding_parameters(*ctx.model);
-    if (l_end == layers)
-      params += models::final_norm_parameters(*ctx.model) + models::lm_head_parameters(*ctx.model);
-    // Members per cluster (tp groups), rings (the smallest tp), one node or not.
+  for (auto seg = r.segments.rbegin(); seg != r.segments.rend(); ++seg) {
+    std::vector<int> h;  // per pipeline: the holding stage
+    for (const auto& holder : seg->holders) h.push_back(holder.first);
+    // Members per cluster (tp groups), one node or not.
     std::vector<int> members(s.clusters.size(), 0);
     std::vector<int> node(s.clusters.size(), -2);  // -2 none yet, -1 several nodes
-    int rings = std::numeric_limits<int>::max();
     for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
       const auto& st = plan.pipelines[i].stages[h[i]];
-      const int c = ctx.cluster_index(st.cluster);
+      const NodeRange& range = nodes[i][h[i]];
+      const int c = range.cluster;
       members[c] += plan.pipelines[i].replicas * st.dp;
-      rings = std::min(rings, st.tp);
-      const NodeRange& r = nodes[i][h[i]];
-      if (!r.single() || (node[c] != -2 && node[c] != r.first))
+      if (!range.single() || (node[c] != -2 && node[c] != range.first))
         node[c] = -1;
       else
-        node[c] = r.first;
+        node[c] = range.first;
     }
     std::vector<int> clusters;
-    int total_members = 0;
     for (std::size_t c = 0; c < members.size(); ++c)
-      if (members[c] > 0) {
-        clusters.push_back(static_cast<int>(c));
-        total_members += members[c];
-      }
+      if (members[c] > 0) clusters.push_back(static_cast<int>(c));
     double seg_time = 0;
-    if (total_members > 1) {
-      const double per_ring = models::gradient_bytes(params, training.precision).value() / rings;
-      const int buckets =
-          std::max(1, static_cast<int>(std::ceil(per_ring / plan.grad_sync.bucket.value())));
-      const double bytes = per_ring / buckets;
+    if (seg->buckets > 0) {
+      const int rings = seg->rings;
+      const int buckets = seg->buckets;
+      const double bytes = seg->bucket_bytes;
       auto hop = [&](int c) {
         return node[c] >= 0 ? nvlink_hop(s.clusters[c]) : nic_hop(s.clusters[c]);
       };
@@ -497,7 +464,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
         std::vector<Coded> coded(k);
         for (int j = 0; j < k; ++j) {
           const int a = clusters[j], b = clusters[(j + 1) % k];
-          coded[j] = code(ctx, ctx.compression.wan_gradients, chunk / flows, a, b);
+          coded[j] = code(ctx, r.choices.codecs.wan_gradients, chunk / flows, a, b);
           for (int l : ctx.wan_links[a][b]) load[l] += coded[j].wire * flows;
         }
         double step = 0;
@@ -524,7 +491,6 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
         out.pipelines[i].stages[h[i]].sync_s += seg_time;
       }
     }
-    l_end = l_begin;
   }
 
   double T = 0;

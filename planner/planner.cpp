@@ -288,13 +288,6 @@ class Search {
   std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
 };
 
-int used_gpus(const core::Plan& plan) {
-  int n = 0;
-  for (const auto& p : plan.pipelines)
-    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
-  return n;
-}
-
 // Which constraint binds when nothing fits, and what would make it fit.
 std::vector<std::string> explain_infeasible(const Context& ctx, const Options& options,
                                             const SearchResult& r) {
@@ -373,15 +366,6 @@ SearchResult search(const Context& ctx, const Options& options) {
   return Search(ctx, options).run();
 }
 
-compress::CompressionSpecs specs_for(const Context& ctx, const core::Plan& plan) {
-  compress::CompressionSpecs specs = ctx.compression;
-  if (!plan.compression) return specs;
-  // A plan chooses, per traffic class, the scenario's codec or none (choices()).
-  if (plan.compression->wan_activations.codec == "none") specs.wan_activations = {};
-  if (plan.compression->wan_gradients.codec == "none") specs.wan_gradients = {};
-  return specs;
-}
-
 // The choices a plan makes for itself, for the best candidates: the least recomputation
 // that still fits (less is never slower, and the scenario's setting is the most it asks
 // for), and per WAN traffic class the scenario's codec or none, whichever the model finds
@@ -412,11 +396,7 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
             variant.compression = policy;
           }
           if (variant == c.plan) continue;
-          core::Scenario changed = core::with_plan_choices(s, variant);
-          Context variant_ctx = ctx;
-          variant_ctx.scenario = &changed;
-          variant_ctx.compression = specs_for(ctx, variant);
-          const Estimate e = estimate(variant_ctx, variant);
+          const Estimate e = estimate(ctx, variant);  // applies the variant's own choices
           if (e.fits && e.iteration_s < best_s) {
             best = variant;
             best_s = e.iteration_s;
@@ -435,30 +415,27 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
 
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
                                            const Options& options, core::Diagnostics& diags) {
-  const int before = diags.error_count();
-  core::check_plan(candidate.plan, *ctx.scenario, ctx.model->layers, "", diags);
-  models::check_plan_against_model(candidate.plan, *ctx.model, *ctx.scenario, "", diags);
-  if (diags.error_count() != before) return std::nullopt;
-  // The plan's own choices of recomputation and codecs, as hgsim run applies them.
-  const core::Scenario effective = core::with_plan_choices(*ctx.scenario, candidate.plan);
+  (void)options;
+  // Checked and resolved as hgsim run checks and resolves a plan file.
+  if (!sim::check_and_resolve(*ctx.scenario, *ctx.model, ctx.compression, candidate.plan, "",
+                              diags))
+    return std::nullopt;
   sim::SimulationInput in;
-  in.scenario = &effective;
+  in.scenario = ctx.scenario;
   in.plan = &candidate.plan;
   in.plan_path = "";
   in.model = ctx.model;
-  in.compression = specs_for(ctx, candidate.plan);
+  in.compression = ctx.compression;
   in.compute = ctx.compute;
-  sim::SimulationOptions sim_options;
-  sim_options.fidelity_from_cli = true;
-  sim_options.fidelity = used_gpus(candidate.plan) <= options.full_fidelity_max_gpus
-                             ? core::Fidelity::full
-                             : core::Fidelity::folded;
+  // The fidelity hgsim run would use: the scenario's, else full up to
+  // sim::full_fidelity_max_gpus GPUs and folded above.
+  const sim::SimulationOptions sim_options;
   auto result = sim::simulate(in, sim_options, diags);
   if (!result) return std::nullopt;
   Verified v;
   v.candidate = candidate;
-  v.simulated_s = (*result)["iteration_time_s"].get<double>();
-  v.fidelity = (*result)["simulator"]["fidelity"].get<std::string>();
+  v.simulated_s = result->iteration_time_s;
+  v.fidelity = result->simulator.fidelity;
   v.result = std::move(*result);
   return v;
 }

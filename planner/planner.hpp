@@ -19,6 +19,7 @@
 #include "core/document.hpp"
 #include "core/scenario.hpp"
 #include "planner/cost_model.hpp"
+#include "sim/results.hpp"
 
 namespace hgsim::planner {
 
@@ -27,10 +28,9 @@ struct Options {
   double time_budget_s = 60;         // for the enumeration (verification comes on top)
   std::ostream* progress = nullptr;  // progress lines on long searches
   std::vector<int> micro_batches{1, 2, 4};
-  int orders_per_group = 4;         // cluster orders tried per group
-  int shapes_per_cluster = 4;       // stage shapes tried per cluster
-  int top_per_group = 3;            // configurations per group kept for mixtures
-  int full_fidelity_max_gpus = 64;  // verification: full fidelity up to this, folded above
+  int orders_per_group = 4;    // cluster orders tried per group
+  int shapes_per_cluster = 4;  // stage shapes tried per cluster
+  int top_per_group = 3;       // configurations per group kept for mixtures
 };
 
 struct Candidate {
@@ -42,7 +42,7 @@ struct Candidate {
 struct Verified {
   Candidate candidate;
   double simulated_s = 0;
-  core::Json result;  // the simulator's results JSON
+  sim::Results result;  // the simulator's results
   std::string fidelity;
 };
 

@@ -101,22 +101,27 @@ py::object resolve(py::handle scenario, py::handle plan) {
   options.plan = given_plan(plan);
   core::Diagnostics diags;
   std::optional<apps::ChosenPlan> chosen;
-  std::optional<apps::CheckedScenario> effective;
+  std::optional<sim::ResolvedPlan> resolved;
+  const auto& c = point.checked;
   {
     py::gil_scoped_release release;  // strategy: auto runs the planner
-    chosen = apps::choose_plan(point.checked, options, diags);
+    chosen = apps::choose_plan(c, options, diags);
     if (chosen)
-      effective = apps::with_plan_choices(point.checked, chosen->plan, chosen->path, diags);
+      resolved =
+          sim::resolve_plan(c.scenario, c.model, c.compression, chosen->plan, chosen->path, diags);
   }
-  if (!chosen || !effective) fail(diags, "no plan to resolve");
+  if (!chosen || !resolved) fail(diags, "no plan to resolve");
   raise_or_warn(diags);
-  const auto& codecs = effective->compression;
-  return from_json({{"scenario", core::scenario_to_json(effective->scenario)},
-                    {"model", model_json(point.checked.model)},
-                    {"plan", core::plan_to_json(chosen->plan)},
-                    {"compression",
-                     {{"wan_activations", compress::codec_to_json(codecs.wan_activations)},
-                      {"wan_gradients", compress::codec_to_json(codecs.wan_gradients)}}}});
+  // The one resolved plan (sim/resolved_plan.hpp): the live runner reads its placement,
+  // segments, buckets and reshard pieces from here instead of deriving them again.
+  core::Json out = sim::resolved_plan_json(*resolved);
+  const auto& codecs = resolved->choices.codecs;
+  out["scenario"] = core::scenario_to_json(c.scenario);
+  out["model"] = model_json(c.model);
+  out["plan"] = core::plan_to_json(chosen->plan);
+  out["compression"] = {{"wan_activations", compress::codec_to_json(codecs.wan_activations)},
+                        {"wan_gradients", compress::codec_to_json(codecs.wan_gradients)}};
+  return from_json(out);
 }
 
 py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
@@ -144,14 +149,15 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
   if (!trace.is_none()) options.sim.trace_path = path_text(trace);
   options.sim.allow_oom = allow_oom;
   core::Diagnostics diags;
-  std::optional<core::Json> result;
+  std::optional<sim::Results> result;
   {
     py::gil_scoped_release release;
     result = apps::simulate_point(point.checked, options, diags);
   }
   if (!result) fail(diags, "the simulation gave no result");
+  for (const std::string& w : result->warnings) diags.warning({}, "", w);
   raise_or_warn(diags);
-  return from_json(*result);
+  return from_json(sim::to_json(*result));
 }
 
 py::object plan(py::handle scenario, double time_budget_s, int verify, bool baselines,
@@ -165,14 +171,18 @@ py::object plan(py::handle scenario, double time_budget_s, int verify, bool base
   options.verify = verify;
   options.baselines = baselines;
   options.no_compression = no_compression;
-  std::ostringstream out, err;
+  std::ostringstream progress;
+  core::Diagnostics diags;
+  std::optional<apps::PlanReport> report;
   {
     py::gil_scoped_release release;
-    apps::plan_scenario(point.checked, point.path.empty() ? "scenario" : point.path, options, out,
-                        err);
+    report = apps::plan_report(point.checked, options, progress, diags);
   }
-  if (out.str().empty()) throw Error(err.str());
-  return from_json(core::Json::parse(out.str()));
+  if (!report) fail(diags, "the plan could not be evaluated");
+  raise_or_warn(diags);
+  // The report itself, in its JSON form: the same object `hgsim plan --json` prints, built
+  // by the same function (not parsed from the command's output).
+  return from_json(apps::to_json(*report));
 }
 
 // A quantity as the scenario language writes it, in its base unit: bytes, bytes per second,
@@ -199,8 +209,9 @@ void bind_scenario(py::module_& m) {
   m.def("load_plan", &load_plan, py::arg("src"), py::arg("scenario") = py::none(),
         "A plan (path or dict) in its JSON form; checked against `scenario` when given.");
   m.def("resolve", &resolve, py::arg("scenario"), py::arg("plan") = py::none(),
-        "The scenario with the plan's choices applied, the resolved model, the plan that runs "
-        "and the typed codecs.");
+        "The resolved plan: the scenario, the resolved model, the plan that runs, its effective "
+        "choices and codecs, every GPU's place, the stages' layers, the segments with their "
+        "gradient buckets and the reshard pieces between stages.");
   m.def("simulate", &simulate, py::arg("scenario"), py::arg("plan") = py::none(), py::kw_only(),
         py::arg("profiles") = py::none(), py::arg("layer_profile") = py::none(),
         py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),

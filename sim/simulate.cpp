@@ -57,11 +57,6 @@ std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
   return out;
 }
 
-std::string gpu_name_at(const core::Cluster& c, int position) {
-  return c.name + "/n" + std::to_string(position / c.gpus_per_node) + "/g" +
-         std::to_string(position % c.gpus_per_node);
-}
-
 core::Json diagnostics_json(const core::Diagnostics& diags) {
   core::Json out = core::Json::array();
   for (const auto& d : diags.all())
@@ -95,35 +90,98 @@ std::vector<const kernels::GpuSpec*> cluster_gpus(const core::Scenario& s) {
   return gpus;
 }
 
-int used_gpus(const core::Plan& plan) {
-  int n = 0;
-  for (const auto& p : plan.pipelines)
-    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
-  return n;
+core::Fidelity chosen_fidelity(const ResolvedPlan& r, const SimulationOptions& options) {
+  core::Fidelity f = options.fidelity_from_cli ? options.fidelity : r.scenario->simulation.fidelity;
+  if (f != core::Fidelity::automatic) return f;
+  return automatic_fidelity(r.gpus_used);
 }
 
-core::Fidelity chosen_fidelity(const SimulationInput& in, const SimulationOptions& options) {
-  core::Fidelity f =
-      options.fidelity_from_cli ? options.fidelity : in.scenario->simulation.fidelity;
-  if (f != core::Fidelity::automatic) return f;
-  return used_gpus(*in.plan) <= full_fidelity_max_gpus ? core::Fidelity::full
-                                                       : core::Fidelity::folded;
+// The most flows at once, from (time, +flows at a start / -flows at an end) events; an end
+// and a start at one instant do not overlap.
+int most_at_once(std::vector<std::pair<double, int>> events) {
+  std::sort(events.begin(), events.end());
+  int now = 0, most = 0;
+  for (const auto& [t, change] : events) {
+    now += change;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+// Per link: bytes moved and time busy; per WAN link also the most one TCP flow can carry
+// (the best route crossing it: window / round-trip time) and the most flows at once.
+std::vector<LinkResult> link_results(
+    const Platform& p, const std::vector<double>& bytes, std::vector<std::vector<Interval>>& busy,
+    const std::vector<std::vector<std::pair<double, int>>>& flows) {
+  std::vector<double> cap(p.links.size(), 0);
+  for (const auto& from : p.wan_routes)
+    for (const auto& route : from) {
+      if (route.empty()) continue;
+      const double one_flow = p.links[route.back().link].bytes_per_s;
+      for (const Hop& h : route)
+        if (p.links[h.link].kind == LinkKind::wan) cap[h.link] = std::max(cap[h.link], one_flow);
+    }
+  std::vector<LinkResult> out;
+  for (std::size_t l = 0; l < p.links.size(); ++l) {
+    const Link& link = p.links[l];
+    if (link.kind == LinkKind::tcp_window || link.kind == LinkKind::fabric) continue;
+    LinkResult result;
+    result.name = link.name;
+    result.kind = link.kind == LinkKind::uplink ? "nic" : to_string(link.kind);
+    result.bytes = bytes[l];
+    result.busy_s = union_length(busy[l]);
+    result.bytes_per_s = link.bytes_per_s;
+    if (link.kind == LinkKind::wan) {
+      result.flow_cap_bytes_per_s = cap[l];
+      result.max_flows = most_at_once(flows[l]);
+    }
+    out.push_back(result);
+  }
+  return out;
+}
+
+// A warning for every WAN link that carried traffic but whose flows, each capped by the TCP
+// window, could not fill it even all at once: the link, the cap, the flows and the window
+// that would fill it.
+std::vector<std::string> window_warnings(const std::vector<LinkResult>& links,
+                                         const core::Scenario& s) {
+  std::vector<std::string> out;
+  for (const LinkResult& l : links) {
+    if (l.kind != "wan" || l.bytes <= 0 || !l.flow_cap_bytes_per_s || l.max_flows < 1) continue;
+    const double cap = *l.flow_cap_bytes_per_s;
+    if (l.max_flows * cap >= l.bytes_per_s) continue;
+    // The window this link's flows have, as the scenario sets it.
+    double window = s.simulation.tcp_window.value();
+    std::string setting = "simulation.tcp_window";
+    for (std::size_t k = 0; k < s.wan.size(); ++k) {
+      const auto& w = s.wan[k];
+      if (l.name != "wan:" + w.from + "->" + w.to && l.name != "wan:" + w.to + "->" + w.from)
+        continue;
+      if (w.tcp_window) window = w.tcp_window->value();
+      setting = "wan[" + std::to_string(k) + "].tcp_window";
+    }
+    const double needed = window * l.bytes_per_s / (cap * l.max_flows);
+    out.push_back(
+        "WAN link " + l.name + " (" + core::format_bandwidth(core::BytesPerSecond(l.bytes_per_s)) +
+        ") is not filled: at most " + std::to_string(l.max_flows) + " flow" +
+        (l.max_flows == 1 ? "" : "s") + " at once, each capped by the TCP window at " +
+        core::format_bandwidth(core::BytesPerSecond(cap)) + " (window / round trip); " + setting +
+        ": " + core::format_size(core::Bytes(std::ceil(needed))) + " would fill it");
+  }
+  return out;
 }
 
 // The whole simulation, inside the child process.
-core::Json run_child(const SimulationInput& in, const SimulationOptions& options) {
+core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
+                     const SimulationOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
   core::Diagnostics diags;
-  const core::Scenario& s = *in.scenario;
-  const core::Plan& plan = *in.plan;
-  const auto fidelity = chosen_fidelity(in, options);
+  const core::Scenario& s = *r.scenario;
+  const core::Plan& plan = r.plan;
+  const auto fidelity = chosen_fidelity(r, options);
 
   WorkloadInput w;
-  w.scenario = &s;
-  w.plan = &plan;
-  w.model = in.model;
-  w.wan_activations = in.compression.wan_activations;
-  w.wan_gradients = in.compression.wan_gradients;
+  w.plan = &r;
   w.compute = in.compute;
   w.gpus = cluster_gpus(s);
   w.folded = fidelity == core::Fidelity::folded;
@@ -154,6 +212,7 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
   std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
   std::vector<double> link_bytes(work.platform.links.size(), 0);
   std::vector<std::vector<Interval>> link_busy(work.platform.links.size());
+  std::vector<std::vector<std::pair<double, int>>> link_flows(work.platform.links.size());
   double codec_seconds = 0;
   for (NodeId id = 0; id < graph.size(); ++id) {
     const GraphNode& n = graph.node(id);
@@ -173,11 +232,15 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       for (const Hop& h : work.platform.route(n.device, n.peer)) {
         link_bytes[h.link] += n.amount;
         link_busy[h.link].emplace_back(a, b);
+        if (work.platform.links[h.link].kind == LinkKind::wan) {
+          link_flows[h.link].emplace_back(a, n.flows);
+          link_flows[h.link].emplace_back(b, -n.flows);
+        }
       }
     }
   }
   std::vector<std::vector<Interval>> bubbles(devices);
-  core::Json device_list = core::Json::array();
+  std::vector<DeviceResult> device_list;
   for (int d = 0; d < devices; ++d) {
     const Device& dev = work.platform.devices[d];
     const DeviceRole& role = work.roles[d];
@@ -193,99 +256,82 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
     const auto& cluster = *work.platform.clusters[dev.cluster].spec;
     const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
     const auto memory =
-        models::stage_memory(*in.model, s.training, plan, role.pipeline, role.stage);
+        models::stage_memory(*in.model, r.choices.training, plan, role.pipeline, role.stage);
     const double capacity = gpu.memory.value();
-    for (int position : work.gpus[d]) {
-      device_list.push_back({{"id", gpu_name_at(cluster, position)},
-                             {"cluster", cluster.name},
-                             {"gpu", gpu.name},
-                             {"pipeline", role.pipeline},
-                             {"stage", role.stage},
-                             {"compute_s", compute_s},
-                             {"comm_exposed_s", busy_s - compute_s},
-                             {"bubble_s", bubble_s},
-                             {"idle_s", std::max(0.0, T - busy_s - bubble_s)},
-                             {"memory",
-                              {{"peak_bytes", memory.total.value()},
-                               {"capacity_bytes", capacity},
-                               {"fits", memory.total.value() <= capacity}}}});
-    }
+    for (int position : work.gpus[d])
+      device_list.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline,
+                             role.stage, compute_s, busy_s - compute_s, bubble_s,
+                             std::max(0.0, T - busy_s - bubble_s), memory.total.value(), capacity,
+                             memory.total.value() <= capacity});
   }
   if (trace) trace->finish(bubbles);
 
-  core::Json link_list = core::Json::array();
-  for (std::size_t l = 0; l < work.platform.links.size(); ++l) {
-    const Link& link = work.platform.links[l];
-    if (link.kind == LinkKind::tcp_window || link.kind == LinkKind::fabric) continue;
-    const std::string kind = link.kind == LinkKind::uplink ? "nic" : to_string(link.kind);
-    link_list.push_back({{"name", link.name},
-                         {"kind", kind},
-                         {"bytes", link_bytes[l]},
-                         {"busy_s", union_length(link_busy[l])}});
-  }
+  // ---- links, and the WAN links the plan's flows cannot fill ----
+  std::vector<LinkResult> links = link_results(work.platform, link_bytes, link_busy, link_flows);
+  Results result;
+  result.warnings = window_warnings(links, s);
+  result.links = std::move(links);
 
   // ---- totals ----
   const double sequences = plan.global_batch();
   const double tokens = sequences * s.training.seq_len;
-  const double model_flops =
+  result.model_flops =
       models::training_flops(*in.model, sequences, s.training.seq_len, core::Recompute::none)
           .value();
-  const int gpus = used_gpus(plan);
-  double peak = 0;
-  std::map<std::string, std::string> compute_provenance;
+  result.hardware_flops =
+      models::training_flops(*in.model, sequences, s.training.seq_len, r.choices.recompute).value();
+  double peak_used = 0, peak_available = 0;
   for (const auto& p : plan.pipelines)
     for (const auto& st : p.stages) {
       const auto* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
-      peak +=
-          p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, s.training.precision)->rate.value();
-      compute_provenance[gpu->name] = in.compute->provenance(*gpu);
+      peak_used +=
+          p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, r.choices.precision)->rate.value();
+      result.compute_provenance[gpu->name] = in.compute->provenance(*gpu);
     }
+  for (std::size_t c = 0; c < s.clusters.size(); ++c)
+    peak_available += s.clusters[c].gpu_count() *
+                      kernels::math_rate(*w.gpus[c], r.choices.precision)->rate.value();
 
-  core::Json result;
-  result["scenario"] = s.name;
-  result["iteration_time_s"] = T;
-  result["tokens_per_s"] = tokens / T;
-  result["model_tflops_per_gpu"] = model_flops / T / gpus / 1e12;
-  result["mfu"] = model_flops / T / peak;
-  result["gpus"] = gpus;
-  result["devices"] = device_list;
-  result["links"] = link_list;
-  auto codec_json = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
-    return core::Json{{"codec", compress::describe(spec)},
-                      {"wan_raw_bytes", stats.wan_raw_bytes},
-                      {"wan_wire_bytes", stats.wan_wire_bytes},
-                      {"bytes_saved", stats.wan_raw_bytes - stats.wan_wire_bytes}};
+  result.scenario = s.name;
+  result.plan = plan;
+  result.iteration_time_s = T;
+  result.tokens_per_s = tokens / T;
+  result.gpus_used = r.gpus_used;
+  result.gpus_available = r.gpus_available;
+  result.model_tflops_per_gpu = result.model_flops / T / r.gpus_used / 1e12;
+  result.mfu = result.model_flops / T / peak_used;
+  result.mfu_available = result.model_flops / T / peak_available;
+  result.devices = std::move(device_list);
+  auto codec = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
+    return CodecResult{compress::describe(spec), stats.wan_raw_bytes, stats.wan_wire_bytes};
   };
-  result["compression"] = {
-      {"wan_activations", codec_json(in.compression.wan_activations, work.activation_codec)},
-      {"wan_gradients", codec_json(in.compression.wan_gradients, work.gradient_codec)},
-      {"codec_time_s", codec_seconds}};
-  const bool roofline = std::all_of(compute_provenance.begin(), compute_provenance.end(),
-                                    [](const auto& kv) { return kv.second == "estimated"; });
-  result["provenance"] = {
-      {"compute", compute_provenance},
-      {"compute_model",
-       roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
-                  "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
-                : "measured profiles where named, roofline transfer elsewhere"},
-      {"codec",
-       "estimated: compress::code_transfer (encoded sizes; codec time on datasheet "
-       "memory bandwidth)"},
-      {"memory", "analytic: models::stage_memory (weights, gradients, optimizer, activations)"},
-      {"network", std::string("SimGrid ") + "3.32, " +
-                      (s.simulation.network_model == core::NetworkModel::lv08
-                           ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
-                           : "CM02 flow model (latency and bandwidth as written)") +
-                      ", TCP window " + core::format_size(s.simulation.tcp_window) +
-                      " per WAN flow unless the link sets one"}};
+  result.wan_activations = codec(r.choices.codecs.wan_activations, work.activation_codec);
+  result.wan_gradients = codec(r.choices.codecs.wan_gradients, work.gradient_codec);
+  result.codec_time_s = codec_seconds;
+  const bool roofline =
+      std::all_of(result.compute_provenance.begin(), result.compute_provenance.end(),
+                  [](const auto& kv) { return kv.second == "estimated"; });
+  result.compute_model =
+      roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
+                 "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
+               : "measured profiles where named, roofline transfer elsewhere";
+  result.codec_provenance =
+      "estimated: compress::code_transfer (encoded sizes; codec time on datasheet memory "
+      "bandwidth)";
+  result.memory_provenance =
+      "analytic: models::stage_memory (weights, gradients, optimizer, activations)";
+  result.network_provenance = std::string("SimGrid ") + "3.32, " +
+                              (s.simulation.network_model == core::NetworkModel::lv08
+                                   ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
+                                   : "CM02 flow model (latency and bandwidth as written)") +
+                              ", TCP window " + core::format_size(s.simulation.tcp_window) +
+                              " per WAN flow unless the link sets one";
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  result["simulator"] = {{"fidelity", core::to_string(fidelity)},
-                         {"network_model", core::to_string(s.simulation.network_model)},
-                         {"graph_nodes", graph.size()},
-                         {"graph_edges", graph.edge_count()},
-                         {"activities", times.activities}};
-  core::Json out{{"result", result}};
+  result.simulator = {core::to_string(fidelity), core::to_string(s.simulation.network_model),
+                      static_cast<double>(graph.size()), static_cast<double>(graph.edge_count()),
+                      static_cast<double>(times.activities)};
+  core::Json out{{"result", to_json(result)}};
   out["stats"] = {
       {"wall_s",
        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
@@ -310,14 +356,14 @@ bool write_all(int fd, const std::string& text) {
 }
 
 // Refuses a plan that does not fit, naming the stage, what it needs and what would help.
-void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
-  const auto& s = *in.scenario;
-  const auto& plan = *in.plan;
+void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagnostics& diags) {
+  const auto& s = *r.scenario;
+  const auto& plan = r.plan;
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
       const auto& stage = plan.pipelines[i].stages[st];
       const auto* gpu = kernels::find_gpu(s.find_cluster(stage.cluster)->gpu);
-      const auto m = models::stage_memory(*in.model, s.training, plan, i, st);
+      const auto m = models::stage_memory(*in.model, r.choices.training, plan, i, st);
       if (m.total.value() <= gpu->memory.value()) continue;
       const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "pipelines[" +
                                std::to_string(i) + "].stages[" + std::to_string(st) + "]";
@@ -379,13 +425,18 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   return out["value"];
 }
 
-std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                   core::Diagnostics& diags, SimulationStats* stats) {
-  if (!options.allow_oom) check_memory(in, diags);
+std::optional<Results> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                core::Diagnostics& diags, SimulationStats* stats) {
+  // The plan's own choices (recompute, codecs) applied, its GPUs placed: the one model of
+  // the plan that the planner and the live runner read too.
+  const auto resolved =
+      resolve_plan(*in.scenario, *in.model, in.compression, *in.plan, in.plan_path, diags);
+  if (!resolved) return std::nullopt;
+  if (!options.allow_oom) check_memory(in, *resolved, diags);
   if (diags.has_errors()) return std::nullopt;
   core::Json out;
   try {
-    out = run_isolated([&] { return run_child(in, options); });
+    out = run_isolated([&] { return run_child(in, *resolved, options); });
   } catch (const std::exception& e) {
     diags.error({}, "", std::string("simulation failed: ") + e.what());
     return std::nullopt;
@@ -400,85 +451,7 @@ std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOp
     stats->activities = st["activities"];
     stats->graph_bytes = st["graph_bytes"];
   }
-  return out["result"];
-}
-
-std::string format_results(const core::Json& r) {
-  std::ostringstream out;
-  char line[512];
-  const double T = r["iteration_time_s"].get<double>();
-  std::snprintf(
-      line, sizeof line, "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
-      r["scenario"].get<std::string>().c_str(), core::human_duration(core::Seconds(T)).c_str(),
-      r["simulator"]["fidelity"].get<std::string>().c_str(),
-      r["provenance"]["compute_model"].get<std::string>().rfind("estimated", 0) == 0
-          ? "estimated from datasheets"
-          : "from measured profiles");
-  out << line;
-  std::snprintf(line, sizeof line,
-                "  %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f%%, %d GPUs\n\n",
-                r["tokens_per_s"].get<double>(), r["model_tflops_per_gpu"].get<double>(),
-                100 * r["mfu"].get<double>(), r["gpus"].get<int>());
-  out << line;
-  // One row per (pipeline, stage): the mean over its GPUs.
-  struct Row {
-    std::string cluster, gpu;
-    int gpus = 0;
-    double compute = 0, comm = 0, bubble = 0, idle = 0, memory = 0, capacity = 0;
-    bool fits = true;
-  };
-  std::map<std::pair<int, int>, Row> rows;
-  for (const auto& d : r["devices"]) {
-    Row& row = rows[{d["pipeline"].get<int>(), d["stage"].get<int>()}];
-    row.cluster = d["cluster"];
-    row.gpu = d["gpu"];
-    ++row.gpus;
-    row.compute += d["compute_s"].get<double>();
-    row.comm += d["comm_exposed_s"].get<double>();
-    row.bubble += d["bubble_s"].get<double>();
-    row.idle += d["idle_s"].get<double>();
-    row.memory = d["memory"]["peak_bytes"].get<double>();
-    row.capacity = d["memory"]["capacity_bytes"].get<double>();
-    row.fits = row.fits && d["memory"]["fits"].get<bool>();
-  }
-  std::snprintf(line, sizeof line, "  %-8s %-12s %-16s %5s %9s %9s %9s %9s  %s\n", "stage",
-                "cluster", "gpu", "GPUs", "compute", "comm", "bubble", "idle", "memory per GPU");
-  out << line;
-  for (const auto& [key, row] : rows) {
-    auto pct = [&](double v) { return 100 * v / row.gpus / T; };
-    const std::string stage = "p" + std::to_string(key.first) + " s" + std::to_string(key.second);
-    std::snprintf(line, sizeof line,
-                  "  %-8s %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
-                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus,
-                  pct(row.compute), pct(row.comm), pct(row.bubble), pct(row.idle),
-                  core::human_size(core::Bytes(row.memory)).c_str(),
-                  core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
-    out << line;
-  }
-  bool wan_header = false;
-  for (const auto& l : r["links"]) {
-    if (l["kind"] != "wan" || l["bytes"].get<double>() <= 0) continue;
-    if (!wan_header) out << "\n  WAN link                         moved      busy\n";
-    wan_header = true;
-    std::snprintf(line, sizeof line, "  %-30s %9s %8.1f%%\n", l["name"].get<std::string>().c_str(),
-                  core::human_size(core::Bytes(l["bytes"].get<double>())).c_str(),
-                  100 * l["busy_s"].get<double>() / T);
-    out << line;
-  }
-  const auto& c = r["compression"];
-  const double saved = c["wan_activations"]["bytes_saved"].get<double>() +
-                       c["wan_gradients"]["bytes_saved"].get<double>();
-  if (saved > 0) {
-    std::snprintf(line, sizeof line, "\n  compression saved %s on the WAN for %s of codec time\n",
-                  core::human_size(core::Bytes(saved)).c_str(),
-                  core::human_duration(core::Seconds(c["codec_time_s"].get<double>())).c_str());
-    out << line;
-  }
-  out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n"
-      << "  Sources: times simulated (" << r["provenance"]["network"].get<std::string>()
-      << "); compute " << r["provenance"]["compute_model"].get<std::string>()
-      << "; memory " << r["provenance"]["memory"].get<std::string>() << ".\n";
-  return out.str();
+  return results_from_json(out["result"]);
 }
 
 }  // namespace hgsim::sim

@@ -1,18 +1,6 @@
-// One simulated training iteration, from a checked scenario and plan to the results JSON.
+// One simulated training iteration, from a checked scenario and plan to its results.
 //
-// The results contract (`hgsim run --json`):
-//   iteration_time_s, tokens_per_s, model_tflops_per_gpu, mfu,
-//   devices[]: id, cluster, gpu, pipeline, stage, compute_s, comm_exposed_s, bubble_s,
-//              idle_s, memory{peak_bytes, capacity_bytes, fits}
-//   links[]:   name, kind (nvlink | nic | wan), bytes, busy_s
-//   compression: per traffic class the codec, raw and wire bytes, bytes saved; codec_time_s
-//   provenance: where every number comes from
-//   simulator: fidelity, network model, graph nodes, activities, wall time, peak memory
-//
-// Per device: compute_s is time computing; comm_exposed_s time communicating while not
-// computing; bubble_s time doing neither between its first and last pipeline op; idle_s
-// the rest of the iteration (waiting for gradient sync of others, the optimizer of others).
-// The four add up to iteration_time_s.
+// The results are sim::Results (sim/results.hpp): one struct, its JSON form and its table.
 #pragma once
 
 #include <functional>
@@ -24,15 +12,19 @@
 #include "core/document.hpp"
 #include "core/scenario.hpp"
 #include "kernels/compute_model.hpp"
+#include "sim/resolved_plan.hpp"
+#include "sim/results.hpp"
 
 namespace hgsim::sim {
 
+// The scenario as written and its codecs; simulate() applies the plan's own choices
+// (sim/resolved_plan.hpp), so a plan runs alike whoever simulates it.
 struct SimulationInput {
   const core::Scenario* scenario = nullptr;
   const core::Plan* plan = nullptr;  // the scenario's strategy or a --plan file
   std::string plan_path;             // "strategy" or the plan file, for messages
   const core::ModelConfig* model = nullptr;
-  compress::CompressionSpecs compression;
+  compress::CompressionSpecs compression;  // the scenario's policy, typed
   const kernels::ComputeModel* compute = nullptr;
 };
 
@@ -44,9 +36,6 @@ struct SimulationOptions {
   std::string graph_path;     // execution graph JSON
   std::string platform_path;  // SimGrid platform XML
 };
-
-// Full fidelity up to this many GPUs, folded above (fidelity: auto).
-constexpr int full_fidelity_max_gpus = 256;
 
 // How the simulation itself went (not part of the results: they must not depend on it).
 struct SimulationStats {
@@ -63,13 +52,10 @@ struct SimulationStats {
 core::Json run_isolated(const std::function<core::Json()>& body);
 
 // Simulates one iteration in a child process (SimGrid allows one engine per process).
-// Returns the results JSON; problems (a plan that does not fit in memory without
+// Returns the results; problems (a plan that does not fit in memory without
 // allow_oom, a WAN that does not join the clusters, a plan folding cannot handle, the
 // simulator failing) go to `diags`.
-std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                   core::Diagnostics& diags, SimulationStats* stats = nullptr);
-
-// The short table a person reads at a glance.
-std::string format_results(const core::Json& results);
+std::optional<Results> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                core::Diagnostics& diags, SimulationStats* stats = nullptr);
 
 }  // namespace hgsim::sim

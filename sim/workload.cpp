@@ -92,10 +92,11 @@ struct OpNodes {
 
 class Builder {
  public:
-  Builder(const WorkloadInput& in, core::Diagnostics& diags) : in_(in), d_(diags) {
-    plan_ = in.plan;
-    model_ = in.model;
-    chunks_ = plan_->schedule == core::Schedule::interleaved ? plan_->virtual_stages : 1;
+  Builder(const WorkloadInput& in, core::Diagnostics& diags)
+      : in_(in), d_(diags), r_(*in.plan), s_(*in.plan->scenario) {
+    plan_ = &r_.plan;
+    model_ = r_.model;
+    chunks_ = r_.chunks;
   }
 
   Workload build() {
@@ -111,44 +112,31 @@ class Builder {
  private:
   // ---- placement ------------------------------------------------------------------------
 
-  // Tensor-parallel groups take consecutive GPUs of one node, in the order pipelines,
-  // replicas, stages, dp ranks (check_plan made sure they fit).
+  // The resolved plan's placement (sim/resolved_plan.hpp): full fidelity makes a device of
+  // every GPU; folded one device per stage of each pipeline, standing for all of its GPUs.
   void place() {
-    const auto& s = *in_.scenario;
-    std::vector<int> next_gpu(s.clusters.size(), 0);
     std::vector<DeviceRequest> requests;
-    for (std::size_t i = 0; i < plan_->pipelines.size(); ++i) {
-      const auto& pipeline = plan_->pipelines[i];
-      const int replicas = in_.folded ? 1 : pipeline.replicas;
-      for (int r = 0; r < pipeline.replicas; ++r)
-        for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
-          const auto& stage = pipeline.stages[st];
-          const int c = cluster_index(stage.cluster);
-          const int per_node = s.clusters[c].gpus_per_node;
-          for (int d = 0; d < stage.dp; ++d) {
-            int& g = next_gpu[c];
-            if (g % per_node + stage.tp > per_node) g += per_node - g % per_node;
-            Group group{static_cast<int>(i), r, static_cast<int>(st), d, c, g, {}, 1};
-            g += stage.tp;
-            placed_.push_back(group);
-            if (r >= replicas || (in_.folded && d > 0)) continue;
-            if (in_.folded) {
-              group.fold = pipeline.replicas * stage.dp;
-              w_.gpus.emplace_back();
-              group.devices.push_back(static_cast<int>(requests.size()));
-              requests.push_back({c, group.first_gpu, stage.tp * group.fold});
-              w_.roles.push_back({group.pipeline, group.stage, 0, 0, 0});
-            } else {
-              for (int t = 0; t < stage.tp; ++t) {
-                group.devices.push_back(static_cast<int>(requests.size()));
-                requests.push_back({c, group.first_gpu + t, 1});
-                w_.gpus.push_back({group.first_gpu + t});
-                w_.roles.push_back({group.pipeline, group.stage, r, d, t});
-              }
-            }
-            groups_.push_back(std::move(group));
-          }
+    for (const PlacedGroup& placed : r_.groups) {
+      Group group{placed.pipeline, placed.replica,   placed.stage, placed.dp_rank,
+                  placed.cluster,  placed.first_gpu, {},           1};
+      placed_.push_back(group);
+      const auto& pipeline = plan_->pipelines[placed.pipeline];
+      if (in_.folded && (placed.replica > 0 || placed.dp_rank > 0)) continue;
+      if (in_.folded) {
+        group.fold = pipeline.replicas * stage_dp(placed);
+        w_.gpus.emplace_back();
+        group.devices.push_back(static_cast<int>(requests.size()));
+        requests.push_back({placed.cluster, placed.first_gpu, placed.tp * group.fold});
+        w_.roles.push_back({group.pipeline, group.stage, 0, 0, 0});
+      } else {
+        for (int t = 0; t < placed.tp; ++t) {
+          group.devices.push_back(static_cast<int>(requests.size()));
+          requests.push_back({placed.cluster, placed.first_gpu + t, 1});
+          w_.gpus.push_back({placed.first_gpu + t});
+          w_.roles.push_back({group.pipeline, group.stage, placed.replica, placed.dp_rank, t});
         }
+      }
+      groups_.push_back(std::move(group));
     }
     if (in_.folded)
       for (std::size_t k = 0; k < groups_.size(); ++k)
@@ -156,15 +144,10 @@ class Builder {
           if (g.pipeline == groups_[k].pipeline && g.stage == groups_[k].stage)
             for (int t = 0; t < plan_->pipelines[g.pipeline].stages[g.stage].tp; ++t)
               w_.gpus[groups_[k].devices[0]].push_back(g.first_gpu + t);
-    w_.platform = build_platform(s, in_.gpus, requests, d_);
+    w_.platform = build_platform(s_, in_.gpus, requests, d_);
   }
 
-  int cluster_index(const std::string& name) const {
-    const auto& clusters = in_.scenario->clusters;
-    for (std::size_t c = 0; c < clusters.size(); ++c)
-      if (clusters[c].name == name) return static_cast<int>(c);
-    return 0;
-  }
+  int stage_dp(const PlacedGroup& g) const { return r_.stage(g.pipeline, g.stage).dp; }
 
   std::vector<int> groups_of(int pipeline, int replica, int stage) const {
     std::vector<int> out;
@@ -179,35 +162,20 @@ class Builder {
 
   const kernels::GpuSpec& gpu_of(const Group& g) const { return *in_.gpus[g.cluster]; }
 
-  kernels::LayerWork layer_work(const core::Stage& stage) const {
-    kernels::LayerWork work;
-    work.model = model_;
-    work.sequences = static_cast<double>(plan_->micro_batch) / stage.dp;
-    work.seq_len = in_.scenario->training.seq_len;
-    work.tp = stage.tp;
-    work.sequence_parallel = plan_->sequence_parallel;
-    work.precision = in_.scenario->training.precision;
-    work.recompute = in_.scenario->training.recompute;
-    return work;
-  }
+  kernels::LayerWork layer_work(const core::Stage& stage) const { return r_.layer_work(stage); }
 
   // The activation tensor of one dp slice of a micro-batch (what a tp collective moves).
-  double slice_bytes(const core::Stage& stage) const {
-    return models::pipeline_boundary_bytes(
-               *model_, static_cast<double>(plan_->micro_batch) / stage.dp,
-               in_.scenario->training.seq_len, in_.scenario->training.precision)
-        .value();
-  }
+  double slice_bytes(const core::Stage& stage) const { return r_.slice_bytes(stage); }
 
   // A hop inside one node: NVLink port out, NVLink port in.
   Hop2 nvlink_hop(int cluster) const {
-    const auto& c = in_.scenario->clusters[cluster];
+    const auto& c = s_.clusters[cluster];
     return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
   }
   // A hop between nodes of one cluster: NIC out, (uplinks), NIC in. With an oversubscribed
   // fabric every GPU of the node is taken to be sending at once.
   Hop2 nic_hop(int cluster) const {
-    const auto& c = in_.scenario->clusters[cluster];
+    const auto& c = s_.clusters[cluster];
     return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
   }
 
@@ -285,7 +253,7 @@ class Builder {
         at[d] = n;
       }
     };
-    const double share = models::attention_share_of_layer(*model_, in_.scenario->training.seq_len);
+    const double share = models::attention_share_of_layer(*model_, s_.training.seq_len);
     const double bytes = slice_bytes(stage);
     auto tp_collective = [&](bool reduce_scatter_gather, const std::string& label) {
       if (stage.tp <= 1) return;
@@ -376,31 +344,28 @@ class Builder {
     // gradient goes from B(from) to B(to).
     const auto senders = groups_of(i, r, from_stage);
     const auto receivers = groups_of(i, r, to_stage);
-    const double total =
-        models::pipeline_boundary_bytes(*model_, plan_->micro_batch, in_.scenario->training.seq_len,
-                                        in_.scenario->training.precision)
-            .value();
+    const double total = r_.boundary_bytes();
+    // The pieces of the forward boundary (sender's slices against receiver's); backward
+    // the same pieces go the other way.
+    const auto& pieces = r_.reshard[i][forward ? from_stage : to_stage];
     Graph& graph = w_.graph;
     const int label = graph.label(std::string(forward ? "activations" : "gradients") + " stage " +
                                   std::to_string(from_stage) + " -> " + std::to_string(to_stage));
-    WanCodec codec{in_.wan_activations, in_.scenario->training.precision, model_->hidden};
+    WanCodec codec{r_.choices.codecs.wan_activations, s_.training.precision, model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.activation_codec, Work::pp_comm, mb};
     // simulation.pipeline_messages: in_order. Not for the interleaved schedule: its transfers
     // are built chunk by chunk, not in the order they are sent.
-    if (in_.scenario->simulation.pipeline_messages == core::PipelineMessages::in_order &&
-        chunks_ == 1)
+    if (s_.simulation.pipeline_messages == core::PipelineMessages::in_order && chunks_ == 1)
       sender.fifo = &pipeline_fifo_;
 
     std::vector<std::vector<NodeId>> arrived(receivers.size());
     if (in_.folded) {
       const Group& a = groups_[senders[0]];
       const Group& b = groups_[receivers[0]];
-      const int pieces =
-          from.dp * from.tp + to.dp * to.tp - std::gcd(from.dp * from.tp, to.dp * to.tp);
+      const int flows = static_cast<int>(pieces.size()) * pipeline.replicas;
       const NodeId ready = ops_.at({senders[0], forward, mb, from_chunk}).done;
       const double bytes = total * pipeline.replicas;
-      arrived[0].push_back(
-          sender.send(a.devices[0], b.devices[0], bytes, ready, label, pieces * pipeline.replicas));
+      arrived[0].push_back(sender.send(a.devices[0], b.devices[0], bytes, ready, label, flows));
       if (!plan_->sequence_parallel && to.tp > 1) {
         const double seconds = ring_all_gather_time(to.tp, slice_bytes(to), nvlink_hop(b.cluster));
         NodeId n = graph.delay(b.devices[0], seconds, Work::pp_comm,
@@ -410,28 +375,20 @@ class Builder {
       }
     } else {
       // Sender slices: dp rank major, tp rank minor; receiver slices likewise.
-      const int n_from = from.dp * from.tp;
-      const int n_to = to.dp * to.tp;
-      const long units = std::lcm(static_cast<long>(n_from), static_cast<long>(n_to));
-      const long from_unit = units / n_from;
-      const long to_unit = units / n_to;
-      std::vector<std::vector<NodeId>> per_device(n_to);
-      long at = 0;
-      while (at < units) {
-        const long end = std::min((at / from_unit + 1) * from_unit, (at / to_unit + 1) * to_unit);
-        const int s = static_cast<int>(at / from_unit);
-        const int t = static_cast<int>(at / to_unit);
+      std::vector<std::vector<NodeId>> per_device(to.dp * to.tp);
+      for (const ReshardPiece& piece : pieces) {
+        const int s = forward ? piece.from_slice : piece.to_slice;
+        const int t = forward ? piece.to_slice : piece.from_slice;
         const Group& a = groups_[senders[s / from.tp]];
         const Group& b = groups_[receivers[t / to.tp]];
         const NodeId ready = ops_.at({senders[s / from.tp], forward, mb, from_chunk}).done;
-        const double bytes = total * static_cast<double>(end - at) / units;
+        const double bytes = total * static_cast<double>(piece.end - piece.begin) / piece.units;
         const int src = a.devices[s % from.tp];
         const int dst = b.devices[t % to.tp];
         if (src == dst)
           per_device[t].push_back(ready);
         else
           per_device[t].push_back(sender.send(src, dst, bytes, ready, label));
-        at = end;
       }
       for (std::size_t k = 0; k < receivers.size(); ++k) {
         const Group& b = groups_[receivers[k]];
@@ -457,54 +414,11 @@ class Builder {
 
   // ---- gradient synchronisation ---------------------------------------------------------
 
-  // Where model layer `layer` lives in pipeline i: (stage, chunk).
-  std::pair<int, int> holder(int i, int layer) const {
-    const auto& stages = plan_->pipelines[i].stages;
-    int offset = 0;
-    for (int c = 0; c < chunks_; ++c)
-      for (std::size_t st = 0; st < stages.size(); ++st) {
-        const int n = stages[st].layers / chunks_;
-        if (layer < offset + n) return {static_cast<int>(st), c};
-        offset += n;
-      }
-    return {static_cast<int>(stages.size()) - 1, chunks_ - 1};
-  }
-
-  struct Segment {
-    int first_layer = 0;
-    int layers = 0;
-    std::vector<std::pair<int, int>> holders;  // per pipeline: (stage, chunk)
-  };
-
-  std::vector<Segment> segments() const {
-    std::vector<Segment> out;
-    const int n = plan_->pipelines.size();
-    for (int layer = 0; layer < model_->layers; ++layer) {
-      std::vector<std::pair<int, int>> h;
-      for (int i = 0; i < n; ++i) h.push_back(holder(i, layer));
-      if (!out.empty() && out.back().holders == h) {
-        ++out.back().layers;
-      } else {
-        out.push_back({layer, 1, h});
-      }
-    }
-    return out;
-  }
-
-  double segment_parameters(const Segment& seg) const {
-    double params = seg.layers * models::layer_parameters(*model_);
-    if (seg.first_layer == 0) params += models::embedding_parameters(*model_);
-    if (seg.first_layer + seg.layers == model_->layers)
-      params += models::final_norm_parameters(*model_) + models::lm_head_parameters(*model_);
-    return params;
-  }
-
   void sync_gradients() {
     // Backward order: the last layers' gradients are ready first.
-    auto segs = segments();
-    std::reverse(segs.begin(), segs.end());
-    int bucket_number = 0;
-    for (const Segment& seg : segs) {
+    for (auto seg_it = r_.segments.rbegin(); seg_it != r_.segments.rend(); ++seg_it) {
+      const Segment& seg = *seg_it;
+      if (seg.buckets == 0) continue;  // held by one group: nothing to sync
       // Holder groups, ordered by cluster so that rings cross the WAN as little as possible.
       std::vector<int> holders;
       for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -513,18 +427,8 @@ class Builder {
       }
       std::stable_sort(holders.begin(), holders.end(),
                        [&](int a, int b) { return groups_[a].cluster < groups_[b].cluster; });
-      int members = 0;
-      for (int g : holders) members += groups_[g].fold;
-      if (members <= 1) continue;
-      int rings = std::numeric_limits<int>::max();
-      for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
-      const double grad_bytes =
-          models::gradient_bytes(segment_parameters(seg), in_.scenario->training.precision).value();
-      const double per_ring = grad_bytes / rings;
-      const int buckets =
-          std::max(1, static_cast<int>(std::ceil(per_ring / plan_->grad_sync.bucket.value())));
-      for (int b = 0; b < buckets; ++b, ++bucket_number)
-        sync_bucket(seg, holders, rings, per_ring / buckets, bucket_number);
+      for (int b = 0; b < seg.buckets; ++b)
+        sync_bucket(seg, holders, seg.rings, seg.bucket_bytes, seg.first_bucket + b);
     }
   }
 
@@ -546,7 +450,7 @@ class Builder {
                    int bucket) {
     Graph& graph = w_.graph;
     const std::string name = "dp bucket " + std::to_string(bucket);
-    WanCodec codec{in_.wan_gradients, in_.scenario->training.precision, model_->hidden};
+    WanCodec codec{r_.choices.codecs.wan_gradients, s_.training.precision, model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.gradient_codec, Work::dp_comm, -1};
     const auto algorithm = plan_->grad_sync.algorithm;
     std::vector<int> clusters;
@@ -578,8 +482,7 @@ class Builder {
     // Folded: the members folded into one device reduce among themselves in closed form.
     if (clusters.size() > 1 && algorithm != core::GradSyncAlgorithm::hierarchical) {
       if (!warned_flat_) {
-        d_.error(in_.scenario->where("strategy.grad_sync.algorithm"),
-                 "strategy.grad_sync.algorithm",
+        d_.error(s_.where("strategy.grad_sync.algorithm"), "strategy.grad_sync.algorithm",
                  "folded fidelity cannot fold a " + core::to_string(algorithm) +
                      " all-reduce whose members span clusters",
                  "use algorithm: hierarchical, or --fidelity full");
@@ -651,7 +554,7 @@ class Builder {
   // leaves a node, NVLink when every member sits in one node. Folded groups are looked up
   // in the full placement, so both fidelities see the same ring.
   Hop2 hop_in(int cluster, const std::vector<int>& holders) const {
-    const int per_node = in_.scenario->clusters[cluster].gpus_per_node;
+    const int per_node = s_.clusters[cluster].gpus_per_node;
     int first_node = -1;
     bool one_node = true;
     for (int h : holders) {
@@ -676,7 +579,7 @@ class Builder {
 
   void optimizer_steps() {
     Graph& graph = w_.graph;
-    const auto& t = in_.scenario->training;
+    const auto& t = r_.choices.training;
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const Group& group = groups_[g];
       const auto spec = models::stage_spec(*plan_, group.pipeline, group.stage);
@@ -695,6 +598,8 @@ class Builder {
 
   const WorkloadInput& in_;
   core::Diagnostics& d_;
+  const ResolvedPlan& r_;
+  const core::Scenario& s_;  // as written: the plan's choices are r_.choices
   const core::Plan* plan_ = nullptr;
   const core::ModelConfig* model_ = nullptr;
   int chunks_ = 1;

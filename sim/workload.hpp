@@ -26,6 +26,7 @@
 #include "sim/collectives.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
+#include "sim/resolved_plan.hpp"
 
 namespace hgsim::sim {
 
@@ -46,11 +47,7 @@ std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage,
                                  int chunks);
 
 struct WorkloadInput {
-  const core::Scenario* scenario = nullptr;
-  const core::Plan* plan = nullptr;
-  const core::ModelConfig* model = nullptr;
-  compress::CodecSpec wan_activations;
-  compress::CodecSpec wan_gradients;
+  const ResolvedPlan* plan = nullptr;  // placement, segments, reshard pieces, choices
   const kernels::ComputeModel* compute = nullptr;
   std::vector<const kernels::GpuSpec*> gpus;  // per cluster
   bool folded = false;

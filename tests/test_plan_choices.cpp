@@ -6,6 +6,7 @@
 #include "apps/validate.hpp"
 #include "core/document.hpp"
 #include "core/scenario.hpp"
+#include "sim/resolved_plan.hpp"
 
 namespace hgsim {
 namespace {
@@ -29,17 +30,27 @@ compression: {wan_activations: int8, wan_gradients: {codec: topk, ratio: 0.01}}
   auto again = core::parse_plan(core::from_json(core::plan_to_json(*plan)), "", diags);
   ASSERT_TRUE(again) << diags.format();
   EXPECT_EQ(*again, *plan);
-  // Overrides.
+  // Overrides: the plan's own recompute and codecs (the codec the plan names, not the
+  // scenario's codec for that traffic class).
   core::Scenario s;
   s.training.recompute = core::Recompute::full;
-  const auto effective = core::with_plan_choices(s, *plan);
-  EXPECT_EQ(effective.training.recompute, core::Recompute::none);
-  EXPECT_EQ(effective.compression.wan_gradients.codec, "topk");
+  compress::CompressionSpecs scenario_codecs;
+  scenario_codecs.wan_gradients = compress::default_spec(compress::CodecKind::int8);
+  const auto effective = sim::apply_plan_choices(s, scenario_codecs, *plan, "", diags);
+  ASSERT_TRUE(effective) << diags.format();
+  EXPECT_EQ(effective->recompute, core::Recompute::none);
+  EXPECT_EQ(effective->training.recompute, core::Recompute::none);
+  EXPECT_EQ(effective->codecs.wan_gradients.kind, compress::CodecKind::topk);
+  EXPECT_EQ(effective->codecs.wan_activations.kind, compress::CodecKind::int8);
   // Without choices the scenario's settings stay.
   core::Plan plain = *plan;
   plain.recompute.reset();
   plain.compression.reset();
-  EXPECT_EQ(core::with_plan_choices(s, plain).training.recompute, core::Recompute::full);
+  const auto kept = sim::apply_plan_choices(s, scenario_codecs, plain, "", diags);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->recompute, core::Recompute::full);
+  EXPECT_EQ(kept->codecs.wan_gradients.kind, compress::CodecKind::int8);
+  EXPECT_EQ(kept->codecs.wan_activations.kind, compress::CodecKind::none);
 }
 
 TEST(PlanChoices, BadCodecsAndModesAreReportedAtTheirPath) {
@@ -55,7 +66,7 @@ compression: {wan_activations: int9}
   ASSERT_TRUE(plan);
   core::Scenario s;
   core::Diagnostics codec_diags;
-  EXPECT_FALSE(apps::resolve_plan_compression(*plan, s, "", codec_diags));
+  EXPECT_FALSE(sim::apply_plan_choices(s, {}, *plan, "", codec_diags));
   EXPECT_NE(codec_diags.format().find("compression.wan_activations"), std::string::npos)
       << codec_diags.format();
 }

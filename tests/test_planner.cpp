@@ -49,7 +49,7 @@ double simulate(const apps::CheckedScenario& c, const core::Plan& plan,
   core::Diagnostics diags;
   auto result = sim::simulate(in, options, diags);
   EXPECT_TRUE(result) << diags.format();
-  return result ? (*result)["iteration_time_s"].get<double>() : -1;
+  return result ? result->iteration_time_s : -1;
 }
 
 struct CliResult {

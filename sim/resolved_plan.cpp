@@ -1,0 +1,429 @@
+#include "sim/resolved_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "models/transformer.hpp"
+#include "models/zoo.hpp"
+
+namespace hgsim::sim {
+
+// ---- effective choices -------------------------------------------------------------------
+
+std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
+                                              const compress::CompressionSpecs& scenario_codecs,
+                                              const core::Plan& plan, const std::string& plan_path,
+                                              core::Diagnostics& diags) {
+  PlanChoices out = scenario_choices(s, scenario_codecs);
+  if (plan.recompute) out.training.recompute = *plan.recompute;
+  if (plan.compression) {
+    const std::string base = core::child_path(plan_path, "compression");
+    auto activations = compress::resolve_codec(plan.compression->wan_activations, s,
+                                               core::child_path(base, "wan_activations"), diags);
+    auto gradients = compress::resolve_codec(plan.compression->wan_gradients, s,
+                                             core::child_path(base, "wan_gradients"), diags);
+    if (!activations || !gradients) return std::nullopt;
+    out.codecs = {*activations, *gradients};
+  }
+  out.recompute = out.training.recompute;
+  out.sequence_parallel = plan.sequence_parallel;
+  out.precision = s.training.precision;
+  return out;
+}
+
+PlanChoices scenario_choices(const core::Scenario& s,
+                             const compress::CompressionSpecs& scenario_codecs) {
+  PlanChoices out;
+  out.training = s.training;
+  out.codecs = scenario_codecs;
+  out.recompute = s.training.recompute;
+  out.precision = s.training.precision;
+  return out;
+}
+
+kernels::LayerWork layer_work(const core::ModelConfig& model, const PlanChoices& choices,
+                              int micro_batch, int tp, int dp) {
+  kernels::LayerWork work;
+  work.model = &model;
+  work.sequences = static_cast<double>(micro_batch) / dp;
+  work.seq_len = choices.training.seq_len;
+  work.tp = tp;
+  work.sequence_parallel = choices.sequence_parallel;
+  work.precision = choices.precision;
+  work.recompute = choices.recompute;
+  return work;
+}
+
+double boundary_bytes(const core::ModelConfig& model, const PlanChoices& choices,
+                      double sequences) {
+  return models::pipeline_boundary_bytes(model, sequences, choices.training.seq_len,
+                                         choices.precision)
+      .value();
+}
+
+// ---- placement ---------------------------------------------------------------------------
+
+int PlacedGroup::node(const core::Scenario& s) const {
+  return first_gpu / s.clusters[cluster].gpus_per_node;
+}
+
+int GpuPlace::position(const core::Scenario& s) const {
+  return node * s.clusters[cluster].gpus_per_node + index;
+}
+
+std::string gpu_name(const core::Cluster& c, int position) {
+  return c.name + "/n" + std::to_string(position / c.gpus_per_node) + "/g" +
+         std::to_string(position % c.gpus_per_node);
+}
+
+namespace {
+
+int cluster_index(const core::Scenario& s, const std::string& name) {
+  for (std::size_t c = 0; c < s.clusters.size(); ++c)
+    if (s.clusters[c].name == name) return static_cast<int>(c);
+  return -1;
+}
+
+std::string stage_path(const std::string& plan_path, std::size_t pipeline, std::size_t stage) {
+  return core::index_path(
+      core::child_path(core::index_path(core::child_path(plan_path, "pipelines"), pipeline),
+                       "stages"),
+      stage);
+}
+
+// Where a key path of the plan was written: in the scenario for its own plan; a plan file
+// has no positions in the scenario (as core::check_plan).
+core::SourceLocation plan_where(const core::Scenario& s, const std::string& plan_path,
+                                const std::string& path) {
+  return plan_path == "strategy" ? s.where(path) : core::SourceLocation{};
+}
+
+// First fit over the nodes of one cluster, in the order of `order`; -1 on success, else
+// the index (into `groups`) of the first group without room.
+int first_fit(std::vector<PlacedGroup>& groups, const std::vector<int>& order, int nodes,
+              int per_node) {
+  std::vector<int> fill(nodes, 0);
+  for (int k : order) {
+    PlacedGroup& g = groups[k];
+    int node = 0;
+    while (node < nodes && fill[node] + g.tp > per_node) ++node;
+    if (node == nodes) return k;
+    g.first_gpu = node * per_node + fill[node];
+    fill[node] += g.tp;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
+                                                     const core::Plan& plan,
+                                                     const std::string& plan_path,
+                                                     core::Diagnostics& diags) {
+  std::vector<PlacedGroup> groups;
+  std::vector<std::vector<int>> of_cluster(s.clusters.size());
+  bool known = true;
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const auto& pipeline = plan.pipelines[i];
+    for (int r = 0; r < pipeline.replicas; ++r)
+      for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
+        const auto& stage = pipeline.stages[st];
+        const int c = cluster_index(s, stage.cluster);
+        if (c < 0) {
+          // check_plan names the unknown cluster; here it only stops placement.
+          const std::string path = core::child_path(stage_path(plan_path, i, st), "cluster");
+          if (r == 0 && known)
+            diags.error(plan_where(s, plan_path, path), path,
+                        "unknown cluster '" + stage.cluster + "': the stage cannot be placed");
+          known = false;
+          continue;
+        }
+        for (int d = 0; d < stage.dp; ++d) {
+          of_cluster[c].push_back(static_cast<int>(groups.size()));
+          groups.push_back({static_cast<int>(i), r, static_cast<int>(st), d, c, stage.tp, 0});
+        }
+      }
+  }
+  if (!known) return std::nullopt;
+  bool placed = true;
+  for (std::size_t c = 0; c < s.clusters.size(); ++c) {
+    const auto& cluster = s.clusters[c];
+    std::vector<int> order = of_cluster[c];
+    if (first_fit(groups, order, cluster.nodes, cluster.gpus_per_node) < 0) continue;
+    // Largest first places every set of sizes that divide each other.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return groups[a].tp > groups[b].tp; });
+    const int stuck = first_fit(groups, order, cluster.nodes, cluster.gpus_per_node);
+    if (stuck < 0) continue;
+    placed = false;
+    const PlacedGroup& g = groups[stuck];
+    const std::string path = core::child_path(stage_path(plan_path, g.pipeline, g.stage), "tp");
+    int used = 0;
+    for (int k : of_cluster[c]) used += groups[k].tp;
+    diags.error(
+        plan_where(s, plan_path, path), path,
+        "the tensor-parallel groups of cluster '" + cluster.name + "' (" + std::to_string(used) +
+            " GPUs in groups of up to " + std::to_string(g.tp) + ") cannot be placed on its " +
+            std::to_string(cluster.nodes) + " nodes of " + std::to_string(cluster.gpus_per_node) +
+            " GPUs without splitting a group across nodes (this group of tp " +
+            std::to_string(g.tp) + " finds no node with room)",
+        "a tensor-parallel group stays inside one node: use tp degrees that divide "
+        "gpus_per_node (" +
+            std::to_string(cluster.gpus_per_node) + ") or fewer GPUs of '" + cluster.name + "'");
+  }
+  if (!placed) return std::nullopt;
+  return groups;
+}
+
+// ---- layers, segments, reshard pieces -----------------------------------------------------
+
+int model_chunks(const core::Plan& plan) {
+  return plan.schedule == core::Schedule::interleaved ? plan.virtual_stages : 1;
+}
+
+std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline, int chunks) {
+  std::vector<std::vector<LayerRange>> out(pipeline.stages.size(), std::vector<LayerRange>(chunks));
+  int first = 0;
+  for (int c = 0; c < chunks; ++c)
+    for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
+      const int n = pipeline.stages[st].layers / chunks;
+      out[st][c] = {first, n};
+      first += n;
+    }
+  return out;
+}
+
+std::vector<ReshardPiece> reshard_pieces(const core::Stage& from, const core::Stage& to) {
+  const long n_from = from.dp * from.tp;
+  const long n_to = to.dp * to.tp;
+  const long units = std::lcm(n_from, n_to);
+  const long from_unit = units / n_from;
+  const long to_unit = units / n_to;
+  std::vector<ReshardPiece> out;
+  long at = 0;
+  while (at < units) {
+    const long end = std::min((at / from_unit + 1) * from_unit, (at / to_unit + 1) * to_unit);
+    out.push_back(
+        {static_cast<int>(at / from_unit), static_cast<int>(at / to_unit), at, end, units});
+    at = end;
+  }
+  return out;
+}
+
+namespace {
+
+// (stage, chunk) of every layer in one pipeline.
+std::vector<std::pair<int, int>> holders_of_layers(
+    const std::vector<std::vector<LayerRange>>& ranges, int layers) {
+  std::vector<std::pair<int, int>> out(layers, {-1, -1});
+  for (std::size_t st = 0; st < ranges.size(); ++st)
+    for (std::size_t c = 0; c < ranges[st].size(); ++c)
+      for (int l = ranges[st][c].first; l < ranges[st][c].first + ranges[st][c].count; ++l)
+        if (l < layers) out[l] = {static_cast<int>(st), static_cast<int>(c)};
+  // Layers past the stages' total (check_plan refuses such plans) go to the last chunk.
+  const int last_stage = static_cast<int>(ranges.size()) - 1;
+  const int last_chunk = ranges.empty() ? 0 : static_cast<int>(ranges.back().size()) - 1;
+  for (auto& h : out)
+    if (h.first < 0) h = {last_stage, last_chunk};
+  return out;
+}
+
+double segment_parameters(const core::ModelConfig& m, int first_layer, int layers) {
+  double params = layers * models::layer_parameters(m);
+  if (first_layer == 0) params += models::embedding_parameters(m);
+  if (first_layer + layers == m.layers)
+    params += models::final_norm_parameters(m) + models::lm_head_parameters(m);
+  return params;
+}
+
+std::vector<Segment> make_segments(const ResolvedPlan& r) {
+  const auto& plan = r.plan;
+  const int layers = r.model->layers;
+  std::vector<std::vector<std::pair<int, int>>> per_pipeline;
+  for (const auto& ranges : r.layers) per_pipeline.push_back(holders_of_layers(ranges, layers));
+  std::vector<Segment> out;
+  for (int l = 0; l < layers; ++l) {
+    std::vector<std::pair<int, int>> h;
+    for (const auto& p : per_pipeline) h.push_back(p[l]);
+    if (!out.empty() && out.back().holders == h)
+      ++out.back().layers;
+    else
+      out.push_back({l, 1, h});
+  }
+  const double bucket = plan.grad_sync.bucket.value();
+  for (Segment& seg : out) {
+    seg.parameters = segment_parameters(*r.model, seg.first_layer, seg.layers);
+    seg.rings = std::numeric_limits<int>::max();
+    for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+      const auto& st = plan.pipelines[i].stages[seg.holders[i].first];
+      seg.members += plan.pipelines[i].replicas * st.dp;
+      seg.rings = std::min(seg.rings, st.tp);
+    }
+    if (seg.members < 2) continue;
+    const double per_ring =
+        models::gradient_bytes(seg.parameters, r.choices.precision).value() / seg.rings;
+    seg.buckets = std::max(1, static_cast<int>(std::ceil(per_ring / bucket)));
+    seg.bucket_bytes = per_ring / seg.buckets;
+  }
+  // Buckets are numbered in backward order (the last layers' gradients are ready first).
+  int number = 0;
+  for (auto it = out.rbegin(); it != out.rend(); ++it) {
+    it->first_bucket = number;
+    number += it->buckets;
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- the resolved plan -------------------------------------------------------------------
+
+const core::Stage& ResolvedPlan::stage(int pipeline, int stage) const {
+  return plan.pipelines[pipeline].stages[stage];
+}
+
+GpuPlace ResolvedPlan::gpu(const PlacedGroup& g, int tp_rank) const {
+  const int per_node = scenario->clusters[g.cluster].gpus_per_node;
+  const int position = g.first_gpu + tp_rank;
+  return {g.cluster, position / per_node, position % per_node};
+}
+
+kernels::LayerWork ResolvedPlan::layer_work(const core::Stage& stage) const {
+  return sim::layer_work(*model, choices, plan.micro_batch, stage.tp, stage.dp);
+}
+
+double ResolvedPlan::boundary_bytes() const {
+  return sim::boundary_bytes(*model, choices, plan.micro_batch);
+}
+
+double ResolvedPlan::slice_bytes(const core::Stage& stage) const {
+  return sim::boundary_bytes(*model, choices, static_cast<double>(plan.micro_batch) / stage.dp);
+}
+
+std::optional<ResolvedPlan> resolve_plan(const core::Scenario& s, const core::ModelConfig& model,
+                                         const compress::CompressionSpecs& scenario_codecs,
+                                         const core::Plan& plan, const std::string& plan_path,
+                                         core::Diagnostics& diags) {
+  auto choices = apply_plan_choices(s, scenario_codecs, plan, plan_path, diags);
+  auto groups = place_groups(s, plan, plan_path, diags);
+  if (!choices || !groups) return std::nullopt;
+  ResolvedPlan r;
+  r.scenario = &s;
+  r.model = &model;
+  r.plan = plan;
+  r.choices = std::move(*choices);
+  r.chunks = model_chunks(plan);
+  r.groups = std::move(*groups);
+  for (const auto& pipeline : plan.pipelines) {
+    r.layers.push_back(stage_layers(pipeline, r.chunks));
+    const int p = static_cast<int>(pipeline.stages.size());
+    std::vector<std::vector<ReshardPiece>> pieces(p);
+    for (int st = 0; st + 1 < p; ++st)
+      pieces[st] = reshard_pieces(pipeline.stages[st], pipeline.stages[st + 1]);
+    if (r.chunks > 1 && p > 1)
+      pieces[p - 1] = reshard_pieces(pipeline.stages[p - 1], pipeline.stages[0]);
+    r.reshard.push_back(std::move(pieces));
+  }
+  r.segments = make_segments(r);
+  r.gpus_used = used_gpus(plan);
+  r.gpus_available = s.total_gpus();
+  return r;
+}
+
+std::optional<ResolvedPlan> check_and_resolve(const core::Scenario& s,
+                                              const core::ModelConfig& model,
+                                              const compress::CompressionSpecs& scenario_codecs,
+                                              const core::Plan& plan, const std::string& plan_path,
+                                              core::Diagnostics& diags) {
+  const int before = diags.error_count();
+  core::check_plan(plan, s, model.layers, plan_path, diags);
+  models::check_plan_against_model(plan, model, s, plan_path, diags);
+  if (diags.error_count() != before) return std::nullopt;
+  return resolve_plan(s, model, scenario_codecs, plan, plan_path, diags);
+}
+
+core::Json resolved_plan_json(const ResolvedPlan& r) {
+  const auto& s = *r.scenario;
+  core::Json ranks = core::Json::array();
+  for (const PlacedGroup& g : r.groups)
+    for (int t = 0; t < g.tp; ++t) {
+      const GpuPlace place = r.gpu(g, t);
+      const auto& cluster = s.clusters[g.cluster];
+      ranks.push_back({{"rank", ranks.size()},
+                       {"pipeline", g.pipeline},
+                       {"replica", g.replica},
+                       {"stage", g.stage},
+                       {"dp", g.dp_rank},
+                       {"tp", t},
+                       {"cluster", cluster.name},
+                       {"node", place.node},
+                       {"index", place.index},
+                       {"device", gpu_name(cluster, place.position(s))}});
+    }
+  core::Json stages = core::Json::array();
+  for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+    core::Json list = core::Json::array();
+    for (std::size_t st = 0; st < r.plan.pipelines[i].stages.size(); ++st) {
+      const auto& stage = r.plan.pipelines[i].stages[st];
+      core::Json layers = core::Json::array();
+      for (const LayerRange& range : r.layers[i][st]) layers.push_back({range.first, range.count});
+      list.push_back(
+          {{"cluster", stage.cluster}, {"tp", stage.tp}, {"dp", stage.dp}, {"layers", layers}});
+    }
+    stages.push_back(list);
+  }
+  core::Json segments = core::Json::array();
+  for (const Segment& seg : r.segments) {
+    core::Json holders = core::Json::array(), chunks = core::Json::array();
+    for (const auto& [stage, chunk] : seg.holders) {
+      holders.push_back(stage);
+      chunks.push_back(chunk);
+    }
+    segments.push_back({{"first_layer", seg.first_layer},
+                        {"layers", seg.layers},
+                        {"holders", holders},
+                        {"holder_chunks", chunks},
+                        {"parameters", seg.parameters},
+                        {"members", seg.members},
+                        {"rings", seg.rings},
+                        {"buckets", seg.buckets},
+                        {"bucket_bytes", seg.bucket_bytes},
+                        {"first_bucket", seg.first_bucket}});
+  }
+  core::Json reshard = core::Json::array();
+  for (const auto& pipeline : r.reshard) {
+    core::Json boundaries = core::Json::array();
+    for (const auto& pieces : pipeline) {
+      core::Json list = core::Json::array();
+      for (const ReshardPiece& p : pieces)
+        list.push_back({p.from_slice, p.to_slice, p.begin, p.end, p.units});
+      boundaries.push_back(list);
+    }
+    reshard.push_back(boundaries);
+  }
+  return {{"choices",
+           {{"recompute", core::to_string(r.choices.recompute)},
+            {"sequence_parallel", r.choices.sequence_parallel},
+            {"precision", core::to_string(r.choices.precision)}}},
+          {"ranks", ranks},
+          {"stages", stages},
+          {"segments", segments},
+          {"reshard", reshard},
+          {"gpus_used", r.gpus_used},
+          {"gpus_available", r.gpus_available}};
+}
+
+core::Fidelity automatic_fidelity(int gpus) {
+  return gpus <= full_fidelity_max_gpus ? core::Fidelity::full : core::Fidelity::folded;
+}
+
+int used_gpus(const core::Plan& plan) {
+  int n = 0;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
+  return n;
+}
+
+}  // namespace hgsim::sim

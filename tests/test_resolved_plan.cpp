@@ -1,0 +1,284 @@
+// The one model of a plan (sim/resolved_plan.hpp): one placement that check and run share,
+// one application of a plan's own choices that plan --evaluate and run --plan share, and one
+// fidelity rule for the planner's verification and run.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "apps/commands.hpp"
+#include "apps/validate.hpp"
+#include "core/document.hpp"
+#include "planner/cost_model.hpp"
+#include "sim/resolved_plan.hpp"
+#include "tests/sim_helpers.hpp"
+
+namespace hgsim {
+namespace {
+
+namespace fs = std::filesystem;
+using core::Json;
+
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+CliResult cli(std::vector<const char*> args) {
+  args.insert(args.begin(), "hgsim");
+  std::ostringstream out, err;
+  const int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
+  return {status, out.str(), err.str()};
+}
+
+fs::path temp_file(const std::string& name, const std::string& text) {
+  const fs::path p =
+      fs::temp_directory_path() / ("hgsim-resolved-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+// One cluster of `nodes` x 8 GPUs with an explicit plan of the given stages (tp each).
+std::string one_cluster(int nodes, const std::vector<int>& tps) {
+  std::string yaml =
+      "name: placement\n"
+      "model: {name: m, layers: 12, hidden: 768, heads: 24, vocab: 50304}\n"
+      "training: {global_batch: 4, seq_len: 128, precision: bf16}\n"
+      "clusters:\n"
+      "  - {name: a, gpu: H100-80GB-SXM, nodes: " +
+      std::to_string(nodes) +
+      ", gpus_per_node: 8, nvlink: {bandwidth: 300GB/s, latency: 1us},"
+      " nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+      "strategy:\n  micro_batch: 1\n  pipelines:\n    - micro_batches: 4\n      stages:\n";
+  for (int tp : tps)
+    yaml += "        - {cluster: a, tp: " + std::to_string(tp) +
+            ", layers: " + std::to_string(12 / tps.size()) + "}\n";
+  return yaml;
+}
+
+std::optional<apps::CheckedScenario> check_yaml(const std::string& yaml, core::Diagnostics& d) {
+  auto node = core::parse_yaml(yaml, "test.yaml", d);
+  if (!node) return std::nullopt;
+  auto s = core::parse_scenario(*node, "test.yaml", d);
+  if (!s) return std::nullopt;
+  return apps::check_scenario(*s, d);
+}
+
+// ---- placement: whatever check accepts, run places on GPUs that exist -------------------
+
+TEST(ResolvedPlacement, PhantomNodeCaseIsPlacedOnTheNodesThatExist) {
+  // 2 nodes x 8 GPUs, stages tp 2, tp 8, tp 2: placing the groups one after another in
+  // plan order would put the last tp 2 on a third node, which does not exist.
+  const std::string yaml = one_cluster(2, {2, 8, 2});
+  core::Diagnostics diags;
+  const auto c = check_yaml(yaml, diags);
+  ASSERT_TRUE(c) << diags.format();
+  const auto r = sim::resolve_plan(c->scenario, c->model, c->compression, c->scenario.strategy.plan,
+                                   "strategy", diags);
+  ASSERT_TRUE(r) << diags.format();
+  std::set<int> positions;
+  for (const auto& g : r->groups) {
+    ASSERT_LT(g.node(c->scenario), 2);
+    // A group stays inside its node.
+    EXPECT_EQ(g.first_gpu / 8, (g.first_gpu + g.tp - 1) / 8);
+    for (int t = 0; t < g.tp; ++t) EXPECT_TRUE(positions.insert(g.first_gpu + t).second);
+  }
+  EXPECT_EQ(positions.size(), 12u);
+  // And `hgsim run` simulates it with devices named on nodes n0 and n1 only.
+  const fs::path file = temp_file("phantom.yaml", yaml);
+  auto run = cli({"run", file.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json result = Json::parse(run.out);
+  ASSERT_EQ(result["devices"].size(), 12u);
+  for (const auto& d : result["devices"]) {
+    const std::string id = d["id"];
+    EXPECT_TRUE(id.rfind("a/n0/", 0) == 0 || id.rfind("a/n1/", 0) == 0) << id;
+  }
+  fs::remove(file);
+}
+
+TEST(ResolvedPlacement, WhatNoNodeHasRoomForIsRefusedAtTheStagesKeyPath) {
+  // Groups of 6, 6 and 4 GPUs on two nodes of 8: 16 GPUs, but no node keeps room for the 4.
+  core::Diagnostics diags;
+  const auto c = check_yaml(one_cluster(2, {6, 6, 4}), diags);
+  EXPECT_FALSE(c);
+  const std::string text = diags.format();
+  EXPECT_NE(text.find("strategy.pipelines[0].stages[2].tp"), std::string::npos) << text;
+  EXPECT_NE(text.find("cannot be placed"), std::string::npos) << text;
+  EXPECT_NE(text.find("divide gpus_per_node (8)"), std::string::npos) << text;
+}
+
+TEST(ResolvedPlacement, EveryAcceptedPlanOfTwoNodesFitsItsNodes) {
+  // Every sequence of three tp degrees in {1, 2, 3, 4, 6, 8} on two nodes of 8: degrees that
+  // divide 8 are always placed when they add up to at most 16 GPUs, and every placed group
+  // sits inside a node that exists, each GPU used once.
+  const std::vector<int> degrees{1, 2, 3, 4, 6, 8};
+  int accepted = 0;
+  for (int a : degrees)
+    for (int b : degrees)
+      for (int t : degrees) {
+        if (a + b + t > 16) continue;
+        core::Diagnostics diags;
+        core::Diagnostics parse;
+        auto node = core::parse_yaml(one_cluster(2, {a, b, t}), "t.yaml", parse);
+        auto s = core::parse_scenario(*node, "t.yaml", parse);
+        ASSERT_TRUE(s) << parse.format();
+        auto groups = sim::place_groups(*s, s->strategy.plan, "strategy", diags);
+        const bool divide = 8 % a == 0 && 8 % b == 0 && 8 % t == 0;
+        if (divide) EXPECT_TRUE(groups) << a << " " << b << " " << t << ": " << diags.format();
+        if (!groups) continue;
+        ++accepted;
+        std::set<int> used;
+        for (const auto& g : *groups) {
+          EXPECT_LT((g.first_gpu + g.tp - 1) / 8, 2);
+          EXPECT_EQ(g.first_gpu / 8, (g.first_gpu + g.tp - 1) / 8);
+          for (int k = 0; k < g.tp; ++k) EXPECT_TRUE(used.insert(g.first_gpu + k).second);
+        }
+      }
+  EXPECT_GT(accepted, 100);
+}
+
+TEST(ResolvedPlan, ReshardPiecesCoverTheTensorOnceAndNameTheOverlappingSlices) {
+  for (auto [from_dp, from_tp, to_dp, to_tp] :
+       {std::tuple{2, 1, 1, 2}, std::tuple{3, 2, 2, 1}, std::tuple{1, 4, 4, 2}}) {
+    core::Stage from{"a", from_tp, from_dp, 1}, to{"b", to_tp, to_dp, 1};
+    const auto pieces = sim::reshard_pieces(from, to);
+    const int n_from = from_dp * from_tp, n_to = to_dp * to_tp;
+    // The common refinement of two partitions into n_from and n_to equal slices has
+    // n_from + n_to - gcd(n_from, n_to) pieces.
+    EXPECT_EQ(static_cast<int>(pieces.size()), n_from + n_to - std::gcd(n_from, n_to));
+    long at = 0;
+    for (const auto& p : pieces) {
+      EXPECT_EQ(p.begin, at);
+      at = p.end;
+      // Piece [begin, end) lies inside sender slice from_slice and receiver slice to_slice.
+      EXPECT_LE(p.from_slice * p.units / n_from, p.begin);
+      EXPECT_GE((p.from_slice + 1) * p.units / n_from, p.end);
+      EXPECT_LE(p.to_slice * p.units / n_to, p.begin);
+      EXPECT_GE((p.to_slice + 1) * p.units / n_to, p.end);
+    }
+    EXPECT_EQ(at, pieces.back().units);
+  }
+}
+
+// ---- plan --evaluate == run --plan, with a plan's own choices ------------------------------
+
+const char* kTwoRegions = R"(
+name: two-regions
+model: {name: m, layers: 8, hidden: 1024, heads: 16, vocab: 32000}
+training: {global_batch: 16, seq_len: 1024, precision: bf16, recompute: none}
+clusters:
+  - {name: a, gpu: H100-80GB-SXM, nodes: 1, gpus_per_node: 8,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+  - {name: b, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 8,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+wan:
+  - {between: [a, b], bandwidth: 1Gbps, latency: 10ms}
+compression: {wan_activations: int8, wan_gradients: none}
+strategy: auto
+)";
+
+// The plan chooses top-k for WAN activations (the scenario says int8), full recomputation
+// and sequence parallelism.
+const char* kOwnChoices = R"({
+  "schedule": "1f1b", "micro_batch": 2, "sequence_parallel": true,
+  "pipelines": [{"replicas": 1, "micro_batches": 8, "stages": [
+    {"cluster": "a", "tp": 2, "dp": 1, "layers": 4},
+    {"cluster": "b", "tp": 2, "dp": 1, "layers": 4}]}],
+  "grad_sync": {"algorithm": "hierarchical", "bucket": "25MB"},
+  "recompute": "full",
+  "compression": {"wan_activations": {"codec": "topk", "ratio": 0.01}, "wan_gradients": "none"}
+})";
+
+TEST(ResolvedChoices, PlanEvaluateSimulatesWhatRunPlanSimulates) {
+  const fs::path scenario = temp_file("regions.yaml", kTwoRegions);
+  const fs::path plan = temp_file("own.json", kOwnChoices);
+  auto evaluated = cli({"plan", scenario.c_str(), "--evaluate", plan.c_str(), "--json"});
+  ASSERT_EQ(evaluated.status, 0) << evaluated.err;
+  auto run = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json e = Json::parse(evaluated.out), r = Json::parse(run.out);
+  const double simulated = e["simulated_time_s"];
+  EXPECT_NEAR(simulated, r["iteration_time_s"].get<double>(), 1e-9 * simulated);
+  EXPECT_EQ(e["fidelity"], r["simulator"]["fidelity"]);
+  // The run used the plan's codec, not the scenario's.
+  EXPECT_NE(r["compression"]["wan_activations"]["codec"].get<std::string>().find("topk"),
+            std::string::npos)
+      << r["compression"].dump();
+  fs::remove(scenario);
+  fs::remove(plan);
+}
+
+TEST(ResolvedChoices, APlansChoicesCostWhatTheSameSettingsInTheScenarioCost) {
+  // The analytic model and the simulator honour a plan's recompute, codecs and sequence
+  // parallelism exactly as if the scenario had said them.
+  core::Diagnostics diags;
+  auto own = core::parse_plan(core::from_json(Json::parse(kOwnChoices)), "", diags);
+  ASSERT_TRUE(own) << diags.format();
+  core::Plan plain = *own;
+  plain.recompute.reset();
+  plain.compression.reset();
+  std::string said = kTwoRegions;
+  said.replace(said.find("recompute: none"), 15, "recompute: full");
+  said.replace(said.find("wan_activations: int8"), 21,
+               "wan_activations: {codec: topk, ratio: 0.01}");
+  const auto written = testing::checked(kTwoRegions);
+  const auto as_said = testing::checked(said);
+  const kernels::RooflineModel roofline;
+  const auto ctx_written =
+      planner::make_context(written.scenario, written.model, written.compression, roofline);
+  const auto ctx_said =
+      planner::make_context(as_said.scenario, as_said.model, as_said.compression, roofline);
+  const double analytic_own = planner::estimate(ctx_written, *own).iteration_s;
+  const double analytic_said = planner::estimate(ctx_said, plain).iteration_s;
+  EXPECT_NEAR(analytic_own, analytic_said, 1e-12 * analytic_said);
+  // And the choices matter: the scenario's own settings cost something else.
+  EXPECT_GT(std::abs(planner::estimate(ctx_written, plain).iteration_s - analytic_own),
+            1e-6 * analytic_own);
+  // Sequence parallelism: no all-gather of the activations after a transfer.
+  core::Plan no_sp = *own;
+  no_sp.sequence_parallel = false;
+  EXPECT_GT(planner::estimate(ctx_written, no_sp).iteration_s, analytic_own);
+}
+
+// ---- one fidelity rule ------------------------------------------------------------------
+
+TEST(ResolvedFidelity, PlanVerifiesAtTheFidelityRunUsesBetween65And256Gpus) {
+  // 128 GPUs: full fidelity for `hgsim run` (up to 256), and so for the planner's check.
+  std::string yaml =
+      "name: hundred-twenty-eight\n"
+      "model: {name: m, layers: 4, hidden: 512, heads: 8, vocab: 32000}\n"
+      "training: {global_batch: 64, seq_len: 256, precision: bf16}\n"
+      "clusters:\n"
+      "  - {name: a, gpu: H100-80GB-SXM, nodes: 16, gpus_per_node: 8,"
+      " nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+      "strategy: auto\n";
+  const char* plan_text = R"({"schedule": "1f1b", "micro_batch": 1,
+    "pipelines": [{"replicas": 32, "micro_batches": 2, "stages": [
+      {"cluster": "a", "tp": 2, "layers": 2}, {"cluster": "a", "tp": 2, "layers": 2}]}],
+    "grad_sync": {"algorithm": "ring", "bucket": "25MB"}})";
+  EXPECT_EQ(sim::automatic_fidelity(128), core::Fidelity::full);
+  EXPECT_EQ(sim::automatic_fidelity(257), core::Fidelity::folded);
+  const fs::path scenario = temp_file("128.yaml", yaml);
+  const fs::path plan = temp_file("128.json", plan_text);
+  auto evaluated = cli({"plan", scenario.c_str(), "--evaluate", plan.c_str(), "--json"});
+  ASSERT_EQ(evaluated.status, 0) << evaluated.err;
+  auto run = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json e = Json::parse(evaluated.out), r = Json::parse(run.out);
+  EXPECT_EQ(r["gpus"], 128);
+  EXPECT_EQ(e["fidelity"], "full");
+  EXPECT_EQ(r["simulator"]["fidelity"], "full");
+  const double simulated = e["simulated_time_s"];
+  EXPECT_NEAR(simulated, r["iteration_time_s"].get<double>(), 1e-9 * simulated);
+  fs::remove(scenario);
+  fs::remove(plan);
+}
+
+}  // namespace
+}  // namespace hgsim
