@@ -63,9 +63,8 @@ def main(argv=None) -> int:
     curves = {}
     for name, compression in chosen:
         started = time.time()
-        job = live.job_from(resolved["scenario"], resolved["model"], resolved["plan"],
-                            compression, steps=args.steps, seed=1234, lr=1e-3,
-                            timeout_s=3600)
+        job = live.job_from(resolved, compression=compression, steps=args.steps, seed=1234,
+                            lr=1e-3, timeout_s=3600)
         out_dir = tempfile.mkdtemp(prefix="hgsim-convergence-")
         summary = live.execute(job, out_dir, shape=False, timeout_s=7200, stall_s=600,
                                echo=lambda *a: None)

@@ -53,14 +53,22 @@ def load_plan(src, scenario=None):
 
 
 def resolve(scenario, plan=None):
-    """What a run of ``scenario`` with ``plan`` uses, as a dict.
+    """What a run of ``scenario`` with ``plan`` uses, as a dict: the one resolved plan that
+    the simulator, the planner and the live runner read (sim/resolved_plan.hpp).
 
-    ``scenario``: the canonical scenario with the plan's own choices (recompute, codecs)
-    applied; ``model``: the resolved model (name, layers, hidden, heads, kv_heads, vocab,
-    ffn_hidden, activation, norm, max_positions, tied_embeddings, bias, dropout); ``plan``:
-    the given plan, else the scenario's strategy, else the planner's best when the strategy
-    is ``auto``; ``compression``: ``{"wan_activations": {"codec": ..., params},
-    "wan_gradients": {...}}`` with every parameter (each is a valid codec argument).
+    ``scenario``: the canonical scenario (as written); ``model``: the resolved model (name,
+    layers, hidden, heads, kv_heads, vocab, ffn_hidden, activation, norm, max_positions,
+    tied_embeddings, bias, dropout); ``plan``: the given plan, else the scenario's strategy,
+    else the planner's best when the strategy is ``auto``; ``choices``: the plan's effective
+    ``recompute``, ``sequence_parallel`` and ``precision``; ``compression``: the effective
+    codecs ``{"wan_activations": {"codec": ..., params}, "wan_gradients": {...}}`` with every
+    parameter (each is a valid codec argument); ``ranks``: one per GPU in placement order
+    (rank, pipeline, replica, stage, dp, tp, cluster, node, index, device); ``stages``: per
+    pipeline per stage its cluster, tp, dp and ``layers`` ([first, count] per model chunk);
+    ``segments``: runs of layers held by the same stages (first_layer, layers, holders,
+    holder_chunks, parameters, members, rings, buckets, bucket_bytes, first_bucket);
+    ``reshard``: per pipeline per stage boundary the pieces [from_slice, to_slice, begin,
+    end, units] of the activation tensor; ``gpus_used``, ``gpus_available``.
     """
     return _hgsim.resolve(scenario, plan)
 

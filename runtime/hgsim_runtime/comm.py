@@ -8,7 +8,6 @@ keep messages between the same two ranks apart.
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -243,9 +242,3 @@ def hierarchical_all_reduce(wire: Wire, buffer: torch.Tensor, by_cluster: list[l
                         label + " inter")
     if len(mine) > 1:
         ring_all_gather(wire, buffer, mine, pieces, tag + 400, (key, "intra"), label + " intra")
-
-
-def buckets_of(elements: int, bucket_bytes: float) -> list[tuple[int, int]]:
-    """The simulator's bucketing: ceil(bytes / bucket) equal buckets."""
-    count = max(1, math.ceil(elements * 4 / bucket_bytes))
-    return [piece for piece in intervals(elements, count) if piece[1] > piece[0]]

@@ -15,6 +15,7 @@ ended, the namespaces removed, the failing rank and its last lines printed).
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import os
@@ -30,7 +31,6 @@ from . import trace as tracing
 from .plan import LiveError
 from .supervisor import WorkerFailed, WorkerSpec, run_workers
 from .wan import EmulatedWan, install_signal_cleanup
-from .worker import segments
 
 
 def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
@@ -68,51 +68,52 @@ def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
 def prepare(args) -> dict:
     """The job every worker reads, from the command line."""
     resolved = hgsim.resolve(args.scenario, args.plan)
-    compression = dict(resolved["compression"])
+    compression = {}
     if args.compression:
         try:
-            compression.update(json.loads(args.compression))
+            compression = json.loads(args.compression)
         except json.JSONDecodeError as e:
             raise LiveError(f"--compression: not a JSON object: {e}") from None
-    return job_from(resolved["scenario"], resolved["model"], resolved["plan"], compression,
+    return job_from(resolved, compression=compression,
                     scale=planning.parse_scale(args.scale_model), steps=args.steps,
                     seed=args.seed, lr=args.lr, max_workers=args.max_workers,
                     timeout_s=args.timeout)
 
 
-def job_from(scenario: dict, model: dict, plan: dict, compression: dict, *, scale=None,
-             steps=5, seed=1234, lr=1e-3, max_workers=16, timeout_s=900.0,
-             corpus=None) -> dict:
-    """The job from a resolved scenario (`hgsim.resolve`): the scaled model, the plan with
-    defaults filled in, placement, segments, checks (LiveError for what cannot run live)."""
-    plan = planning.normalise_plan(plan)
-    training = scenario["training"]
+def job_from(resolved: dict, *, compression=None, scale=None, steps=5, seed=1234, lr=1e-3,
+             max_workers=16, timeout_s=900.0, corpus=None) -> dict:
+    """The job from a resolved scenario and plan (`hgsim.resolve`): the scaled model, the plan
+    as it runs live (`compression` overrides codecs), resolved again on the scenario the live
+    run is, so that placement, segments, gradient buckets and reshard pieces are the
+    simulator's; LiveError for what cannot run live."""
+    scenario, plan = resolved["scenario"], copy.deepcopy(resolved["plan"])
+    codecs = dict(resolved["compression"], **(compression or {}))
     scale = scale or {}
-    live_model, seq_len, notes = planning.scaled_model(model, training["seq_len"], scale)
+    live_model, seq_len, notes = planning.scaled_model(resolved["model"],
+                                                       scenario["training"]["seq_len"], scale)
     if "micro_batch" in scale:
         plan["micro_batch"] = scale["micro_batch"]
-    roles = planning.placement(scenario, plan)
-    segs = segments(plan["pipelines"], live_model["layers"])
-    planning.check_executable(plan, live_model, seq_len, max_workers, segs, roles)
-    recompute = plan.get("recompute") or training.get("recompute", "none")
+    planning.check_executable(plan, live_model, max_workers, resolved["gpus_used"])
+    run_scenario = planning.live_run_scenario(scenario, live_model, seq_len, plan, codecs)
+    live_plan = hgsim.resolve(run_scenario)
+    planning.check_resolved(live_plan)
+    recompute = resolved["choices"]["recompute"]
     if recompute != "none":
         notes.append(f"recompute: {recompute} is not executed live: the workers keep all "
                      "activations (validation simulates the same)")
-    if training.get("precision", "fp32") != "fp32":
-        notes.append(f"precision {training.get('precision')} -> fp32 (CPU workers)")
-    global_batch = sum(p["replicas"] * p["micro_batches"] for p in plan["pipelines"]) \
-        * plan["micro_batch"]
-    bucket = plan.get("grad_sync", {}).get("bucket", "25MB")
+    precision = resolved["choices"]["precision"]
+    if precision != "fp32":
+        notes.append(f"precision {precision} -> fp32 (CPU workers)")
+    plan = live_plan["plan"]
     return {
         "scenario_name": scenario.get("name", ""),
         "model": live_model, "seq_len": seq_len, "seed": seed, "lr": lr,
-        "steps": steps, "schedule": plan.get("schedule", "1f1b"),
-        "micro_batch": plan["micro_batch"], "global_batch": global_batch,
+        "steps": steps, "schedule": plan["schedule"],
+        "micro_batch": plan["micro_batch"], "global_batch": planning.global_batch(plan),
         "pipelines": plan["pipelines"], "plan": plan,
-        "grad_sync": {"algorithm": plan.get("grad_sync", {}).get("algorithm", "ring"),
-                      "bucket_bytes": hgsim.parse_quantity(bucket, "bytes")
-                      if isinstance(bucket, str) else float(bucket)},
-        "compression": compression, "ranks": roles, "segments": segs,
+        "grad_sync": {"algorithm": plan["grad_sync"]["algorithm"]},
+        "compression": codecs, "ranks": live_plan["ranks"], "segments": live_plan["segments"],
+        "reshard": live_plan["reshard"], "live_scenario": run_scenario,
         "clusters": [c["name"] for c in scenario["clusters"]],
         "wan": planning.wan_links(scenario), "scenario": scenario, "notes": notes,
         "timeout_s": timeout_s, "corpus": corpus or planning.default_corpus(),

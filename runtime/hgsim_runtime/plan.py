@@ -1,4 +1,6 @@
-"""From a scenario and a plan to a live job: the scaled model, placement, checks.
+"""From a scenario and a plan to a live job: the scaled model, the scenario the live run
+is, checks. Placement, segments, gradient buckets and reshard pieces are not derived here:
+they come from the resolved plan (`hgsim.resolve`, sim/resolved_plan.hpp), the simulator's.
 
 Everything here is pure data (dicts as `hgsim.resolve` gives them), so it can be tested
 without starting a worker.
@@ -6,7 +8,7 @@ without starting a worker.
 
 from __future__ import annotations
 
-import math
+import copy
 import os
 
 import hgsim
@@ -73,79 +75,68 @@ def scaled_model(model: dict, seq_len: int, scale: dict) -> tuple[dict, int, lis
     return live, live_seq, notes
 
 
-def placement(scenario: dict, plan: dict) -> list[dict]:
-    """One role per GPU, in the simulator's placement order (sim/workload.cpp `place`):
-    pipelines, replicas, stages, dp ranks, tp ranks; tensor-parallel groups take consecutive
-    GPUs of one node. `device` is the simulator's device name (cluster/nN/gG)."""
-    clusters = {c["name"]: c for c in scenario["clusters"]}
-    next_gpu = {name: 0 for name in clusters}
-    roles = []
-    for i, pipeline in enumerate(plan["pipelines"]):
-        for r in range(pipeline.get("replicas", 1)):
-            for s, stage in enumerate(pipeline["stages"]):
-                c = clusters[stage["cluster"]]
-                per_node = c["gpus_per_node"]
-                tp, dp = stage.get("tp", 1), stage.get("dp", 1)
-                for d in range(dp):
-                    g = next_gpu[stage["cluster"]]
-                    if g % per_node + tp > per_node:
-                        g += per_node - g % per_node
-                    for t in range(tp):
-                        gpu = g + t
-                        roles.append({"rank": len(roles), "pipeline": i, "replica": r, "stage": s,
-                                      "dp": d, "tp": t, "cluster": stage["cluster"],
-                                      "device": f"{stage['cluster']}/n{gpu // per_node}"
-                                                f"/g{gpu % per_node}"})
-                    next_gpu[stage["cluster"]] = g + tp
-    return roles
+MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "vocab", "ffn_hidden",
+              "activation", "norm", "max_positions", "tied_embeddings", "bias", "dropout")
 
 
-def normalise_plan(plan: dict) -> dict:
-    """Defaults filled in: replicas 1, tp 1, dp 1."""
-    out = dict(plan)
-    out["pipelines"] = []
-    for p in plan["pipelines"]:
-        q = dict(p)
-        q["replicas"] = p.get("replicas", 1)
-        q["stages"] = [dict(s, tp=s.get("tp", 1), dp=s.get("dp", 1)) for s in p["stages"]]
-        out["pipelines"].append(q)
-    return out
+def global_batch(plan: dict) -> int:
+    """Sequences per iteration: sum over pipelines of replicas x micro_batches x micro_batch."""
+    return sum(p["replicas"] * p["micro_batches"] for p in plan["pipelines"]) * plan["micro_batch"]
 
 
-def check_executable(plan: dict, model: dict, seq_len: int, max_workers: int,
-                     segments: list[dict], roles: list[dict]) -> None:
-    """Refuses, with the reason, plans the live runner does not execute."""
+def live_run_scenario(scenario: dict, live_model: dict, seq_len: int, plan: dict,
+                      compression: dict) -> dict:
+    """The scenario a live run is: the scaled model, fp32 (CPU workers), no recomputation (the
+    workers keep every activation), the plan as it runs, with the run's codecs. The job's
+    placement, segments, buckets and reshard pieces are this scenario's resolved plan
+    (`hgsim.resolve`, the simulator's), and validation simulates it."""
+    s = copy.deepcopy(scenario)
+    s["name"] = s.get("name", "scenario") + "-live"
+    s["model"] = {k: live_model[k] for k in MODEL_KEYS}
+    run_plan = dict(copy.deepcopy(plan), recompute="none", compression=compression)
+    s["training"] = dict(s["training"], seq_len=seq_len, precision="fp32", recompute="none",
+                         global_batch=global_batch(run_plan))
+    s["strategy"] = run_plan
+    s["compression"] = compression
+    s.pop("sweep", None)
+    return s
+
+
+def check_executable(plan: dict, model: dict, max_workers: int, gpus: int) -> None:
+    """Refuses, with the reason, plans the live runner does not execute (before they are
+    resolved on the live scenario)."""
     schedule = plan.get("schedule", "1f1b")
     if schedule not in ("gpipe", "1f1b"):
         raise LiveError(f"schedule '{schedule}' is simulated but not executed live "
                         "(the live runner executes gpipe and 1f1b)")
     if plan.get("sequence_parallel"):
         raise LiveError("sequence_parallel is simulated but not executed live")
-    if len(roles) > max_workers:
-        raise LiveError(f"the plan needs {len(roles)} workers, more than --max-workers "
+    if gpus > max_workers:
+        raise LiveError(f"the plan needs {gpus} workers, more than --max-workers "
                         f"{max_workers}: pick a smaller plan (scenarios/live/) or raise the limit")
-    mb = plan["micro_batch"]
     for i, p in enumerate(plan["pipelines"]):
         for s, stage in enumerate(p["stages"]):
-            where = f"pipelines[{i}].stages[{s}]"
-            if mb % stage["dp"]:
-                raise LiveError(f"{where}: micro_batch {mb} does not split into dp={stage['dp']} "
-                                "whole sequences")
             if model["heads"] % stage["tp"] or model["ffn_hidden"] % stage["tp"]:
-                raise LiveError(f"{where}: tp={stage['tp']} does not divide the live model's "
-                                f"{model['heads']} heads and ffn_hidden {model['ffn_hidden']}")
-            n = mb * seq_len * model["hidden"]
-            for t, other in ((s - 1, "previous"), (s + 1, "next")):
-                if 0 <= t < len(p["stages"]):
-                    o = p["stages"][t]
-                    units = math.lcm(stage["dp"] * stage["tp"], o["dp"] * o["tp"])
-                    if n % units:
-                        raise LiveError(f"{where}: the stage boundary of {n} values does not "
-                                        f"split into {units} equal slices ({other} stage)")
-    for seg in segments:
-        tps = {plan["pipelines"][r["pipeline"]]["stages"][r["stage"]]["tp"] for r in roles
-               if r["stage"] == seg["holders"][r["pipeline"]]}
-        if len(tps) > 1:
+                raise LiveError(f"pipelines[{i}].stages[{s}]: tp={stage['tp']} does not divide "
+                                f"the live model's {model['heads']} heads and ffn_hidden "
+                                f"{model['ffn_hidden']}")
+
+
+def check_resolved(resolved: dict) -> None:
+    """Refuses what the resolved live plan asks that the workers do not do: boundary tensors
+    that do not split into whole values per reshard piece, and gradients of one segment held
+    with different tp (the workers sync equal shards only)."""
+    plan, model = resolved["plan"], resolved["model"]
+    n = plan["micro_batch"] * resolved["scenario"]["training"]["seq_len"] * model["hidden"]
+    for i, boundaries in enumerate(resolved["reshard"]):
+        for s, pieces in enumerate(boundaries):
+            if pieces and n % pieces[0][4]:
+                raise LiveError(f"pipelines[{i}].stages[{s}]: the stage boundary of {n} values "
+                                f"does not split into {pieces[0][4]} equal slices")
+    for seg in resolved["segments"]:
+        tps = {plan["pipelines"][i]["stages"][stage]["tp"]
+               for i, stage in enumerate(seg["holders"])}
+        if len(tps) > 1 and seg["buckets"]:
             raise LiveError(f"layers {seg['first_layer']}..{seg['first_layer'] + seg['layers'] - 1}"
                             f" are held with different tp {sorted(tps)}: the live runner syncs "
                             "their gradients only between equal shards")

@@ -178,16 +178,10 @@ def layer_drift(isolated: dict, during: dict) -> float:
 # ---- the scenario the simulator sees ------------------------------------------------------
 
 def live_scenario(job: dict, loopback: dict) -> dict:
-    """The scenario the live run really is: scaled model, fp32, no recomputation, the
-    measured loopback inside clusters, the shaped WAN rates with the loopback latency."""
-    s = copy.deepcopy(job["scenario"])
-    m = job["model"]
-    s["name"] = s.get("name", "scenario") + "-live"
-    s["model"] = {k: m[k] for k in ("name", "layers", "hidden", "heads", "kv_heads", "vocab",
-                                    "ffn_hidden", "activation", "norm", "max_positions",
-                                    "tied_embeddings", "bias", "dropout")}
-    s["training"] = dict(s["training"], seq_len=job["seq_len"], precision="fp32",
-                         recompute="none", global_batch=job["global_batch"])
+    """The scenario the live run really is (the job's, `plan.live_run_scenario`: scaled
+    model, fp32, no recomputation, the run's codecs) with the measured loopback inside
+    clusters and the shaped WAN rates with the loopback latency."""
+    s = copy.deepcopy(job["live_scenario"])
     link = {"bandwidth": f"{loopback['bandwidth_bytes_per_s']:.6g}B/s",
             "latency": f"{loopback['latency_s'] * 1e6:.6g}us"}
     for c in s["clusters"]:
@@ -203,13 +197,6 @@ def live_scenario(job: dict, loopback: dict) -> dict:
                 w[key] = f"{rate:.9g}B/s"
         w["latency"] = link["latency"]
         w.pop("trace", None)
-    plan = copy.deepcopy(job["plan"])
-    plan["recompute"] = "none"
-    plan["micro_batch"] = job["micro_batch"]
-    plan["compression"] = job["compression"]
-    s["strategy"] = plan
-    s["compression"] = job["compression"]
-    s.pop("sweep", None)
     s.setdefault("simulation", {})
     # gloo sends the messages between two ranks in order on one connection (measured).
     s["simulation"] = dict(s["simulation"], fidelity="full", pipeline_messages="in_order")

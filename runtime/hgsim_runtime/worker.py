@@ -8,8 +8,8 @@ the environment. The worker joins torch.distributed (gloo), builds its shard of 
 plays the plan's schedule for its stage, step after step:
 
 - forward and backward of each micro-batch in the schedule's order (GPipe, 1F1B), receiving
-  activations / sending them on, resharded between stages of different dp x tp exactly as the
-  simulator reshards them (sim/workload.cpp `connect`), coded with the scenario's
+  activations / sending them on, resharded between stages of different dp x tp in the resolved
+  plan's pieces (the simulator's, sim/resolved_plan.hpp), coded with the scenario's
   `wan_activations` codec where they cross the WAN;
 - after its last backward, the gradient sync of every segment of layers it holds, in buckets,
   with every GPU holding the same layers (ring, or hierarchical when they span clusters), coded
@@ -59,27 +59,6 @@ def schedule_ops(schedule: str, stages: int, stage: int, micro_batches: int) -> 
         ops += [("F", warmup + k), ("B", k)]
     ops += [("B", k) for k in range(m - warmup, m)]
     return ops
-
-
-def segments(pipelines: list[dict], layers: int) -> list[dict]:
-    """Runs of consecutive layers held by the same stage in every pipeline (the simulator's
-    segments: the unit of gradient sync)."""
-    def holder(p, layer):
-        offset = 0
-        for s, stage in enumerate(p["stages"]):
-            if layer < offset + stage["layers"]:
-                return s
-            offset += stage["layers"]
-        return len(p["stages"]) - 1
-
-    out = []
-    for layer in range(layers):
-        h = [holder(p, layer) for p in pipelines]
-        if out and out[-1]["holders"] == h:
-            out[-1]["layers"] += 1
-        else:
-            out.append({"first_layer": layer, "layers": 1, "holders": h})
-    return out
 
 
 class Worker:
@@ -171,20 +150,21 @@ class Worker:
 
     def overlaps(self, other_stage: int):
         """The pieces of the boundary tensor (flattened, n values) this rank exchanges with
-        `other_stage`: each side's slices are dp-major, tp-minor, of n / (dp x tp) values;
-        yields (peer, start, end, my slice, its slice) for every overlap of mine with one of
-        theirs (the simulator's resharding, sim/workload.cpp `connect`)."""
+        `other_stage`: the resolved plan's reshard pieces of that boundary (the simulator's,
+        sim/resolved_plan.hpp), where each side's slices are dp-major, tp-minor; yields
+        (peer, start, end, my slice, its slice) for every piece of my slice."""
         n = self.boundary_elements()
-        me, other = self.stage, self.stages[other_stage]
-        n_me, n_other = me["dp"] * me["tp"], other["dp"] * other["tp"]
-        mine = self.me["dp"] * me["tp"] + self.me["tp"]
-        lo, hi = mine * n // n_me, (mine + 1) * n // n_me
-        for theirs in range(n_other):
-            a = max(lo, theirs * n // n_other)
-            b = min(hi, (theirs + 1) * n // n_other)
-            if a < b:
-                peer = self.rank_of(other_stage, theirs // other["tp"], theirs % other["tp"])
-                yield peer, a, b, mine, theirs
+        s = self.me["stage"]
+        forward = other_stage == s + 1  # else the boundary from other_stage to this stage
+        pieces = self.job["reshard"][self.me["pipeline"]][s if forward else other_stage]
+        other = self.stages[other_stage]
+        mine = self.me["dp"] * self.stage["tp"] + self.me["tp"]
+        for from_slice, to_slice, begin, end, units in pieces:
+            ours, theirs = (from_slice, to_slice) if forward else (to_slice, from_slice)
+            if ours != mine:
+                continue
+            peer = self.rank_of(other_stage, theirs // other["tp"], theirs % other["tp"])
+            yield peer, begin * n // units, end * n // units, mine, theirs
 
     def send_boundary(self, flat: torch.Tensor, to_stage: int, tag: int, label: str):
         """Sends this rank's tp slice of its dp slice (`flat`) of the boundary tensor to the
@@ -311,20 +291,10 @@ class Worker:
 
     def bucket_plan(self) -> list[tuple[dict, int, int]]:
         """(segment, first bucket number, buckets) for every segment whose gradients are
-        synced, in the simulator's order (last layers first) and numbering: every rank numbers
-        every bucket alike, so tags and names agree."""
-        out, number = [], 0
-        bucket_bytes = self.job["grad_sync"]["bucket_bytes"]
-        for segment in reversed(self.job["segments"]):
-            holders = [r for r in self.roles if r["stage"] == segment["holders"][r["pipeline"]]]
-            if len({(r["pipeline"], r["replica"], r["stage"], r["dp"]) for r in holders}) < 2:
-                continue
-            tp = self.job["pipelines"][holders[0]["pipeline"]]["stages"][holders[0]["stage"]]["tp"]
-            params = self.cfg.segment_parameters(segment["first_layer"], segment["layers"], tp)
-            count = len(comm.buckets_of(params, bucket_bytes))
-            out.append((segment, number, count))
-            number += count
-        return out
+        synced, in the simulator's order (last layers first) and numbering, both from the
+        resolved plan: every rank numbers every bucket alike, so tags and names agree."""
+        return [(segment, segment["first_bucket"], segment["buckets"])
+                for segment in reversed(self.job["segments"]) if segment["buckets"] > 0]
 
     def sync_gradients(self):
         algorithm = self.job["grad_sync"]["algorithm"]
@@ -340,6 +310,8 @@ class Worker:
                 raise RuntimeError("gradient sync: segment parameter count disagrees with "
                                    "GptConfig.segment_parameters")
             for b, (b0, b1) in enumerate(comm.intervals(flat.numel(), count)):
+                if b1 <= b0:
+                    continue
                 number = first_bucket + b
                 name = f"dp bucket {number}"
                 tag = TAG_RING * TAG_KIND + (number % 900) * 1000

@@ -22,7 +22,7 @@ from hgsim_runtime import live
 from hgsim_runtime import plan as planning
 from hgsim_runtime.plan import LiveError
 from hgsim_runtime.wan import list_namespaces
-from hgsim_runtime.worker import schedule_ops, segments
+from hgsim_runtime.worker import schedule_ops
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_SCENARIOS = ROOT / "scenarios" / "live"
@@ -31,11 +31,24 @@ IS_ROOT = os.geteuid() == 0
 TINY = {"name": "tiny", "layers": 4, "hidden": 32, "heads": 2, "ffn_hidden": 128, "vocab": 256}
 
 
-def scenario(**training):
-    return {"name": "tiny-test",
-            "training": {"seq_len": 16, "precision": "fp32", "recompute": "none", **training},
-            "clusters": [{"name": "a", "gpus_per_node": 4}, {"name": "b", "gpus_per_node": 4}],
-            "wan": []}
+def scenario(plan, compression=None):
+    """Two clusters of four CPU-sized GPUs joined by a WAN link, the tiny model, `plan`."""
+    cluster = {"gpu": "A100-80GB-SXM", "nodes": 1, "gpus_per_node": 4,
+               "nvlink": {"bandwidth": "300GB/s", "latency": "1us"},
+               "nic": {"bandwidth": "200Gbps", "latency": "2us"}}
+    full = json.loads(json.dumps(plan))
+    for p in full["pipelines"]:
+        p.setdefault("replicas", 1)
+    return {"name": "tiny-test", "model": TINY,
+            "training": {"seq_len": 16, "precision": "fp32", "recompute": "none",
+                         "global_batch": planning.global_batch(full)},
+            "clusters": [dict(cluster, name="a"), dict(cluster, name="b")],
+            "wan": [{"between": ["a", "b"], "bandwidth": "10Gbps", "latency": "1ms"}],
+            "strategy": plan, "compression": compression or {}}
+
+
+def job_of(plan, compression=None, **options):
+    return live.job_from(hgsim.resolve(scenario(plan, compression)), **options)
 
 
 def stage(cluster, layers, tp=1, dp=1):
@@ -43,8 +56,7 @@ def stage(cluster, layers, tp=1, dp=1):
 
 
 def run_plan(tmp_path, name, plan, compression=None, steps=2):
-    job = live.job_from(scenario(), TINY, plan, compression or {}, steps=steps, seed=7,
-                        timeout_s=120)
+    job = job_of(plan, compression, steps=steps, seed=7, timeout_s=120)
     summary = live.execute(job, str(tmp_path / name), shape=False, timeout_s=180, stall_s=120,
                            echo=lambda *a: None)
     records = {}
@@ -76,12 +88,18 @@ def test_schedules_run_every_pass_once_and_backward_after_forward(schedule, p, m
 
 
 def test_segments_follow_the_pipelines_splits():
-    pipelines = [{"stages": [{"layers": 1}, {"layers": 3}]},
-                 {"stages": [{"layers": 2}, {"layers": 2}]}]
-    assert segments(pipelines, 4) == [
-        {"first_layer": 0, "layers": 1, "holders": [0, 0]},
-        {"first_layer": 1, "layers": 1, "holders": [1, 0]},
-        {"first_layer": 2, "layers": 2, "holders": [1, 1]}]
+    plan = {"micro_batch": 1, "pipelines": [
+        {"micro_batches": 1, "stages": [stage("a", 1), stage("b", 3)]},
+        {"micro_batches": 1, "stages": [stage("b", 2), stage("a", 2)]}]}
+    job = job_of(plan)
+    assert [(s["first_layer"], s["layers"], s["holders"]) for s in job["segments"]] == [
+        (0, 1, [0, 0]), (1, 1, [1, 0]), (2, 2, [1, 1])]
+    # Every segment is held by two groups: each is synced, in buckets numbered from the last
+    # layers back, consecutively.
+    numbers = [(s["first_bucket"], s["buckets"]) for s in reversed(job["segments"])]
+    assert numbers[0][0] == 0 and all(b > 0 for _, b in numbers)
+    assert all(numbers[k + 1][0] == numbers[k][0] + numbers[k][1]
+               for k in range(len(numbers) - 1))
 
 
 def test_placement_names_devices_as_the_simulator_does():
@@ -94,8 +112,10 @@ def test_placement_names_devices_as_the_simulator_does():
     s = dict(resolved["scenario"], strategy=plan)
     s["clusters"] = [dict(c, nodes=2, gpus_per_node=2) for c in s["clusters"]]
     sim = hgsim.simulate(s)
-    roles = planning.placement(s, planning.normalise_plan(plan))
+    roles = hgsim.resolve(s)["ranks"]
     assert [r["device"] for r in roles] == [d["id"] for d in sim["devices"]]
+    assert [(r["pipeline"], r["stage"], r["dp"], r["tp"]) for r in roles] == [
+        (0, 0, 0, 0), (0, 0, 0, 1), (0, 1, 0, 0), (0, 1, 1, 0)]
 
 
 # ---- faithful execution --------------------------------------------------------------------
@@ -113,11 +133,11 @@ PLANS = {
                                             "stages": [stage("a", 2, dp=2),
                                                        stage("b", 2, tp=2)]}]},
     "replicas, hierarchical": {"micro_batch": 2,
-                               "grad_sync": {"algorithm": "hierarchical", "bucket": 100000},
+                               "grad_sync": {"algorithm": "hierarchical", "bucket": "100kB"},
                                "pipelines": [{"replicas": 2, "micro_batches": 2,
                                               "stages": [stage("a", 2), stage("b", 2)]}]},
     "two pipelines split differently, ring": {
-        "micro_batch": 4, "grad_sync": {"algorithm": "ring", "bucket": 100000},
+        "micro_batch": 4, "grad_sync": {"algorithm": "ring", "bucket": "100kB"},
         "pipelines": [{"micro_batches": 1, "stages": [stage("a", 1), stage("b", 3)]},
                       {"micro_batches": 1, "stages": [stage("b", 2), stage("a", 2)]}]},
 }
@@ -134,7 +154,7 @@ def test_every_plan_computes_the_same_losses(tmp_path):
 
 
 def test_compressed_gradients_keep_replicas_identical(tmp_path):
-    plan = {"micro_batch": 2, "grad_sync": {"algorithm": "hierarchical", "bucket": 100000},
+    plan = {"micro_batch": 2, "grad_sync": {"algorithm": "hierarchical", "bucket": "100kB"},
             "pipelines": [{"replicas": 2, "micro_batches": 1, "stages": [stage("a", 4)]},
                           {"replicas": 2, "micro_batches": 1, "stages": [stage("b", 4)]}]}
     _, _, plain, plain_losses = run_plan(tmp_path, "plain", plan, steps=3)
@@ -164,17 +184,22 @@ def test_activation_codec_sends_exactly_the_encoded_size(tmp_path):
 @pytest.mark.parametrize("change,message", [
     ({"schedule": "interleaved"}, "not executed live"),
     ({"sequence_parallel": True}, "sequence_parallel"),
-    ({"micro_batch": 3}, "does not split into dp=2"),
 ])
 def test_plans_that_cannot_run_live_are_refused_with_the_reason(change, message):
     plan = dict(PLANS["dp2 -> tp2 resharded"], **change)
     with pytest.raises(LiveError, match=message):
-        live.job_from(scenario(), TINY, plan, {})
+        job_of(plan)
+
+
+def test_plans_the_simulator_refuses_are_refused_by_the_same_check():
+    plan = dict(PLANS["dp2 -> tp2 resharded"], micro_batch=3)
+    with pytest.raises(hgsim.Error, match="dp 2 does not divide micro_batch 3"):
+        job_of(plan)
 
 
 def test_too_many_workers_and_bad_scale_are_refused():
     with pytest.raises(LiveError, match="more than --max-workers 2"):
-        live.job_from(scenario(), TINY, PLANS["dp2 -> tp2 resharded"], {}, max_workers=2)
+        job_of(PLANS["dp2 -> tp2 resharded"], max_workers=2)
     with pytest.raises(LiveError, match="KEY=VALUE"):
         planning.parse_scale("hidden:64")
     with pytest.raises(LiveError, match="positive integer"):
