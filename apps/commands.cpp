@@ -217,8 +217,8 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
            "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
   }
   if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
-  out << "\nSimulated time and throughput need the simulator (issue #3); this summary uses only\n"
-         "datasheet figures and closed-form model math.\n";
+  out << "\nThis summary uses only datasheet figures and closed-form model math; hgsim run\n"
+         "simulates an iteration (time, throughput, utilisation).\n";
 }
 
 int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,
@@ -375,7 +375,7 @@ int run_points(const std::vector<CheckedPoint>& points, const RunOptions& option
     }
     for (const std::string& w : result->warnings) err << "hgsim: warning: " << w << "\n";
     list.push_back({{"settings", s}, {"result", sim::to_json(*result)}});
-    t.add({std::to_string(i), settings,
+    t.add({std::to_string(i + 1), settings,
            core::human_duration(core::Seconds(result->iteration_time_s)),
            fixed(result->tokens_per_s, 0), fixed(100 * result->mfu, 1) + "%"});
   }
@@ -407,7 +407,7 @@ int cmd_sweep(const std::string& path, const RunOptions& options, bool json, boo
     out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s")
         << ", each valid:\n";
     for (std::size_t i = 0; i < points->size(); ++i) {
-      out << "  " << std::setw(3) << i << "  ";
+      out << "  " << std::setw(3) << i + 1 << "  ";
       for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
       out << "\n";
     }
@@ -464,6 +464,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->excludes(op_profiles);
   run->add_option("--trace", run_options.sim.trace_path,
                   "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
+  run->add_option("--trace-filter", run_options.trace_filter,
+                  "keep only these slices in the trace: cluster=NAME,stage=N,kind=KIND "
+                  "(repeat a key for several values)");
   run->add_option("--export-platform", run_options.sim.platform_path,
                   "write the simulated platform as SimGrid platform XML");
   run->add_option("--export-graph", run_options.sim.graph_path,
@@ -527,12 +530,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
-    out << (e.get_name() == "CallForVersion" ? std::string("hgsim ") + HGSIM_VERSION + "\n"
-                                             : app.help());
-    if (e.get_name() != "CallForVersion") {
-      for (CLI::App* sub : app.get_subcommands())
-        if (sub->parsed()) out << sub->help();
+    if (e.get_name() == "CallForVersion") {
+      out << "hgsim " << HGSIM_VERSION << "\n";
+      return kSuccess;
     }
+    // app.help() already shows the subcommand's help when one was named: print it once.
+    out << app.help();
     return kSuccess;
   } catch (const CLI::ParseError& e) {
     err << "hgsim: " << e.what() << "\n";

@@ -47,6 +47,8 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
   const auto compute = run_compute_model(options, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
   sim::SimulationOptions sim_options = options.sim;
+  sim_options.trace_filter = sim::parse_trace_filter(options.trace_filter, "--trace-filter", diags);
+  if (diags.has_errors()) return std::nullopt;
   if (!options.fidelity.empty()) {
     sim_options.fidelity_from_cli = true;
     sim_options.fidelity = options.fidelity == "full"     ? core::Fidelity::full

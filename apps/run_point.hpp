@@ -24,6 +24,7 @@ struct RunOptions {
   std::string fidelity;               // "full", "folded", "auto"; empty: the scenario's
   std::vector<std::string> profiles;  // measured op profiles; empty: kernels/profiles/
   std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): all compute
+  std::string trace_filter;           // --trace-filter cluster=..,stage=..,kind=..
   bool report_stats = false;
   sim::SimulationOptions sim;
 };

@@ -126,7 +126,7 @@ py::object resolve(py::handle scenario, py::handle plan) {
 
 py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
                     py::handle layer_profile, py::handle fidelity, py::handle trace,
-                    bool allow_oom) {
+                    py::handle trace_filter, bool allow_oom) {
   const OnePoint point = checked_one(scenario, "simulate");
   apps::RunOptions options;
   options.plan = given_plan(plan);
@@ -147,6 +147,7 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
                   "'");
   }
   if (!trace.is_none()) options.sim.trace_path = path_text(trace);
+  if (!trace_filter.is_none()) options.trace_filter = py::str(trace_filter);
   options.sim.allow_oom = allow_oom;
   core::Diagnostics diags;
   std::optional<sim::Results> result;
@@ -215,7 +216,8 @@ void bind_scenario(py::module_& m) {
   m.def("simulate", &simulate, py::arg("scenario"), py::arg("plan") = py::none(), py::kw_only(),
         py::arg("profiles") = py::none(), py::arg("layer_profile") = py::none(),
         py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),
-        py::arg("allow_oom") = false, "One simulated iteration: the `hgsim run --json` object.");
+        py::arg("trace_filter") = py::none(), py::arg("allow_oom") = false,
+        "One simulated iteration: the `hgsim run --json` object.");
   m.def("plan", &plan, py::arg("scenario"), py::kw_only(), py::arg("time_budget_s") = 60.0,
         py::arg("verify") = 3, py::arg("baselines") = false, py::arg("no_compression") = false,
         "Search a plan as `hgsim plan --json` does and return what it prints.");

@@ -38,10 +38,6 @@ constexpr int max_flows_per_transfer = 64;
 // one process, std::runtime_error when nodes are left unfinished (a cycle).
 NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink = nullptr);
 
-// Whether execute() reports progress on stderr (every few seconds of a long run): on by
-// default when stderr is a terminal.
-void set_progress(bool on);
-
 // Host speed in the SimGrid platform: one flop is a picosecond of GPU time.
 constexpr double flops_per_second = 1e12;
 

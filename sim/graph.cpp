@@ -47,11 +47,6 @@ std::string to_string(Work work) {
   return "?";
 }
 
-bool is_compute(Work work) {
-  return work == Work::forward || work == Work::backward || work == Work::recompute ||
-         work == Work::optimizer || work == Work::codec;
-}
-
 NodeId Graph::add(GraphNode n) {
   if (finished_) throw std::logic_error("Graph: node added after finish()");
   nodes_.push_back(n);

@@ -39,7 +39,6 @@ enum class Work : std::uint8_t {
 };
 std::string to_string(Op op);
 std::string to_string(Work work);
-bool is_compute(Work work);  // forward, backward, recompute, optimizer, codec
 
 struct GraphNode {
   double amount = 0;         // seconds (compute, delay) or bytes (transfer)

@@ -200,8 +200,12 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   const double graph_bytes = static_cast<double>(work.graph.memory_bytes());
 
   std::unique_ptr<ChromeTraceWriter> trace;
-  if (!options.trace_path.empty())
-    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, work.graph, work.platform);
+  if (!options.trace_path.empty()) {
+    std::vector<int> stages;
+    for (const DeviceRole& role : work.roles) stages.push_back(role.stage);
+    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, work.graph, work.platform,
+                                                std::move(stages), options.trace_filter);
+  }
   const NodeTimes times = execute(work.graph, work.platform, trace.get());
   const double T = times.makespan;
 

@@ -14,6 +14,7 @@
 #include "kernels/compute_model.hpp"
 #include "sim/resolved_plan.hpp"
 #include "sim/results.hpp"
+#include "sim/trace.hpp"
 
 namespace hgsim::sim {
 
@@ -33,6 +34,7 @@ struct SimulationOptions {
   bool fidelity_from_cli = false;
   bool allow_oom = false;
   std::string trace_path;     // Chrome trace, streamed
+  TraceFilter trace_filter;   // what the trace keeps (sim/trace.hpp)
   std::string graph_path;     // execution graph JSON
   std::string platform_path;  // SimGrid platform XML
 };

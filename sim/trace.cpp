@@ -1,5 +1,6 @@
 #include "sim/trace.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -9,30 +10,82 @@ namespace hgsim::sim {
 
 namespace {
 
+// Lane k >= 1 of a track is thread tid + k * kLaneStride of the same process.
+constexpr int kLaneStride = 1 << 20;
+
 std::string quoted(const std::string& text) {
   return core::Json(text).dump();
 }
 
-// Microseconds with nanosecond resolution: what the trace format counts in.
-std::string micros(double seconds) {
+long long nanos(double seconds) {
+  return std::llround(seconds * 1e9);
+}
+
+// Microseconds with exactly three decimals: integer nanoseconds in the unit the trace
+// format counts in.
+std::string micros(long long ns) {
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.3f", seconds * 1e6);
+  std::snprintf(buffer, sizeof buffer, "%lld.%03lld", ns / 1000, ns % 1000);
   return buffer;
+}
+
+const std::set<std::string>& kinds() {
+  static const std::set<std::string> all{"forward", "backward", "recompute", "optimizer", "codec",
+                                         "tp_comm", "pp_comm",  "dp_comm",   "bubble"};
+  return all;
 }
 
 }  // namespace
 
+TraceFilter parse_trace_filter(const std::string& text, const std::string& option,
+                               core::Diagnostics& diags) {
+  TraceFilter filter;
+  std::size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item =
+        text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string hint = "e.g. --trace-filter cluster=beijing,stage=0,kind=pp_comm";
+    if (eq == std::string::npos || value.empty()) {
+      diags.error({}, option, "'" + item + "' is not KEY=VALUE (cluster, stage or kind)", hint);
+    } else if (key == "cluster") {
+      filter.clusters.insert(value);
+    } else if (key == "stage") {
+      char* end = nullptr;
+      const long stage = std::strtol(value.c_str(), &end, 10);
+      if (*end != '\0' || stage < 0)
+        diags.error({}, option, "stage=" + value + ": expected a stage number (0, 1, ...)", hint);
+      else
+        filter.stages.insert(static_cast<int>(stage));
+    } else if (key == "kind") {
+      if (!kinds().count(value)) {
+        std::string list;
+        for (const auto& k : kinds()) list += (list.empty() ? "" : ", ") + k;
+        diags.error({}, option, "kind=" + value + ": no such kind", "one of " + list);
+      } else {
+        filter.kinds.insert(value);
+      }
+    } else {
+      diags.error({}, option, "unknown key '" + key + "'", "cluster, stage or kind; " + hint);
+    }
+  }
+  return filter;
+}
+
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph,
-                                     const Platform& platform)
-    : out_(path), graph_(graph), platform_(platform) {
+                                     const Platform& platform, std::vector<int> stages,
+                                     TraceFilter filter)
+    : out_(path),
+      graph_(graph),
+      platform_(platform),
+      stages_(std::move(stages)),
+      filter_(std::move(filter)) {
   if (!out_) throw std::runtime_error("cannot write the trace to " + path);
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  auto meta = [&](const char* what, int pid, int tid, const std::string& name) {
-    out_ << (first_ ? "" : ",\n") << "{\"ph\": \"M\", \"name\": \"" << what
-         << "\", \"pid\": " << pid << ", \"tid\": " << tid
-         << ", \"args\": {\"name\": " << quoted(name) << "}}";
-    first_ = false;
-  };
   for (std::size_t c = 0; c < platform.clusters.size(); ++c)
     meta("process_name", static_cast<int>(c), 0, "cluster " + platform.clusters[c].spec->name);
   for (std::size_t d = 0; d < platform.devices.size(); ++d) {
@@ -51,47 +104,91 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph
     }
 }
 
-void ChromeTraceWriter::event(const std::string& name, const std::string& category, int pid,
-                              int tid, double start_s, double end_s, const std::string& args_json) {
+void ChromeTraceWriter::meta(const char* what, int pid, int tid, const std::string& name) {
+  out_ << (first_ ? "" : ",\n") << "{\"ph\": \"M\", \"name\": \"" << what << "\", \"pid\": " << pid
+       << ", \"tid\": " << tid << ", \"args\": {\"name\": " << quoted(name) << "}}";
+  first_ = false;
+  if (std::string(what) == "thread_name") track_names_[{pid, tid}] = name;
+}
+
+bool ChromeTraceWriter::kept(int device, const std::string& kind) const {
+  if (filter_.empty()) return true;
+  const Device& dev = platform_.devices[device];
+  if (!filter_.clusters.empty() &&
+      !filter_.clusters.count(platform_.clusters[dev.cluster].spec->name))
+    return false;
+  if (!filter_.stages.empty() && !filter_.stages.count(stages_[device])) return false;
+  return filter_.kinds.empty() || filter_.kinds.count(kind);
+}
+
+void ChromeTraceWriter::write(const std::string& name, const std::string& category, int pid,
+                              int tid, long long start_ns, long long end_ns,
+                              const std::string& args_json) {
   out_ << (first_ ? "" : ",\n") << "{\"ph\": \"X\", \"name\": " << quoted(name) << ", \"cat\": \""
        << category << "\", \"pid\": " << pid << ", \"tid\": " << tid
-       << ", \"ts\": " << micros(start_s) << ", \"dur\": " << micros(end_s - start_s);
+       << ", \"ts\": " << micros(start_ns) << ", \"dur\": " << micros(end_ns - start_ns);
   if (!args_json.empty()) out_ << ", \"args\": " << args_json;
   out_ << "}";
   first_ = false;
   ++events_;
 }
 
+void ChromeTraceWriter::slice(const std::string& name, const std::string& category, int pid,
+                              int tid, long long start_ns, long long end_ns,
+                              const std::string& args_json) {
+  // Slices arrive as they complete, so in order of their ends: a slice that starts after
+  // the last end on a lane is disjoint from every slice on it.
+  auto& ends = lane_ends_[{pid, tid}];
+  std::size_t lane = 0;
+  while (lane < ends.size() && ends[lane] > start_ns) ++lane;
+  if (lane == ends.size()) {
+    ends.push_back(start_ns);
+    if (lane > 0)
+      meta("thread_name", pid, tid + static_cast<int>(lane) * kLaneStride,
+           track_names_[{pid, tid}] + " (lane " + std::to_string(lane + 1) + ")");
+  }
+  ends[lane] = end_ns;
+  write(name, category, pid, tid + static_cast<int>(lane) * kLaneStride, start_ns, end_ns,
+        args_json);
+}
+
 void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {
   const GraphNode& n = graph_.node(id);
-  if (n.op == Op::join || end_s <= start_s) return;
+  const long long start = nanos(start_s), end = nanos(end_s);
+  if (n.op == Op::join || end <= start) return;
+  const std::string category = to_string(n.work);
+  if (!kept(n.device, category)) return;
   std::string name = graph_.label_text(n.label);
   if (n.micro_batch >= 0) name += " mb " + std::to_string(n.micro_batch);
-  const std::string category = to_string(n.work);
   const Device& dev = platform_.devices[n.device];
   if (n.op == Op::compute) {
-    event(name, category, dev.cluster, 2 * n.device, start_s, end_s, "");
+    slice(name, category, dev.cluster, 2 * n.device, start, end, "");
     return;
   }
   if (n.op == Op::delay) {
-    event(name, category, dev.cluster, 2 * n.device + 1, start_s, end_s, "{\"closed_form\": true}");
+    slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
     return;
   }
   const std::string args = "{\"bytes\": " + core::shortest_decimal(n.amount) +
                            ", \"to\": " + quoted(platform_.devices[n.peer].name) + "}";
-  event(name, category, dev.cluster, 2 * n.device + 1, start_s, end_s, args);
+  slice(name, category, dev.cluster, 2 * n.device + 1, start, end, args);
   if (!platform_.crosses_wan(n.device, n.peer)) return;
   const int wan_pid = static_cast<int>(platform_.clusters.size());
   for (const Hop& h : platform_.route(n.device, n.peer))
     if (wan_track_[h.link] >= 0)
-      event(name, category, wan_pid, wan_track_[h.link], start_s, end_s, args);
+      slice(name, category, wan_pid, wan_track_[h.link], start, end, args);
 }
 
 void ChromeTraceWriter::finish(const std::vector<std::vector<std::pair<double, double>>>& bubbles) {
-  for (std::size_t d = 0; d < bubbles.size(); ++d)
+  // Bubbles are the gaps between a device's compute and communication: disjoint from every
+  // compute slice, so they share the compute track's first lane.
+  for (std::size_t d = 0; d < bubbles.size(); ++d) {
+    if (!kept(static_cast<int>(d), "bubble")) continue;
     for (const auto& [start, end] : bubbles[d])
-      event("bubble", "bubble", platform_.devices[d].cluster, static_cast<int>(2 * d), start, end,
-            "");
+      if (nanos(end) > nanos(start))
+        write("bubble", "bubble", platform_.devices[d].cluster, static_cast<int>(2 * d),
+              nanos(start), nanos(end), "");
+  }
   out_ << "\n]}\n";
   out_.close();
 }

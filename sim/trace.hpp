@@ -2,34 +2,69 @@
 // disk while the engine runs: one process per cluster with two tracks per device (its
 // compute stream and its communication), one process for the WAN with a track per WAN
 // link, and the pipeline bubbles of every device appended at the end.
+//
+// Perfetto keeps only slices that nest or are disjoint on their track. Times are integer
+// nanoseconds (each start and end rounded once, so slices that touch in the simulation touch
+// in the trace and rounding never makes them overlap), and a slice that would overlap
+// another on its track (a device sending two transfers at once, two transfers sharing a WAN
+// link) goes to the track's next lane: a thread of its own named "<track> (lane k)", k >= 2.
 #pragma once
 
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/diagnostics.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
 
 namespace hgsim::sim {
 
+// `--trace-filter cluster=beijing,stage=0,kind=pp_comm`: keeps the slices of devices in one
+// of the named clusters, working for one of the named stages, of one of the named kinds
+// (forward, backward, recompute, optimizer, codec, tp_comm, pp_comm, dp_comm, bubble); a key
+// not given keeps everything. WAN link tracks keep a transfer when its sender is kept.
+struct TraceFilter {
+  std::set<std::string> clusters;
+  std::set<int> stages;
+  std::set<std::string> kinds;
+  bool empty() const { return clusters.empty() && stages.empty() && kinds.empty(); }
+};
+// Parses the filter; problems (an unknown key or kind, a stage that is not a number) go to
+// `diags` at `option`.
+TraceFilter parse_trace_filter(const std::string& text, const std::string& option,
+                               core::Diagnostics& diags);
+
 class ChromeTraceWriter final : public CompletionSink {
  public:
-  // Throws std::runtime_error when `path` cannot be written.
-  ChromeTraceWriter(const std::string& path, const Graph& graph, const Platform& platform);
+  // `stages`: the stage each device works for. Throws std::runtime_error when `path` cannot
+  // be written.
+  ChromeTraceWriter(const std::string& path, const Graph& graph, const Platform& platform,
+                    std::vector<int> stages, TraceFilter filter = {});
   void completed(NodeId id, double start_s, double end_s) override;
   // Appends bubbles (per device: [start, end) gaps) and closes the file.
   void finish(const std::vector<std::vector<std::pair<double, double>>>& bubbles);
   std::size_t events() const { return events_; }
 
  private:
-  void event(const std::string& name, const std::string& category, int pid, int tid, double start_s,
-             double end_s, const std::string& args_json);
+  // A slice on a track (pid, base tid): placed on the first lane free at its start.
+  void slice(const std::string& name, const std::string& category, int pid, int tid,
+             long long start_ns, long long end_ns, const std::string& args_json);
+  void write(const std::string& name, const std::string& category, int pid, int tid,
+             long long start_ns, long long end_ns, const std::string& args_json);
+  void meta(const char* what, int pid, int tid, const std::string& name);
+  bool kept(int device, const std::string& kind) const;
   std::ofstream out_;
   const Graph& graph_;
   const Platform& platform_;
+  std::vector<int> stages_;
+  TraceFilter filter_;
   std::vector<int> wan_track_;  // link -> track in the WAN process, -1 if not a WAN link
+  std::map<std::pair<int, int>, std::string> track_names_;           // (pid, tid) -> name
+  std::map<std::pair<int, int>, std::vector<long long>> lane_ends_;  // per track, per lane
   std::size_t events_ = 0;
   bool first_ = true;
 };

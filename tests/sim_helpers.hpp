@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "apps/commands.hpp"
 #include "apps/validate.hpp"
 #include "core/document.hpp"
 #include "kernels/compute_model.hpp"
@@ -21,6 +24,20 @@ inline apps::CheckedScenario checked(const std::string& yaml) {
   auto c = apps::check_scenario(*s, diags);
   EXPECT_TRUE(c) << diags.format();
   return *c;
+}
+
+// `hgsim ARGS...` in this process: its exit status and what it printed.
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+inline CliResult cli(std::vector<const char*> args) {
+  args.insert(args.begin(), "hgsim");
+  std::ostringstream out, err;
+  const int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
+  return {status, out.str(), err.str()};
 }
 
 // Every layer takes `forward` seconds forward and twice that backward; nothing else costs.

@@ -52,18 +52,7 @@ double simulate(const apps::CheckedScenario& c, const core::Plan& plan,
   return result ? result->iteration_time_s : -1;
 }
 
-struct CliResult {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-[[maybe_unused]] CliResult cli(std::vector<const char*> args) {
-  args.insert(args.begin(), "hgsim");
-  std::ostringstream out, err;
-  int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
-  return {status, out.str(), err.str()};
-}
+using testing::cli;
 
 [[maybe_unused]] fs::path temp_file(const std::string& name, const std::string& text) {
   const fs::path p =

@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -23,18 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using core::Json;
 
-struct CliResult {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-CliResult cli(std::vector<const char*> args) {
-  args.insert(args.begin(), "hgsim");
-  std::ostringstream out, err;
-  const int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
-  return {status, out.str(), err.str()};
-}
+using testing::cli;
 
 fs::path temp_file(const std::string& name, const std::string& text) {
   const fs::path p =
@@ -278,6 +269,83 @@ TEST(ResolvedFidelity, PlanVerifiesAtTheFidelityRunUsesBetween65And256Gpus) {
   EXPECT_NEAR(simulated, r["iteration_time_s"].get<double>(), 1e-9 * simulated);
   fs::remove(scenario);
   fs::remove(plan);
+}
+
+// ---- traces Perfetto keeps ----------------------------------------------------------------
+
+// One slice of a trace track, in integer nanoseconds.
+struct Slice {
+  long long start, end;
+  std::string name;
+};
+
+const char* kTracePlan = R"({
+  "schedule": "1f1b", "micro_batch": 2,
+  "pipelines": [{"replicas": 2, "micro_batches": 4, "stages": [
+    {"cluster": "a", "tp": 2, "dp": 2, "layers": 4},
+    {"cluster": "b", "tp": 2, "dp": 1, "layers": 4}]}],
+  "grad_sync": {"algorithm": "hierarchical", "bucket": "25MB"}
+})";
+
+TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
+  const fs::path scenario = temp_file("trace.yaml", kTwoRegions);
+  const fs::path plan = temp_file("trace-plan.json", kTracePlan);
+  const fs::path trace = temp_file("trace.json", "");
+  auto run = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--trace", trace.c_str()});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json events = Json::parse(std::ifstream(trace))["traceEvents"];
+  std::map<std::pair<int, long>, std::vector<Slice>> tracks;
+  std::set<std::string> lanes;
+  std::set<int> pids;
+  for (const Json& e : events) {
+    if (e["ph"] == "M") {
+      const std::string name = e["args"]["name"];
+      if (name.find("(lane ") != std::string::npos) lanes.insert(name);
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X");
+    // Integer nanoseconds: ts and dur have at most three decimals in microseconds.
+    const double ts = e["ts"], dur = e["dur"];
+    const long long start = std::llround(ts * 1000), length = std::llround(dur * 1000);
+    EXPECT_NEAR(ts * 1000, static_cast<double>(start), 1e-3);
+    tracks[{e["pid"].get<int>(), e["tid"].get<long>()}].push_back(
+        {start, start + length, e["name"]});
+    pids.insert(e["pid"].get<int>());
+  }
+  EXPECT_EQ(pids.size(), 3u);  // two clusters and the WAN
+  // Four senders reshard into two receivers over one WAN link at once: lanes were needed.
+  EXPECT_FALSE(lanes.empty());
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end(), [](const Slice& x, const Slice& y) {
+      return x.start != y.start ? x.start < y.start : x.end > y.end;
+    });
+    std::vector<Slice> open;  // enclosing slices
+    for (const Slice& s : slices) {
+      while (!open.empty() && open.back().end <= s.start) open.pop_back();
+      if (!open.empty())
+        EXPECT_LE(s.end, open.back().end) << "track " << track.first << "/" << track.second << ": '"
+                                          << s.name << "' overlaps '" << open.back().name << "'";
+      open.push_back(s);
+    }
+  }
+  // --trace-filter keeps one cluster's pipeline transfers only.
+  auto filtered = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--trace", trace.c_str(),
+                       "--trace-filter", "cluster=b,kind=pp_comm"});
+  ASSERT_EQ(filtered.status, 0) << filtered.err;
+  int kept = 0;
+  for (const Json& e : Json::parse(std::ifstream(trace))["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++kept;
+    EXPECT_EQ(e["cat"], "pp_comm");
+    EXPECT_NE(e["pid"], 0) << "a slice of cluster a";
+  }
+  EXPECT_GT(kept, 0);
+  auto bad = cli({"run", scenario.c_str(), "--trace", trace.c_str(), "--trace-filter", "kind=x"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("kind=x: no such kind"), std::string::npos) << bad.err;
+  fs::remove(scenario);
+  fs::remove(plan);
+  fs::remove(trace);
 }
 
 }  // namespace

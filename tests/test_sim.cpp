@@ -170,6 +170,29 @@ TEST(SimCollectives, RingAllReduceClosedFormByHand) {
   EXPECT_EQ(sim::ring_all_reduce_time(1, 1e9, {12.5e9, 10e-6}), 0);
 }
 
+TEST(SimCollectives, TreeAndHalvingDoublingMatchTextbookFormulasWrittenHere) {
+  // The lowerings against the textbook forms, written out here rather than taken from
+  // sim/collectives.hpp: a binomial tree reduce then broadcast moves the whole buffer in each
+  // of 2 ceil(log2 n) rounds (Thakur, Rabenseifner and Gropp 2005, sec. 4); Rabenseifner's
+  // recursive halving then doubling moves S/2, S/4, ... S/n out and back in log2 n rounds
+  // each, 2 (n - 1)/n S in all.
+  auto c = checked(nodes_scenario(8));
+  const double B = 100e9 / 8, a = 2 * 5e-6, S = 1e9;
+  for (int n : {2, 4, 8}) {
+    double rounds = 0;
+    for (int reach = 1; reach < n; reach *= 2) ++rounds;  // ceil(log2 n)
+    const double tree = 2 * rounds * (S / B + a);
+    EXPECT_NEAR(simulated_collective(c.scenario, n, S, sim::tree_all_reduce), tree, 1e-9 * tree)
+        << "tree n=" << n;
+    double halving = 0;
+    for (double piece = S / 2; piece >= S / n * (1 - 1e-12); piece /= 2) halving += piece / B + a;
+    const double hd = 2 * halving;
+    EXPECT_NEAR(simulated_collective(c.scenario, n, S, sim::halving_doubling_all_reduce), hd,
+                1e-9 * hd)
+        << "halving-doubling n=" << n;
+  }
+}
+
 // ---- links ----------------------------------------------------------------------------------
 
 std::string two_cluster_scenario(const std::string& wan, const std::string& extra = "") {

@@ -74,17 +74,19 @@ def resolve(scenario, plan=None):
 
 
 def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity=None,
-             trace=None, allow_oom=False):
+             trace=None, trace_filter=None, allow_oom=False):
     """One simulated iteration: exactly the object ``hgsim run --json`` prints.
 
     profiles: measured op profile files (``hgsim profile``), default kernels/profiles/;
     layer_profile: an ``hgsim-layer-profile/1`` file that costs every device's compute
     (``hgsim run --layer-profile``); fidelity: "full", "folded" or "auto"; trace: write a
-    Chrome trace there; allow_oom: simulate a plan that does not fit in GPU memory.
+    Chrome trace there; trace_filter: what it keeps ("cluster=NAME,stage=N,kind=KIND", as
+    ``hgsim run --trace-filter``); allow_oom: simulate a plan that does not fit in GPU memory.
     The simulator runs in a child process, with the GIL released.
     """
     return _hgsim.simulate(scenario, plan, profiles=profiles, layer_profile=layer_profile,
-                           fidelity=fidelity, trace=trace, allow_oom=allow_oom)
+                           fidelity=fidelity, trace=trace, trace_filter=trace_filter,
+                           allow_oom=allow_oom)
 
 
 def plan(scenario, *, time_budget_s=60.0, verify=3, baselines=False, no_compression=False):
