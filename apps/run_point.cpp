@@ -42,13 +42,13 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
 
 std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,
                                            core::Diagnostics& diags) {
+  sim::SimulationOptions sim_options = options.sim;
+  sim_options.trace_filter = sim::parse_trace_filter(options.trace_filter, "--trace-filter", diags);
+  if (diags.has_errors()) return std::nullopt;  // before the planner runs for strategy: auto
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
   const auto compute = run_compute_model(options, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
-  sim::SimulationOptions sim_options = options.sim;
-  sim_options.trace_filter = sim::parse_trace_filter(options.trace_filter, "--trace-filter", diags);
-  if (diags.has_errors()) return std::nullopt;
   if (!options.fidelity.empty()) {
     sim_options.fidelity_from_cli = true;
     sim_options.fidelity = options.fidelity == "full"     ? core::Fidelity::full

@@ -195,6 +195,15 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
   return out;
 }
 
+GradientBuckets gradient_buckets(double parameters, int rings, core::Precision precision,
+                                 core::Bytes bucket) {
+  const double per_ring = models::gradient_bytes(parameters, precision).value() / rings;
+  GradientBuckets out;
+  out.count = std::max(1, static_cast<int>(std::ceil(per_ring / bucket.value())));
+  out.bytes_per_ring = per_ring / out.count;
+  return out;
+}
+
 std::vector<ReshardPiece> reshard_pieces(const core::Stage& from, const core::Stage& to) {
   const long n_from = from.dp * from.tp;
   const long n_to = to.dp * to.tp;
@@ -252,7 +261,6 @@ std::vector<Segment> make_segments(const ResolvedPlan& r) {
     else
       out.push_back({l, 1, h});
   }
-  const double bucket = plan.grad_sync.bucket.value();
   for (Segment& seg : out) {
     seg.parameters = segment_parameters(*r.model, seg.first_layer, seg.layers);
     seg.rings = std::numeric_limits<int>::max();
@@ -262,10 +270,10 @@ std::vector<Segment> make_segments(const ResolvedPlan& r) {
       seg.rings = std::min(seg.rings, st.tp);
     }
     if (seg.members < 2) continue;
-    const double per_ring =
-        models::gradient_bytes(seg.parameters, r.choices.precision).value() / seg.rings;
-    seg.buckets = std::max(1, static_cast<int>(std::ceil(per_ring / bucket)));
-    seg.bucket_bytes = per_ring / seg.buckets;
+    const GradientBuckets b =
+        gradient_buckets(seg.parameters, seg.rings, r.choices.precision, plan.grad_sync.bucket);
+    seg.buckets = b.count;
+    seg.bucket_bytes = b.bytes_per_ring;
   }
   // Buckets are numbered in backward order (the last layers' gradients are ready first).
   int number = 0;

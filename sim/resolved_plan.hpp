@@ -125,6 +125,15 @@ struct Segment {
   int first_bucket = 0;     // the number of its first bucket (backward order, synced only)
 };
 
+// Gradient buckets of `parameters` synchronised in `rings` parallel rings: ceil(gradient
+// bytes per ring / bucket) equal buckets of `bytes_per_ring`.
+struct GradientBuckets {
+  int count = 1;
+  double bytes_per_ring = 0;
+};
+GradientBuckets gradient_buckets(double parameters, int rings, core::Precision precision,
+                                 core::Bytes bucket);
+
 // One piece of a tensor that the sender's slices (dp rank major, tp rank minor, each
 // 1 / from_slices of it) and the receiver's (1 / to_slices each) reshard: units
 // [begin, end) of `units` = lcm(from_slices, to_slices).

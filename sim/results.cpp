@@ -1,9 +1,11 @@
 #include "sim/results.hpp"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "core/units.hpp"
+#include "sim/iterations.hpp"
 
 namespace hgsim::sim {
 
@@ -41,7 +43,7 @@ Json to_json(const Results& r) {
                 {"wan_wire_bytes", c.wan_wire_bytes},
                 {"bytes_saved", c.wan_raw_bytes - c.wan_wire_bytes}};
   };
-  Json out;
+  Json out = r.iterations;
   out["scenario"] = r.scenario;
   out["plan"] = core::plan_to_json(r.plan);
   out["iteration_time_s"] = r.iteration_time_s;
@@ -64,6 +66,7 @@ Json to_json(const Results& r) {
                        {"codec", r.codec_provenance},
                        {"memory", r.memory_provenance},
                        {"network", r.network_provenance},
+                       {"iterations", r.iterations_provenance},
                        {"flops",
                         "models/: model FLOPs 6N + attention per token (training_flops without "
                         "recomputation); hardware FLOPs add the recomputed forward"}};
@@ -71,7 +74,8 @@ Json to_json(const Results& r) {
                       {"network_model", r.simulator.network_model},
                       {"graph_nodes", r.simulator.graph_nodes},
                       {"graph_edges", r.simulator.graph_edges},
-                      {"activities", r.simulator.activities}};
+                      {"activities", r.simulator.activities},
+                      {"iterations_played", r.simulator.iterations_played}};
   return out;
 }
 
@@ -117,9 +121,19 @@ Results results_from_json(const Json& j) {
   r.codec_provenance = p.at("codec");
   r.memory_provenance = p.at("memory");
   r.network_provenance = p.at("network");
+  r.iterations_provenance = p.at("iterations");
   const Json& s = j.at("simulator");
-  r.simulator = {s.at("fidelity"), s.at("network_model"), s.at("graph_nodes"), s.at("graph_edges"),
-                 s.at("activities")};
+  r.simulator = {s.at("fidelity"),    s.at("network_model"), s.at("graph_nodes"),
+                 s.at("graph_edges"), s.at("activities"),    s.at("iterations_played")};
+  // Every other top-level key is sim/iterations.hpp's.
+  static const std::set<std::string> own{"scenario",     "plan",           "iteration_time_s",
+                                         "tokens_per_s", "flops",          "model_tflops_per_gpu",
+                                         "mfu",          "mfu_available",  "gpus",
+                                         "gpus_used",    "gpus_available", "devices",
+                                         "links",        "compression",    "warnings",
+                                         "provenance",   "simulator"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!own.count(it.key())) r.iterations[it.key()] = it.value();
   return r;
 }
 
@@ -129,7 +143,10 @@ std::string format_table(const Results& r) {
   const double T = r.iteration_time_s;
   std::snprintf(line, sizeof line,
                 "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
-                r.scenario.c_str(), core::human_duration(core::Seconds(T)).c_str(),
+                r.scenario.c_str(),
+                (core::human_duration(core::Seconds(T)) +
+                 (r.iterations.value("iterations_simulated", 1) > 1 ? " on average" : ""))
+                    .c_str(),
                 r.simulator.fidelity.c_str(),
                 r.compute_model.rfind("estimated", 0) == 0 ? "estimated from datasheets"
                                                            : "from measured profiles");
@@ -140,6 +157,7 @@ std::string format_table(const Results& r) {
                 r.tokens_per_s, r.model_tflops_per_gpu, 100 * r.mfu, r.gpus_used, r.gpus_available,
                 100 * r.mfu_available, r.gpus_available);
   out << line;
+  out << format_iterations(to_json(r));
   // One row per (pipeline, stage): the mean over its GPUs.
   struct Row {
     std::string cluster, gpu;

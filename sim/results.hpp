@@ -17,6 +17,8 @@
 //              (the most flows the plan had on it at once)
 //   compression: per traffic class the codec, raw and wire bytes, bytes saved; codec_time_s
 //   warnings[]: what the user should know (a WAN link the plan's flows cannot fill)
+//   the keys sim/iterations.hpp adds (iterations_simulated, iteration_times_s, outer_sync,
+//   tokens_per_day, time_to_train_s, ...)
 //   provenance: where every number comes from
 //   simulator: fidelity, network model, graph nodes and edges, activities
 //
@@ -72,6 +74,7 @@ struct SimulatorInfo {
   double graph_nodes = 0;
   double graph_edges = 0;
   double activities = 0;
+  double iterations_played = 1;  // distinct phases played (sim/iterations.hpp)
 };
 
 struct Results {
@@ -97,7 +100,12 @@ struct Results {
   std::string codec_provenance;
   std::string memory_provenance;
   std::string network_provenance;
+  std::string iterations_provenance;
   SimulatorInfo simulator;
+  // What sim/iterations.hpp reports (iterations_simulated, iteration_times_s,
+  // iteration_time_stats, outer_sync, tokens_per_day, time_to_train_s, ...): top-level keys
+  // of the JSON form, kept as they are written there.
+  core::Json iterations = core::Json::object();
 };
 
 core::Json to_json(const Results& r);

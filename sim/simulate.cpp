@@ -14,48 +14,18 @@
 #include <map>
 #include <sstream>
 
+#include "compress/codec_cost.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "sim/engine.hpp"
+#include "sim/iterations.hpp"
+#include "sim/outer_sync.hpp"
 #include "sim/trace.hpp"
 #include "sim/workload.hpp"
 
 namespace hgsim::sim {
 
 namespace {
-
-using Interval = std::pair<double, double>;
-
-// Length of the union of intervals (sorted in place).
-double union_length(std::vector<Interval>& v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, start = 0, end = -1;
-  for (const auto& [a, b] : v) {
-    if (a > end) {
-      if (end > start) total += end - start;
-      start = a;
-      end = b;
-    } else {
-      end = std::max(end, b);
-    }
-  }
-  if (end > start) total += end - start;
-  return total;
-}
-
-// Gaps of [lo, hi) not covered by the (sorted, merged on the fly) intervals.
-std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  double at = lo;
-  for (const auto& [a, b] : v) {
-    if (a > at) out.emplace_back(at, std::min(a, hi));
-    at = std::max(at, b);
-    if (at >= hi) break;
-  }
-  if (at < hi) out.emplace_back(at, hi);
-  return out;
-}
 
 core::Json diagnostics_json(const core::Diagnostics& diags) {
   core::Json out = core::Json::array();
@@ -96,23 +66,10 @@ core::Fidelity chosen_fidelity(const ResolvedPlan& r, const SimulationOptions& o
   return automatic_fidelity(r.gpus_used);
 }
 
-// The most flows at once, from (time, +flows at a start / -flows at an end) events; an end
-// and a start at one instant do not overlap.
-int most_at_once(std::vector<std::pair<double, int>> events) {
-  std::sort(events.begin(), events.end());
-  int now = 0, most = 0;
-  for (const auto& [t, change] : events) {
-    now += change;
-    most = std::max(most, now);
-  }
-  return most;
-}
-
-// Per link: bytes moved and time busy; per WAN link also the most one TCP flow can carry
-// (the best route crossing it: window / round-trip time) and the most flows at once.
-std::vector<LinkResult> link_results(
-    const Platform& p, const std::vector<double>& bytes, std::vector<std::vector<Interval>>& busy,
-    const std::vector<std::vector<std::pair<double, int>>>& flows) {
+// Per link: bytes moved and time busy (means over the iterations); per WAN link also the
+// most one TCP flow can carry (the best route crossing it: window / round-trip time) and
+// the most flows the plan had on it at once.
+std::vector<LinkResult> link_results(const Platform& p, const Totals& totals, int iterations) {
   std::vector<double> cap(p.links.size(), 0);
   for (const auto& from : p.wan_routes)
     for (const auto& route : from) {
@@ -128,12 +85,12 @@ std::vector<LinkResult> link_results(
     LinkResult result;
     result.name = link.name;
     result.kind = link.kind == LinkKind::uplink ? "nic" : to_string(link.kind);
-    result.bytes = bytes[l];
-    result.busy_s = union_length(busy[l]);
+    result.bytes = totals.link_bytes[l] / iterations;
+    result.busy_s = totals.link_busy_s[l] / iterations;
     result.bytes_per_s = link.bytes_per_s;
     if (link.kind == LinkKind::wan) {
       result.flow_cap_bytes_per_s = cap[l];
-      result.max_flows = most_at_once(flows[l]);
+      result.max_flows = totals.link_max_flows[l];
     }
     out.push_back(result);
   }
@@ -171,6 +128,24 @@ std::vector<std::string> window_warnings(const std::vector<LinkResult>& links,
   return out;
 }
 
+// Peak memory of one GPU of a stage: the memory model's, plus DiLoCo's parameter snapshot
+// and outer momentum when the plan has outer sync.
+models::StageMemory plan_stage_memory(const ResolvedPlan& r, int pipeline, int stage,
+                                      core::Bytes* outer_state) {
+  auto m = models::stage_memory(*r.model, r.choices.training, r.plan, pipeline, stage);
+  core::Bytes extra(0);
+  if (r.plan.outer_sync.enabled())
+    extra = outer_state_bytes(
+        models::stage_parameters(*r.model, models::stage_spec(r.plan, pipeline, stage)));
+  m.total = core::Bytes(m.total.value() + extra.value());
+  if (outer_state) *outer_state = extra;
+  return m;
+}
+
+double stage_memory_bytes(const ResolvedPlan& r, int pipeline, int stage) {
+  return plan_stage_memory(r, pipeline, stage, nullptr).total.value();
+}
+
 // The whole simulation, inside the child process.
 core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
                      const SimulationOptions& options) {
@@ -189,6 +164,18 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
   if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
 
+  std::optional<compress::CodecSpec> outer_codec = compress::CodecSpec{};
+  if (plan.outer_sync.enabled()) {
+    const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "outer_sync";
+    if (fidelity == core::Fidelity::folded)
+      diags.error(s.where(path), path,
+                  "outer sync is simulated at full fidelity only (up to " +
+                      std::to_string(full_fidelity_max_gpus) + " GPUs with fidelity: auto)",
+                  "use --fidelity full (or simulation.fidelity: full)");
+    outer_codec = compress::resolve_codec(plan.outer_sync.codec, s, path + ".codec", diags);
+  }
+  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
+
   std::vector<std::string> device_names;
   for (const auto& d : work.platform.devices) device_names.push_back(d.name);
   if (!options.platform_path.empty()) {
@@ -197,84 +184,69 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
     out << platform_xml(work.platform);
   }
   if (!options.graph_path.empty()) work.graph.write_json(options.graph_path, device_names);
-  const double graph_bytes = static_cast<double>(work.graph.memory_bytes());
+
+  // The iterations: steps, and DiLoCo's outer all-reduces between them (sim/iterations.hpp).
+  std::map<int, CodecStats> outer_stats;  // per fragment, one all-reduce
+  OuterSyncInput outer;
+  outer.plan = &plan;
+  outer.model = in.model;
+  outer.precision = s.training.precision;
+  outer.codec = *outer_codec;
+  outer.roles = &work.roles;
+  outer.fragments = plan.outer_sync.fragments;
+  const int iterations = s.simulation.iterations;
+  const IterationPlan phases = plan_iterations(
+      std::move(work.graph), iterations, plan.outer_sync,
+      [&](Graph& g, NodeId ready, int fragment) {
+        OuterSyncInput o = outer;
+        o.fragment = fragment;
+        const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
+        // Blocking DiLoCo (one fragment) syncs the whole model: fragment 0 of 1.
+        return outer_all_reduce(g, work.platform, o, all_ready, &outer_stats[fragment]);
+      });
+  // The trace records the first phase played.
+  const auto& graph = phases.phases[phases.order.front()].graph;
+  double graph_bytes = 0;
+  for (const auto& p : phases.phases) graph_bytes += static_cast<double>(p.graph.memory_bytes());
 
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!options.trace_path.empty()) {
     std::vector<int> stages;
     for (const DeviceRole& role : work.roles) stages.push_back(role.stage);
-    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, work.graph, work.platform,
+    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, graph, work.platform,
                                                 std::move(stages), options.trace_filter);
   }
-  const NodeTimes times = execute(work.graph, work.platform, trace.get());
-  const double T = times.makespan;
+  const bool varying = time_varying(work.platform);
+  const Totals totals =
+      play_iterations(phases, work.platform, varying, s.simulation.start_time.value(), trace.get());
+  const double T = totals.time_s / iterations;  // the mean iteration
 
-  // ---- per device ----
-  const auto& graph = work.graph;
+  // ---- per device: means over the iterations ----
   const int devices = work.platform.device_count();
-  std::vector<std::vector<Interval>> compute(devices), comm(devices);
-  std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
-  std::vector<double> link_bytes(work.platform.links.size(), 0);
-  std::vector<std::vector<Interval>> link_busy(work.platform.links.size());
-  std::vector<std::vector<std::pair<double, int>>> link_flows(work.platform.links.size());
-  double codec_seconds = 0;
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    const GraphNode& n = graph.node(id);
-    const double a = times.start[id], b = times.end[id];
-    if (n.op == Op::compute) {
-      compute[n.device].emplace_back(a, b);
-      if (n.work == Work::codec) codec_seconds += b - a;
-      if (n.work == Work::forward || n.work == Work::backward || n.work == Work::recompute) {
-        pipe_start[n.device] = std::min(pipe_start[n.device], a);
-        pipe_end[n.device] = std::max(pipe_end[n.device], b);
-      }
-    } else if (n.op == Op::delay) {
-      comm[n.device].emplace_back(a, b);
-    } else if (n.op == Op::transfer) {
-      comm[n.device].emplace_back(a, b);
-      comm[n.peer].emplace_back(a, b);
-      for (const Hop& h : work.platform.route(n.device, n.peer)) {
-        link_bytes[h.link] += n.amount;
-        link_busy[h.link].emplace_back(a, b);
-        if (work.platform.links[h.link].kind == LinkKind::wan) {
-          link_flows[h.link].emplace_back(a, n.flows);
-          link_flows[h.link].emplace_back(b, -n.flows);
-        }
-      }
-    }
-  }
-  std::vector<std::vector<Interval>> bubbles(devices);
   std::vector<DeviceResult> device_list;
   for (int d = 0; d < devices; ++d) {
     const Device& dev = work.platform.devices[d];
     const DeviceRole& role = work.roles[d];
-    auto busy = compute[d];
-    busy.insert(busy.end(), comm[d].begin(), comm[d].end());
-    const double compute_s = union_length(compute[d]);
-    const double busy_s = union_length(busy);
-    double bubble_s = 0;
-    if (pipe_end[d] > pipe_start[d]) {
-      bubbles[d] = gaps(busy, pipe_start[d], pipe_end[d]);
-      for (const auto& [a, b] : bubbles[d]) bubble_s += b - a;
-    }
+    const double compute_s = totals.compute_s[d] / iterations;
+    const double busy_s = totals.busy_s[d] / iterations;
+    const double bubble_s = totals.bubble_s[d] / iterations;
     const auto& cluster = *work.platform.clusters[dev.cluster].spec;
     const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
-    const auto memory =
-        models::stage_memory(*in.model, r.choices.training, plan, role.pipeline, role.stage);
+    const double memory = stage_memory_bytes(r, role.pipeline, role.stage);
     const double capacity = gpu.memory.value();
     for (int position : work.gpus[d])
       device_list.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline,
                              role.stage, compute_s, busy_s - compute_s, bubble_s,
-                             std::max(0.0, T - busy_s - bubble_s), memory.total.value(), capacity,
-                             memory.total.value() <= capacity});
+                             std::max(0.0, T - busy_s - bubble_s), memory, capacity,
+                             memory <= capacity});
   }
-  if (trace) trace->finish(bubbles);
+  if (trace) trace->finish(totals.first_bubbles);
 
   // ---- links, and the WAN links the plan's flows cannot fill ----
-  std::vector<LinkResult> links = link_results(work.platform, link_bytes, link_busy, link_flows);
   Results result;
-  result.warnings = window_warnings(links, s);
-  result.links = std::move(links);
+  result.links = link_results(work.platform, totals, iterations);
+  result.warnings = window_warnings(result.links, s);
+  const double codec_seconds = totals.codec_s / iterations;
 
   // ---- totals ----
   const double sequences = plan.global_batch();
@@ -299,6 +271,16 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   result.scenario = s.name;
   result.plan = plan;
   result.iteration_time_s = T;
+  // What sim/iterations.hpp adds about the iterations, the outer sync and time to train.
+  core::Json iteration_results = core::Json::object();
+  add_iteration_results(iteration_results, totals, iterations, varying);
+  std::vector<OuterBytes> per_sync(plan.outer_sync.fragments);
+  for (const auto& [fragment, stats] : outer_stats)
+    per_sync[fragment] = {stats.wan_raw_bytes, stats.wan_wire_bytes};
+  add_outer_sync_results(iteration_results, plan.outer_sync, totals, per_sync, phases,
+                         compress::describe(*outer_codec));
+  add_time_to_train(iteration_results, s.training, tokens, T, iterations);
+  result.iterations = iteration_results;
   result.tokens_per_s = tokens / T;
   result.gpus_used = r.gpus_used;
   result.gpus_available = r.gpus_available;
@@ -323,7 +305,16 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
       "estimated: compress::code_transfer (encoded sizes; codec time on datasheet memory "
       "bandwidth)";
   result.memory_provenance =
-      "analytic: models::stage_memory (weights, gradients, optimizer, activations)";
+      "analytic: models::stage_memory (weights, gradients, optimizer, activations)" +
+      std::string(plan.outer_sync.enabled()
+                      ? " + sim::outer_state_bytes (DiLoCo's fp32 parameter snapshot and "
+                        "outer momentum, 8 bytes per parameter)"
+                      : "");
+  result.iterations_provenance =
+      iterations == 1 ? "one iteration, from t = 0"
+                      : std::to_string(iterations) +
+                            " consecutive iterations on one simulated clock, each starting when "
+                            "every GPU has finished the one before (sim/iterations.hpp)";
   result.network_provenance = std::string("SimGrid ") + "3.32, " +
                               (s.simulation.network_model == core::NetworkModel::lv08
                                    ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
@@ -332,9 +323,12 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
                               " per WAN flow unless the link sets one";
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  result.simulator = {core::to_string(fidelity), core::to_string(s.simulation.network_model),
-                      static_cast<double>(graph.size()), static_cast<double>(graph.edge_count()),
-                      static_cast<double>(times.activities)};
+  result.simulator = {core::to_string(fidelity),
+                      core::to_string(s.simulation.network_model),
+                      static_cast<double>(graph.size()),
+                      static_cast<double>(graph.edge_count()),
+                      static_cast<double>(totals.activities),
+                      static_cast<double>(totals.phases_played)};
   core::Json out{{"result", to_json(result)}};
   out["stats"] = {
       {"wall_s",
@@ -342,7 +336,7 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
       {"peak_rss_bytes", static_cast<double>(usage.ru_maxrss) * 1024},
       {"graph_nodes", graph.size()},
       {"graph_bytes", graph_bytes},
-      {"activities", times.activities}};
+      {"activities", totals.activities}};
   if (!diags.empty()) out["diagnostics"] = diagnostics_json(diags);
   return out;
 }
@@ -367,7 +361,8 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
       const auto& stage = plan.pipelines[i].stages[st];
       const auto* gpu = kernels::find_gpu(s.find_cluster(stage.cluster)->gpu);
-      const auto m = models::stage_memory(*in.model, r.choices.training, plan, i, st);
+      core::Bytes outer_state(0);
+      const auto m = plan_stage_memory(r, static_cast<int>(i), static_cast<int>(st), &outer_state);
       if (m.total.value() <= gpu->memory.value()) continue;
       const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "pipelines[" +
                                std::to_string(i) + "].stages[" + std::to_string(st) + "]";
@@ -376,8 +371,11 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
                       " (weights " + core::human_size(m.weights) + ", gradients " +
                       core::human_size(m.gradients) + ", optimizer " +
                       core::human_size(m.optimizer) + ", activations " +
-                      core::human_size(m.activations) + "), a " + gpu->name + " has " +
-                      core::human_size(gpu->memory),
+                      core::human_size(m.activations) +
+                      (outer_state.value() > 0
+                           ? ", outer-sync snapshot and momentum " + core::human_size(outer_state)
+                           : std::string()) +
+                      "), a " + gpu->name + " has " + core::human_size(gpu->memory),
                   "give the stage fewer layers or more tp, turn on recompute, or pass --allow-oom "
                   "to simulate it anyway");
     }

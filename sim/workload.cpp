@@ -416,6 +416,7 @@ class Builder {
 
   void sync_gradients() {
     // Backward order: the last layers' gradients are ready first.
+    int bucket_number = 0;
     for (auto seg_it = r_.segments.rbegin(); seg_it != r_.segments.rend(); ++seg_it) {
       const Segment& seg = *seg_it;
       if (seg.buckets == 0) continue;  // held by one group: nothing to sync
@@ -427,9 +428,32 @@ class Builder {
       }
       std::stable_sort(holders.begin(), holders.end(),
                        [&](int a, int b) { return groups_[a].cluster < groups_[b].cluster; });
-      for (int b = 0; b < seg.buckets; ++b)
-        sync_bucket(seg, holders, seg.rings, seg.bucket_bytes, seg.first_bucket + b);
+      // With outer sync (DiLoCo) every step synchronises inside each island (pipeline) only.
+      for (const auto& members : islands(holders)) sync_segment(seg, members, bucket_number);
     }
+  }
+
+  std::vector<std::vector<int>> islands(const std::vector<int>& holders) const {
+    if (!plan_->outer_sync.enabled()) return {holders};
+    std::map<int, std::vector<int>> by_pipeline;
+    for (int g : holders) by_pipeline[groups_[g].pipeline].push_back(g);
+    std::vector<std::vector<int>> out;
+    for (auto& [pipeline, members] : by_pipeline) out.push_back(std::move(members));
+    return out;
+  }
+
+  // The buckets of a segment among `holders` (all of them, or one island's), numbered on:
+  // without outer sync exactly the resolved plan's segment buckets.
+  void sync_segment(const Segment& seg, const std::vector<int>& holders, int& bucket_number) {
+    int members = 0;
+    for (int g : holders) members += groups_[g].fold;
+    if (members <= 1) return;
+    int rings = std::numeric_limits<int>::max();
+    for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
+    const GradientBuckets buckets =
+        gradient_buckets(seg.parameters, rings, r_.choices.precision, plan_->grad_sync.bucket);
+    for (int b = 0; b < buckets.count; ++b, ++bucket_number)
+      sync_bucket(seg, holders, rings, buckets.bytes_per_ring, bucket_number);
   }
 
   const core::Stage& stage_of(const Group& g) const {

@@ -121,7 +121,9 @@ TEST(ResolvedPlacement, EveryAcceptedPlanOfTwoNodesFitsItsNodes) {
         ASSERT_TRUE(s) << parse.format();
         auto groups = sim::place_groups(*s, s->strategy.plan, "strategy", diags);
         const bool divide = 8 % a == 0 && 8 % b == 0 && 8 % t == 0;
-        if (divide) EXPECT_TRUE(groups) << a << " " << b << " " << t << ": " << diags.format();
+        if (divide) {
+          EXPECT_TRUE(groups) << a << " " << b << " " << t << ": " << diags.format();
+        }
         if (!groups) continue;
         ++accepted;
         std::set<int> used;
@@ -322,9 +324,10 @@ TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
     std::vector<Slice> open;  // enclosing slices
     for (const Slice& s : slices) {
       while (!open.empty() && open.back().end <= s.start) open.pop_back();
-      if (!open.empty())
+      if (!open.empty()) {
         EXPECT_LE(s.end, open.back().end) << "track " << track.first << "/" << track.second << ": '"
                                           << s.name << "' overlaps '" << open.back().name << "'";
+      }
       open.push_back(s);
     }
   }
@@ -333,7 +336,8 @@ TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
                        "--trace-filter", "cluster=b,kind=pp_comm"});
   ASSERT_EQ(filtered.status, 0) << filtered.err;
   int kept = 0;
-  for (const Json& e : Json::parse(std::ifstream(trace))["traceEvents"]) {
+  const Json kept_events = Json::parse(std::ifstream(trace))["traceEvents"];
+  for (const Json& e : kept_events) {
     if (e["ph"] != "X") continue;
     ++kept;
     EXPECT_EQ(e["cat"], "pp_comm");
