@@ -13,7 +13,8 @@ std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Dia
   kernels::resolve_gpus(s, diags);
   auto compression = compress::resolve_policy(s, diags);
   if (!s.strategy.automatic) {
-    if (model && compression)
+    // Placement needs a scenario without errors (clusters with nodes and GPUs).
+    if (model && compression && !diags.has_errors())
       sim::check_and_resolve(s, *model, *compression, s.strategy.plan, "strategy", diags);
     else  // what can be checked without the model or the codecs
       core::check_plan(s.strategy.plan, s, model ? model->layers : 0, "strategy", diags);

@@ -151,6 +151,11 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
   for (std::size_t c = 0; c < s.clusters.size(); ++c) {
     const auto& cluster = s.clusters[c];
     std::vector<int> order = of_cluster[c];
+    if (order.empty()) continue;
+    if (cluster.nodes <= 0 || cluster.gpus_per_node <= 0) {  // reported where it was read
+      placed = false;
+      continue;
+    }
     if (first_fit(groups, order, cluster.nodes, cluster.gpus_per_node) < 0) continue;
     // Largest first places every set of sizes that divide each other.
     std::stable_sort(order.begin(), order.end(),
@@ -314,6 +319,9 @@ std::optional<ResolvedPlan> resolve_plan(const core::Scenario& s, const core::Mo
                                          const compress::CompressionSpecs& scenario_codecs,
                                          const core::Plan& plan, const std::string& plan_path,
                                          core::Diagnostics& diags) {
+  // A plan read with errors (a pipeline without stages) has nothing to resolve.
+  for (const auto& pipeline : plan.pipelines)
+    if (pipeline.stages.empty()) return std::nullopt;
   auto choices = apply_plan_choices(s, scenario_codecs, plan, plan_path, diags);
   auto groups = place_groups(s, plan, plan_path, diags);
   if (!choices || !groups) return std::nullopt;
