@@ -61,11 +61,13 @@ void print_stages(const core::Plan& plan, const Json& result, std::ostream& out)
 
 }  // namespace
 
-std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags) {
+std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
+                                    double time_budget_s) {
   static const kernels::RooflineModel roofline;
   const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
   planner::Options options;
   options.progress = &std::cerr;
+  if (time_budget_s > 0) options.time_budget_s = time_budget_s;
   auto r = planner::plan(ctx, options);
   if (!r.best) {
     for (const auto& why : r.why_not)

@@ -18,7 +18,8 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
     return ChosenPlan{*given, ""};
   }
   if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};
-  auto chosen = auto_plan(c, diags);  // strategy: auto plays the planner's best plan
+  // strategy: auto plays the planner's best plan
+  auto chosen = auto_plan(c, diags, options.planner_time_budget_s);
   if (!chosen) return std::nullopt;
   return ChosenPlan{*chosen, ""};
 }
@@ -41,9 +42,10 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
 }
 
 std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                         core::Diagnostics& diags) {
+                                         core::Diagnostics& diags, ChosenPlan* ran) {
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
+  if (ran) *ran = *chosen;
   const auto compute = run_compute_model(options, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
   // The plan may choose its own recomputation and codecs (the planner's plans do).

@@ -74,7 +74,7 @@ bool CodecConfig::operator==(const CodecConfig& o) const {
 }
 
 bool SweepAxis::operator==(const SweepAxis& o) const {
-  if (path != o.path || values.size() != o.values.size()) return false;
+  if (path != o.path || zip_group != o.zip_group || values.size() != o.values.size()) return false;
   for (std::size_t i = 0; i < values.size(); ++i)
     if (to_json(values[i]) != to_json(o.values[i])) return false;
   return true;
@@ -459,15 +459,39 @@ void ScenarioReader::read_compression(const Node& n) {
 void ScenarioReader::read_sweep(const Node& n) {
   Fields f(n, "sweep", d_);
   if (!f.ok()) return;
+  int groups = 0;
+  auto read_axis = [&](const std::string& key, const Node& values, const std::string& prefix,
+                       int group) {
+    if (!values.is_sequence() || values.items.empty()) {
+      d_.error(values.where, child_path(prefix, key),
+               "expected a list of values to sweep, found " + values.describe());
+      return;
+    }
+    s_.sweep.push_back({key, values.items, group});
+  };
+  auto read_group = [&](const Node& g, const std::string& path) {
+    if (!g.is_mapping() || g.entries.empty()) {
+      d_.error(g.where, path,
+               "expected a zip group (a mapping of key paths to lists of equal length), found " +
+                   g.describe(),
+               "e.g. zip: {wan[*].bandwidth: [1Gbps, 10Gbps], wan[*].latency: [50ms, 5ms]}");
+      return;
+    }
+    for (const auto& [key, values] : g.entries) read_axis(key, values, path, groups);
+    ++groups;
+  };
   for (std::size_t i = 0; i < n.entries.size(); ++i) {
     const auto& [key, values] = n.entries[i];
-    std::string path = child_path("sweep", key);
-    if (!values.is_sequence() || values.items.empty()) {
-      d_.error(values.where, path,
-               "expected a list of values to sweep, found " + values.describe());
+    if (key != "zip") {
+      read_axis(key, values, "sweep", -1);
       continue;
     }
-    s_.sweep.push_back({key, values.items});
+    if (values.is_sequence()) {
+      for (std::size_t g = 0; g < values.items.size(); ++g)
+        read_group(values.items[g], "sweep.zip[" + std::to_string(g) + "]");
+    } else {
+      read_group(values, "sweep.zip");
+    }
   }
 }
 
@@ -637,11 +661,20 @@ Json scenario_to_json(const Scenario& s) {
                        {"pipeline_messages", to_string(s.simulation.pipeline_messages)}};
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
+    Json zips = Json::array();
     for (const SweepAxis& axis : s.sweep) {
       Json values = Json::array();
       for (const Node& v : axis.values) values.push_back(to_json(v));
-      sweep[axis.path] = values;
+      if (axis.zip_group < 0) {
+        sweep[axis.path] = values;
+        continue;
+      }
+      while (zips.size() <= static_cast<std::size_t>(axis.zip_group))
+        zips.push_back(Json::object());
+      zips[axis.zip_group][axis.path] = values;
     }
+    if (zips.size() == 1) sweep["zip"] = zips.front();
+    if (zips.size() > 1) sweep["zip"] = zips;
     out["sweep"] = sweep;
   }
   return out;

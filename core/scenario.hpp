@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -210,10 +211,12 @@ struct Training {
   bool operator==(const Training&) const = default;
 };
 
-// One axis of a `sweep:` grid: a key path (`wan[*].bandwidth`) and its values.
+// One axis of a `sweep:` grid: a key path (`wan[*].bandwidth`) and its values. Axes of one
+// `zip:` group (same `zip_group` >= 0) vary together: their i-th values make one setting.
 struct SweepAxis {
   std::string path;
   std::vector<Node> values;
+  int zip_group = -1;  // -1: an axis of the cartesian product of its own
   bool operator==(const SweepAxis& o) const;
 };
 
@@ -282,10 +285,39 @@ struct SweepPoint {
   Node document;  // the scenario document with these values set and `sweep:` removed
 };
 
-// The cartesian product of the document's `sweep:` axes, in the order the axes are
-// written (the last axis varies fastest). A value keeps its own position, so an error in
-// it is reported on the sweep's line. Bad paths are reported; no axes gives one point.
-// Each point is then parsed and checked like a scenario of its own.
+// The points of a document's `sweep:` grid, one at a time (a grid of a million points is
+// never held whole). The grid is the cartesian product of its dimensions in the order
+// they are written, the last varying fastest; a dimension is one axis (`path: [values]`)
+// or one `zip:` group (axes of equal length that vary together; `zip:` holds one mapping
+// of axes, or a list of such mappings for several groups). Point k (0-based) is the
+// mixed-radix digit string of k. A value keeps its own position, so an error in it is
+// reported on the sweep's line. Bad paths and zip groups of unequal lengths are reported
+// (and leave the grid empty); no axes gives one point.
+class SweepGrid {
+ public:
+  SweepGrid(const Node& document, Diagnostics& diags);
+  std::size_t size() const { return size_; }
+  SweepPoint point(std::size_t k) const;
+  // The axis paths in the order written (the keys of every point's settings).
+  std::vector<std::string> axis_paths() const;
+
+ private:
+  struct Axis {
+    std::string path;
+    const Node* values = nullptr;  // into document_
+  };
+  struct Dimension {
+    std::vector<Axis> axes;  // one, or a zip group's
+    std::size_t length = 0;
+  };
+  std::shared_ptr<const Node> document_;  // the document as written (the values live here)
+  Node base_;                             // the document without `sweep:`
+  std::vector<Dimension> dimensions_;
+  std::size_t size_ = 1;
+};
+
+// Every point of the grid, in grid order. Each point is then parsed and checked like a
+// scenario of its own.
 std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags);
 
 }  // namespace hgsim::core

@@ -1,8 +1,10 @@
 #include "sim/simulate.hpp"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -341,9 +343,14 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("cannot start the simulator: fork() failed");
   if (pid == 0) {
+    // The simulator dies with the process that started it (a killed hgsim sweep leaves no
+    // simulator behind); it may have died before this line.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::close(fds[0]);
     core::Json out;
     try {
@@ -449,8 +456,8 @@ std::string format_results(const core::Json& r) {
     const std::string stage = "p" + std::to_string(key.first) + " s" + std::to_string(key.second);
     std::snprintf(line, sizeof line,
                   "  %-8s %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
-                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus,
-                  pct(row.compute), pct(row.comm), pct(row.bubble), pct(row.idle),
+                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus, pct(row.compute),
+                  pct(row.comm), pct(row.bubble), pct(row.idle),
                   core::human_size(core::Bytes(row.memory)).c_str(),
                   core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
     out << line;
@@ -476,8 +483,8 @@ std::string format_results(const core::Json& r) {
   }
   out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n"
       << "  Sources: times simulated (" << r["provenance"]["network"].get<std::string>()
-      << "); compute " << r["provenance"]["compute_model"].get<std::string>()
-      << "; memory " << r["provenance"]["memory"].get<std::string>() << ".\n";
+      << "); compute " << r["provenance"]["compute_model"].get<std::string>() << "; memory "
+      << r["provenance"]["memory"].get<std::string>() << ".\n";
   return out.str();
 }
 
