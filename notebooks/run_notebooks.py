@@ -53,6 +53,11 @@ def run(path, out_dir, timeout):
 
 
 def main():
+    # The kernels run in notebooks/: PYTHONPATH made absolute still finds the build.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     parser = argparse.ArgumentParser()
     parser.add_argument("notebooks", nargs="+")
     parser.add_argument("--out", required=True, help="where the executed copies go")

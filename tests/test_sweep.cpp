@@ -169,12 +169,12 @@ TEST(SweepGrid, ZipGroupsVaryTogetherInsideTheCartesianProduct) {
 
 TEST(SweepGrid, SeveralZipGroupsAreSeveralDimensions) {
   core::Diagnostics diags;
-  auto doc = core::parse_yaml(
-      scenario("sweep:\n"
-               "  zip:\n"
-               "    - {wan[0].latency: [1ms, 50ms], training.seq_len: [256, 1024]}\n"
-               "    - {wan[0].bandwidth: [1Gbps, 10Gbps, 100Gbps]}\n"),
-      "zip.yaml", diags);
+  auto doc = core::parse_yaml(scenario("sweep:\n"
+                                       "  zip:\n"
+                                       "    - wan[0].latency: [1ms, 50ms]\n"
+                                       "      training.seq_len: [256, 1024]\n"
+                                       "    - wan[0].bandwidth: [1Gbps, 10Gbps, 100Gbps]\n"),
+                              "zip.yaml", diags);
   ASSERT_TRUE(doc);
   const core::SweepGrid grid(*doc, diags);
   EXPECT_FALSE(diags.has_errors()) << diags.format();
@@ -223,8 +223,10 @@ TEST(SweepCli, AFailingPointIsRecordedAndTheOthersRunTheSameAtAnyParallelism) {
     for (int k : {0, 1, 3}) {
       EXPECT_EQ(points[k]["status"], "ok") << points[k]["error"];
       const Json result = Json::parse(points[k]["result"]);
-      EXPECT_DOUBLE_EQ(std::stod(points[k]["iteration_time_s"]),
-                       result["iteration_time_s"].get<double>());
+      // (sqlite3_exec's text of a REAL has 15 significant digits)
+      EXPECT_NEAR(std::stod(points[k]["iteration_time_s"]),
+                  result["iteration_time_s"].get<double>(),
+                  1e-13 * result["iteration_time_s"].get<double>());
       EXPECT_EQ(Json::parse(points[k]["plan"])["schedule"], "1f1b");
     }
     EXPECT_EQ(points[2]["status"], "failed");
@@ -365,6 +367,40 @@ TEST(SweepCli, NoProcessOutlivesASignal) {
   }
 }
 
+// RFC 4180: cells separated by commas, rows by newlines; a quoted cell may hold both, and
+// "" for a quote.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> out(1);
+  std::string cell;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.back().push_back(cell);
+      cell.clear();
+    } else if (c == '\n') {
+      out.back().push_back(cell);
+      cell.clear();
+      out.emplace_back();
+    } else {
+      cell += c;
+    }
+  }
+  if (out.back().empty()) out.pop_back();
+  return out;
+}
+
 TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   TempDir dir("csv");
   const auto path = dir.file("s.yaml", scenario("sweep:\n"
@@ -377,31 +413,29 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   EXPECT_EQ(r.status, 1);  // seq_len 131072 does not fit
   auto csv = hgsim({"results", db.string(), "--csv"});
   ASSERT_EQ(csv.status, 0) << csv.err;
-  std::istringstream lines(csv.out);
-  std::string header;
-  std::getline(lines, header);
-  EXPECT_EQ(header,
-            "point,wan[0].bandwidth,wan[0].latency,training.seq_len,status,iteration_time_s,"
-            "tokens_per_s,mfu,wall_s,finished_at,error");
+  const auto table = parse_csv(csv.out);
+  ASSERT_FALSE(table.empty());
+  EXPECT_EQ(table[0],
+            (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
+                                      "training.seq_len", "status", "iteration_time_s",
+                                      "tokens_per_s", "mfu", "wall_s", "finished_at", "error"}));
   const auto db_rows = rows(db, "SELECT * FROM points ORDER BY point");
-  std::string line;
   std::size_t n = 0;
-  for (; std::getline(lines, line) && n < db_rows.size(); ++n) {
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream in(line);
-    while (std::getline(in, cell, ',')) cells.push_back(cell);
+  for (; n + 1 < table.size() && n < db_rows.size(); ++n) {
+    const auto& cells = table[n + 1];
+    ASSERT_EQ(cells.size(), 11u);
     EXPECT_EQ(cells[0], std::to_string(n));
     const Json settings = Json::parse(db_rows[n].at("settings"));
     EXPECT_EQ(cells[1], settings["wan[0].bandwidth"].get<std::string>());
     EXPECT_EQ(cells[3], settings["training.seq_len"].dump());
     EXPECT_EQ(cells[4], db_rows[n].at("status"));
-    if (cells[4] == "ok") {
+    if (cells[4] == "ok") {  // full precision: the results JSON's own numbers
       EXPECT_EQ(std::stod(cells[5]),
                 Json::parse(db_rows[n].at("result"))["iteration_time_s"].get<double>());
       EXPECT_EQ(std::stod(cells[7]), Json::parse(db_rows[n].at("result"))["mfu"].get<double>());
     } else {
       EXPECT_EQ(cells[5], "");
+      EXPECT_EQ(cells[10], db_rows[n].at("error"));  // quoted: it holds commas and lines
     }
   }
   EXPECT_EQ(n, 4u);
@@ -409,7 +443,7 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   auto ok = hgsim({"results", db.string(), "--csv", "--where",
                    "status = 'ok' and wan[0].bandwidth = '10Gbps'"});
   ASSERT_EQ(ok.status, 0) << ok.err;
-  EXPECT_EQ(std::count(ok.out.begin(), ok.out.end(), '\n'), 2) << ok.out;  // header + point 2
+  EXPECT_EQ(parse_csv(ok.out).size(), 2u) << ok.out;  // header + point 2
   EXPECT_NE(ok.out.find("\n2,10Gbps,1ms,256,ok,"), std::string::npos) << ok.out;
   auto json = hgsim({"results", db.string(), "--json", "--where", "training.seq_len > 1000"});
   ASSERT_EQ(json.status, 0) << json.err;

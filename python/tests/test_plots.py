@@ -9,8 +9,11 @@ import pytest
 from hgsim import plots
 
 
-@pytest.fixture
-def sweep_db(examples, hgsim_binary, tmp_path):
+@pytest.fixture(scope="module")
+def sweep_db(hgsim_binary, tmp_path_factory):
+    """One sweep for every test here (wan-sweep.yaml: 6 small points)."""
+    from conftest import EXAMPLES as examples
+    tmp_path = tmp_path_factory.mktemp("sweep")
     scenario = tmp_path / "wan-sweep.yaml"
     shutil.copy(examples / "wan-sweep.yaml", scenario)
     db = tmp_path / "s.sqlite"
