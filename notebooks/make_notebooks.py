@@ -335,6 +335,37 @@ ax.set_yticks(range(len(plan["pipelines"])))
 ax.set_yticklabels([f"pipeline {i}\\n{p['micro_batches']} mb" for i, p in enumerate(plan["pipelines"])])
 ax.set_xlabel("layers (blue: A100 stages, orange: T4 stages)")
 fig.tight_layout()''',
+    """md:Whether the planner uses the T4s depends on the WAN and the model. Why it may give a
+replica on slower GPUs *fewer* micro-batches can be seen directly: one pipeline on the
+A100s, one on the T4s (two stages), gradients synchronised hierarchically across a fast
+WAN, and the batch of 64 sequences split between them in different shares. Equal shares make
+the A100s wait for the T4s; the best share is near the ratio of their peak FLOP/s.""",
+    '''import copy
+
+def two_pipelines(fast):
+    """The batch split: `fast` sequences to an A100 pipeline, the rest to a T4 one, across
+    a WAN fast enough (400 Gbit/s) that compute decides."""
+    s = copy.deepcopy(scenario)
+    s["wan"] = [{"between": ["fast", "slow"], "bandwidth": "400Gbps", "latency": "1ms"}]
+    s["simulation"] = {"fidelity": "folded", "tcp_window": "1GiB"}
+    s["strategy"] = {"schedule": "1f1b", "micro_batch": 1, "grad_sync": {"algorithm": "hierarchical"},
+                     "pipelines": [
+        {"micro_batches": fast, "stages": [{"cluster": "fast", "tp": 4, "layers": 16}]},
+        {"micro_batches": 64 - fast, "stages": [{"cluster": "slow", "tp": 4, "layers": 8},
+                                                {"cluster": "slow", "tp": 4, "layers": 8}]}]}
+    return s
+
+shares = [16, 24, 32, 40, 44, 48, 52, 56, 60]
+times = [hgsim.simulate(two_pipelines(f))["iteration_time_s"] for f in shares]
+peak = {"fast": 4 * 312, "slow": 8 * 65}  # fp16 TFLOPS (hgsim gpus: datasheets)
+proportional = 64 * peak["fast"] / (peak["fast"] + peak["slow"])
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(shares, times, "o-")
+ax.axvline(32, color="gray", ls=":", label="equal shares")
+ax.axvline(proportional, color="tab:green", ls="--", label="proportional to peak FLOP/s")
+ax.set_xlabel("sequences (of 64) on the A100 pipeline"); ax.set_ylabel("iteration (s, simulated)")
+ax.legend(fontsize="small")
+print("fastest share:", shares[times.index(min(times))], "sequences on the A100s")''',
 ])
 
 # ---- 5. reproducing a paper -------------------------------------------------------------

@@ -1,6 +1,8 @@
 """hgsim.plots: the figures of a sweep database and of one run, drawn from what hgsim
 writes (the database of `hgsim sweep`, the results and trace of `hgsim run`)."""
 import json
+import os
+import pathlib
 import shutil
 import subprocess
 
@@ -8,11 +10,13 @@ import pytest
 
 from hgsim import plots
 
+ROOT = pathlib.Path(os.environ.get("HGSIM_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+
 
 @pytest.fixture(scope="module")
 def sweep_db(hgsim_binary, tmp_path_factory):
     """One sweep for every test here (wan-sweep.yaml: 6 small points)."""
-    from conftest import EXAMPLES as examples
+    examples = ROOT / "scenarios" / "examples"
     tmp_path = tmp_path_factory.mktemp("sweep")
     scenario = tmp_path / "wan-sweep.yaml"
     shutil.copy(examples / "wan-sweep.yaml", scenario)
