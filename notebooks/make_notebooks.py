@@ -222,7 +222,7 @@ plt.xticks(rotation=45);''',
                                  "nic": {"bandwidth": "100Gbps", "latency": "2us"}}
     return {"name": f"wan-bound-{codec}",
             "model": {"name": "small", "layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000},
-            "training": {"global_batch": 8, "seq_len": 4096, "precision": "bf16"},
+            "training": {"global_batch": 16, "seq_len": 1024, "precision": "bf16"},
             "clusters": [cluster("a", "A100-80GB-SXM"), cluster("b", "A100-80GB-SXM")],
             "wan": [{"between": ["a", "b"], "bandwidth": "1Gbps", "latency": "20ms"}],
             "strategy": {"schedule": "1f1b", "micro_batch": 1, "pipelines": [
