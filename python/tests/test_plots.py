@@ -63,7 +63,10 @@ def test_quantities_become_numbers_in_one_unit():
 
 
 def test_run_figure_and_its_wan_series(examples, hgsim_binary, tmp_path):
-    scenario = examples / "explicit-plan.yaml"
+    # wan-sweep.yaml without its sweep: two GPUs, a pipeline across a WAN.
+    text = (examples / "wan-sweep.yaml").read_text()
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text(text[:text.index("\nsweep:") + 1])
     trace = tmp_path / "t.json"
     out = subprocess.run([hgsim_binary, "run", str(scenario), "--json", "--trace", str(trace),
                           "--plot", str(tmp_path / "run.png")], capture_output=True, text=True)
@@ -87,4 +90,4 @@ def test_run_figure_and_its_wan_series(examples, hgsim_binary, tmp_path):
                        if e.get("ph") == "X" and e["pid"] == wan_pid and e["dur"] > 0)
     assert total_series == pytest.approx(total_events, rel=1e-6)
     capacities = plots.wan_capacities(str(scenario))
-    assert capacities["wan:beijing->shanghai"] == pytest.approx(10e9 / 8)
+    assert capacities["wan:east->west"] == pytest.approx(10e9 / 8)
