@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import hgsim
-from hgsim_runtime import live
+from hgsim_runtime import live, validate
 from hgsim_runtime import plan as planning
 from hgsim_runtime.plan import LiveError
 from hgsim_runtime.wan import PROBE_STEPS, list_namespaces, shaping_probe
@@ -286,3 +287,30 @@ def test_bad_input_is_exit_status_one_with_the_reason(tmp_path):
     assert "schedule 'interleaved' is simulated but not executed live" in interleaved.stderr
     bad_scale = hgsim_live(LIVE_SCENARIOS / "wan-bound-1f1b.yaml", "--scale-model", "hidden=x")
     assert bad_scale.returncode == 1 and "--scale-model: hidden=x" in bad_scale.stderr
+
+
+# ---- validation where the links are not shaped ---------------------------------------------
+
+def test_a_wan_bound_plan_is_refused_where_links_are_not_shaped(tmp_path):
+    """Over unshaped loopback a WAN-bound plan would compare nothing about its WAN: `hgsim
+    validate live` refuses it before measuring or running anything live, giving the WAN's
+    simulated share and why the links are not shaped (--no-shape where they could be, the
+    probe's verdict where they cannot)."""
+    verdict = shaping_probe()
+    yaml_text = (LIVE_SCENARIOS / "wan-bound-1f1b.yaml").read_text()
+    # At 2 Mbit/s a micro-batch's 128 KiB of activations take 0.5 s each way: the WAN is most
+    # of the iteration however slow this machine's cores are today.
+    assert "bandwidth: 20Mbps" in yaml_text
+    scenario_path = tmp_path / "wan-bound-2mbps.yaml"
+    scenario_path.write_text(yaml_text.replace("bandwidth: 20Mbps", "bandwidth: 2Mbps"))
+    args = validate.build_parser().parse_args(
+        [str(scenario_path), "--out", str(tmp_path / "out"), "--repeats", "1"]
+        + (["--no-shape"] if verdict.usable else []))
+    with pytest.raises(LiveError) as refused:
+        validate.run(args, echo=lambda *a: None)
+    message = str(refused.value)
+    assert "this plan's time depends on its WAN links" in message
+    assert ("--no-shape was given" if verdict.usable else verdict.reason) in message
+    share = re.search(r"(\d+)% of the iteration", message)
+    assert share and int(share.group(1)) > 50, message
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["layer-profile-isolated.json"]
