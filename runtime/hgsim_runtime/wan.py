@@ -130,17 +130,17 @@ def _pid_is_running(pid: int) -> bool:
     return True
 
 
-def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
-    """Removes namespaces left behind by crashed runs; returns the names removed.
+def stale_namespaces(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
+    """Namespaces left behind by crashed runs (what cleanup_stale removes).
 
-    Only names of the shape EmulatedWan creates are considered: the prefix,
-    then "-r" (router), "-<index>" (cluster) or "-probe" (shaping_probe's). When the pattern has a group
-    named `pid` (the default prefix "hg<pid>" does), namespaces whose owner is
-    still running are kept, so a concurrent run is never broken. With a pattern
-    without that group every match is removed.
+    Only names of the shape EmulatedWan creates are considered: the prefix, then "-r"
+    (router), "-<index>" (cluster) or "-probe" (shaping_probe's). When the pattern has a
+    group named `pid` (the default prefix "hg<pid>" does), namespaces whose owner is still
+    running are not stale, so a concurrent run is never broken. With a pattern without that
+    group every match is.
     """
     name_shape = re.compile(rf"^(?:{prefix_pattern})-(?:r|\d+|{PROBE_SUFFIX})$")
-    removed = []
+    stale = []
     for name in list_namespaces():
         match = name_shape.match(name)
         if match is None:
@@ -148,6 +148,14 @@ def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
         owner = match.groupdict().get("pid")
         if owner is not None and (int(owner) == os.getpid() or _pid_is_running(int(owner))):
             continue
+        stale.append(name)
+    return stale
+
+
+def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
+    """Removes the namespaces stale_namespaces() finds; returns the names removed."""
+    removed = []
+    for name in stale_namespaces(prefix_pattern):
         _run(["ip", "netns", "delete", name], what=f"removing stale namespace {name}")
         removed.append(name)
     return removed

@@ -169,11 +169,14 @@ def test_not_root_falls_back_with_the_reason(monkeypatch):
 # ----- the probe -------------------------------------------------------------------
 
 def host_network_state() -> tuple[list[str], list[str]]:
-    """Namespaces and the host's interfaces: what a probe must leave as it found them."""
+    """This process's namespaces (the probe's is "hg<pid>-probe"; other tests running
+    meanwhile make their own) and the host's interfaces: what a probe must leave as it
+    found them."""
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     names = sorted(line.split(":")[1].strip() for line in links.splitlines() if ":" in line)
     try:
-        namespaces = sorted(list_namespaces())
+        namespaces = sorted(n for n in list_namespaces()
+                            if n.startswith((f"hg{os.getpid()}-", f"{PREFIX}-")))
     except wan_module.WanSetupError:
         namespaces = []
     return namespaces, names
