@@ -46,6 +46,8 @@ HGSIM_NAMES(PipelineMessages, {PipelineMessages::shared, "shared"},
 HGSIM_NAMES(Attention, {Attention::flash, "flash"}, {Attention::standard, "standard"})
 HGSIM_NAMES(GradReduce, {GradReduce::overlap, "overlap"},
             {GradReduce::after_backward, "after_backward"})
+HGSIM_NAMES(OuterSyncMethod, {OuterSyncMethod::none, "none"}, {OuterSyncMethod::diloco, "diloco"})
+HGSIM_NAMES(OuterOptimizer, {OuterOptimizer::nesterov, "nesterov"})
 #undef HGSIM_NAMES
 
 template <class E>
