@@ -32,7 +32,7 @@ kernels::LayerWork layer_work(const Context& ctx, int tp, int dp, int micro_batc
   work.sequences = static_cast<double>(micro_batch) / dp;
   work.seq_len = ctx.scenario->training.seq_len;
   work.tp = tp;
-  work.sequence_parallel = tp > 1;  // plan_skeleton's choice
+  work.sequence_parallel = false;  // plan_skeleton's choice
   work.precision = ctx.scenario->training.precision;
   work.recompute = ctx.scenario->training.recompute;
   work.attention = ctx.scenario->training.attention;

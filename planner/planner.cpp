@@ -362,11 +362,12 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   plan.schedule = schedule;
   plan.micro_batch = micro_batch;
   plan.virtual_stages = schedule == core::Schedule::interleaved ? virtual_stages : 1;
-  // Sequence parallelism (Korthikanti et al. 2022) and Megatron's distributed optimizer
-  // (zero 1) cost no time in hgsim's model (reduce-scatter + all-gather move what the
-  // all-reduce they replace moves) and only save memory, so every plan takes them. ZeRO-3
-  // costs half as much data-parallel traffic again; the planner does not choose it.
-  plan.sequence_parallel = true;
+  // Megatron's distributed optimizer (zero 1) costs no time in hgsim's model (reduce-scatter
+  // + all-gather move what the all-reduce they replace moves) and only saves memory, so
+  // every plan takes it. ZeRO-3 costs half as much data-parallel traffic again; the planner
+  // does not choose it. Sequence parallelism would be free too, but the live runner does
+  // not execute it (runtime/hgsim_runtime/plan.py), so the planner's plans leave it off.
+  plan.sequence_parallel = false;
   plan.zero = 1;
   // Hierarchical: inside a cluster it is the ring; across clusters it crosses the WAN
   // 2(k - 1) times per bucket instead of 2(n - 1), and folded fidelity can play it.

@@ -142,8 +142,7 @@ std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& li
       spec.tp = shape.tp;
       spec.dp = shape.dp;
       spec.micro_batch = micro_batch;
-      // As plan_skeleton chooses: sequence parallelism and the distributed optimizer.
-      spec.sequence_parallel = true;
+      // As plan_skeleton chooses: the distributed optimizer, no sequence parallelism.
       spec.zero = 1;
       spec.zero_shards = group.replicas * shape.dp;
       StageShape s;

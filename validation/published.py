@@ -70,6 +70,7 @@ training:
   precision: {row['precision']}
   optimizer: adam
   recompute: {row['recompute']}
+  attention: {row['attention']}
 clusters:
   - name: dgx
     gpu: {row['gpu']}
@@ -82,6 +83,7 @@ strategy:
   virtual_stages: {vs}
   micro_batch: {mb}
   sequence_parallel: {row['sequence_parallel']}
+  grad_reduce: {row['grad_reduce']}
   pipelines:
     - replicas: {dp}
       micro_batches: {micro_batches}
@@ -143,6 +145,10 @@ def main():
                   "`validation/published-runs.csv` (configurations, reported figures, FLOP "
                   "conventions and sources; assumptions per row in its `notes` column). "
                   "Nothing in hgsim is fitted to these figures: they are for validation only.\n\n")
+        out.write("Software of the time, as the papers describe it: Megatron-LM in 2021-2022 "
+                  "ran standard attention (FlashAttention appeared in mid-2022) and reduced "
+                  "gradients after the backward (overlapped reduction came in 2023), so those rows "
+                  "say `attention: standard` and `grad_reduce: after_backward`.\n\n")
         out.write("FLOP conventions: `narayanan_96` = 96 B s l h² (1 + s/6h + V/16lh) per "
                   "iteration (Narayanan et al. 2021, eq. 3, counts the recomputed forward); "
                   "`korthikanti_72` = 72 B s l h² (1 + s/6h + V/12lh) (model FLOPs, "
