@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <ostream>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "apps/run_point.hpp"
 #include "apps/sweep_command.hpp"
 #include "apps/validate.hpp"
+#include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
 #include "models/transformer.hpp"
@@ -300,7 +302,66 @@ int cmd_models(bool json, std::ostream& out) {
   return kSuccess;
 }
 
-int cmd_gpus(bool json, std::ostream& out) {
+// The kernel model's efficiency curves (validation/compute.md prints them beside their
+// sources): GEMM efficiency over shapes, FlashAttention's over sequence lengths.
+int print_efficiency_curves(std::ostream& out) {
+  const char* gpus[] = {"A100-80GB-SXM", "H100-80GB-SXM", "V100-32GB-SXM", "L40S-48GB"};
+  struct Shape {
+    const char* what;
+    double m, n, k;
+  };
+  const Shape shapes[] = {
+      {"square 512", 512, 512, 512},
+      {"square 1024", 1024, 1024, 1024},
+      {"square 2048", 2048, 2048, 2048},
+      {"square 4096", 4096, 4096, 4096},
+      {"square 8192", 8192, 8192, 8192},
+      {"square 16384", 16384, 16384, 16384},
+      {"GPT-3 175B QKV, tp 8, 2048 tokens", 2048, 4608, 12288},
+      {"GPT-3 175B MLP up, tp 8, 2048 tokens", 2048, 6144, 12288},
+      {"GPT-3 175B MLP down, tp 8, 2048 tokens", 2048, 12288, 6144},
+      {"hidden 1024 QKV, tp 8, 2048 tokens", 2048, 384, 1024},
+      {"hidden 1024 MLP up, tp 1, 2048 tokens", 2048, 4096, 1024},
+      {"hidden 1024 wgrad QKV, tp 8, 2048 tokens", 1024, 384, 2048},
+  };
+  out << "### GEMM efficiency (fraction of the dense bf16 peak), `KernelModel`\n\n| shape (m x n x "
+         "k) |";
+  for (const char* g : gpus) out << " " << g << " |";
+  out << "\n|---|";
+  for (std::size_t i = 0; i < std::size(gpus); ++i) out << "---:|";
+  out << "\n";
+  for (const Shape& s : shapes) {
+    out << "| " << s.what << " (" << s.m << " x " << s.n << " x " << s.k << ") |";
+    for (const char* name : gpus) {
+      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const auto& costs = kernels::kernel_costs_for(g.architecture);
+      out << " " << fixed(kernels::gemm_efficiency(g, costs, s.m, s.n, s.k), 3) << " |";
+    }
+    out << "\n";
+  }
+  out << "\n### FlashAttention efficiency on executed FLOPs, head dimension 128, 16 heads, "
+         "16k tokens per batch\n\n| sequence |";
+  for (const char* g : gpus) out << " " << g << " fwd | bwd |";
+  out << "\n|---:|";
+  for (std::size_t i = 0; i < std::size(gpus); ++i) out << "---:|---:|";
+  out << "\n";
+  for (double seq : {512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0}) {
+    out << "| " << seq << " |";
+    for (const char* name : gpus) {
+      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const auto& costs = kernels::kernel_costs_for(g.architecture);
+      for (bool backward : {false, true})
+        out << " "
+            << fixed(kernels::attention_efficiency(g, costs, 16384 / seq, 16, seq, backward), 3)
+            << " |";
+    }
+    out << "\n";
+  }
+  return kSuccess;
+}
+
+int cmd_gpus(bool json, bool curves, std::ostream& out) {
+  if (curves) return print_efficiency_curves(out);
   if (json) {
     auto opt = [](const auto& q) { return q ? Json(q->value()) : Json(nullptr); };
     Json list = Json::array();
@@ -415,6 +476,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
   gpus->add_flag("--json", json, "print as JSON");
+  bool curves = false;
+  gpus->add_flag("--efficiency", curves,
+                 "print the compute model's GEMM and attention efficiency curves (markdown)");
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan");
@@ -523,7 +587,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   try {
     if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
     if (models_cmd->parsed()) return cmd_models(json, out);
-    if (gpus->parsed()) return cmd_gpus(json, out);
+    if (gpus->parsed()) return cmd_gpus(json, curves, out);
     if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
     if (profile->parsed()) return run_profile_command(profile_options, out, err);
     if (sweep->parsed()) return run_sweep_command(sweep_options, out, err);

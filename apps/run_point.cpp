@@ -25,6 +25,7 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
 }
 
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         const core::Scenario& scenario,
                                                          core::Diagnostics& diags) {
   if (!options.layer_profile.empty()) {
     try {
@@ -38,7 +39,7 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
   // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
   // without a profile of their own are estimated (roofline on datasheet figures).
   const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
-  return kernels::compute_model_for(files, diags);
+  return kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
 }
 
 std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
@@ -46,7 +47,7 @@ std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOpti
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
   if (ran) *ran = *chosen;
-  const auto compute = run_compute_model(options, diags);
+  const auto compute = run_compute_model(options, c.scenario, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
   // The plan may choose its own recomputation and codecs (the planner's plans do).
   const auto effective = with_plan_choices(c, chosen->plan, chosen->path, diags);

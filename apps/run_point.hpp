@@ -44,6 +44,7 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
 // The compute model of a run: the layer profile when one is given, else the measured op
 // profiles (or the shipped ones). Problems with the files go to `diags`.
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         const core::Scenario& scenario,
                                                          core::Diagnostics& diags);
 
 // Simulates one checked point; the results JSON (sim/simulate.hpp's contract). The plan

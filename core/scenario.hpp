@@ -35,6 +35,13 @@ enum class Norm { layernorm, rmsnorm };
 enum class NetworkModel { flow, lv08 };
 enum class Fidelity { automatic, full, folded };
 enum class PipelineMessages { shared, in_order };
+// How attention runs: `flash` (FlashAttention: one fused kernel, the score matrix never
+// stored) or `standard` (score GEMM, softmax, dropout and value GEMM, scores kept).
+enum class Attention { flash, standard };
+// When data-parallel gradient buckets are reduced: `overlap`, each as soon as the backward
+// has produced it (Megatron-LM's overlapped buckets, PyTorch DDP); `after_backward`, all
+// of them once the stage's whole backward is done (DeepSpeed's default, older stacks).
+enum class GradReduce { overlap, after_backward };
 enum class OuterSyncMethod { none, diloco };
 enum class OuterOptimizer { nesterov };
 
@@ -48,6 +55,8 @@ std::string to_string(Norm);
 std::string to_string(NetworkModel);
 std::string to_string(Fidelity);
 std::string to_string(PipelineMessages);
+std::string to_string(Attention);
+std::string to_string(GradReduce);
 std::string to_string(OuterSyncMethod);
 std::string to_string(OuterOptimizer);
 
@@ -91,6 +100,22 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
+// What a user measured for the cluster's GPU type (`clusters[].calibration`); each present
+// figure replaces the compute model's catalog figure for that GPU type
+// (kernels/kernel_costs.yaml explains each one).
+struct ComputeCalibration {
+  std::optional<double> gemm_efficiency;       // best-shape GEMM rate / datasheet peak
+  std::optional<double> attention_efficiency;  // FlashAttention, forward and backward
+  std::optional<double> memory_efficiency;     // element-wise kernels / datasheet bandwidth
+  std::optional<Seconds> kernel_overhead;      // GPU-side fixed cost per kernel
+  std::optional<Seconds> host_dispatch;        // CPU time to issue one kernel
+  bool empty() const {
+    return !gemm_efficiency && !attention_efficiency && !memory_efficiency && !kernel_overhead &&
+           !host_dispatch;
+  }
+  bool operator==(const ComputeCalibration&) const = default;
+};
+
 struct Cluster {
   std::string name;
   std::string gpu;  // catalog name as written; kernels::resolve_gpus checks it
@@ -101,6 +126,7 @@ struct Cluster {
   // Fabric oversubscription: a node's uplink carries gpus_per_node * nic.bandwidth /
   // oversubscription; 1 is a non-blocking fabric.
   double oversubscription = 1;
+  ComputeCalibration calibration;
   int gpu_count() const { return nodes * gpus_per_node; }
   bool operator==(const Cluster&) const = default;
 };
@@ -218,6 +244,13 @@ struct Plan {
   int micro_batch = 1;             // sequences per micro-batch
   int virtual_stages = 1;          // model chunks per GPU (interleaved only)
   bool sequence_parallel = false;  // Megatron sequence parallelism inside tensor-parallel groups
+  // ZeRO stage: 0 none, 1 optimizer state sharded over the data-parallel copies (Megatron's
+  // distributed optimizer), 2 gradients too, 3 weights too (FSDP full shard).
+  int zero = 0;
+  GradReduce grad_reduce = GradReduce::overlap;
+  // Tensor-parallel collectives overlapped with the GEMMs they feed (Megatron-core's
+  // tp_comm_overlap): only what the GEMMs cannot hide is exposed.
+  bool tp_comm_overlap = false;
   std::vector<Pipeline> pipelines;
   GradSync grad_sync;
   // Choices a plan may make for itself (the planner does): they override the scenario's
@@ -244,6 +277,7 @@ struct Training {
   Precision precision = Precision::bf16;
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
+  Attention attention = Attention::flash;
   // How much training the run is for (`tokens: 1T` or `iterations: 100000`; at most one):
   // results extrapolate time to train from the simulated iterations.
   std::optional<double> tokens;
