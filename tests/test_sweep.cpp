@@ -64,7 +64,7 @@ class TempDir {
 std::string scenario(const std::string& sweep) {
   return "name: sweep-test\n"
          "model: {name: small, layers: 8, hidden: 512, heads: 8, vocab: 32000}\n"
-         "training: {global_batch: 8, seq_len: 512, precision: bf16}\n"
+         "training: {global_batch: 8, seq_len: 512, precision: bf16, attention: standard}\n"
          "clusters:\n"
          "  - {name: a, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 1, nvlink: {bandwidth: "
          "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
@@ -203,9 +203,9 @@ TEST(SweepGrid, ZipAxesOfUnequalLengthAreAnErrorNamingTheAxis) {
   EXPECT_NE(r.err.find("has 3"), std::string::npos) << r.err;
 }
 
-// One point of four cannot run (its activations do not fit in a V100's memory): it is
-// recorded as failed with the reason, the other three as ok, and the command exits 1.
-// -j 1 and -j 3 write the same results.
+// One point of four cannot run (with standard attention its s x s score matrices do not
+// fit in a V100's memory): it is recorded as failed with the reason, the other three as ok, and the
+// command exits 1. -j 1 and -j 3 write the same results.
 TEST(SweepCli, AFailingPointIsRecordedAndTheOthersRunTheSameAtAnyParallelism) {
   TempDir dir("failing");
   const auto path = dir.file("s.yaml", scenario("sweep:\n"
