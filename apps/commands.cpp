@@ -225,8 +225,8 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
            "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
   }
   if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
-  out << "\nSimulated time and throughput need the simulator (issue #3); this summary uses only\n"
-         "datasheet figures and closed-form model math.\n";
+  out << "\nThis summary uses only datasheet figures and closed-form model math; hgsim run "
+         "simulates the iteration.\n";
 }
 
 int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,

@@ -9,7 +9,7 @@
 // kernels from the CPU. GEMM efficiency follows tile and wave quantization against the
 // GPU's SM count; attention is FlashAttention unless training.attention says standard.
 // Every constant per GPU family is in kernels/kernel_costs.yaml with its source. Results
-// built on it say "estimated". Measured profiles (issue #4) implement the same interface
+// built on it say "estimated". Measured profiles (kernels/profile.hpp) implement the same interface
 // and fall back to KernelModel::op_time for the ops they lack.
 #pragma once
 
