@@ -28,19 +28,7 @@ using testing::FixedTimes;
 using testing::kTinyModel;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = core::Fidelity::full;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? *result : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute);
 }
 
 // Islands: one cluster each, `gpus` GPUs in one node; a 1 Gbit/s, 10 ms WAN between them

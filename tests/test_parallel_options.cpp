@@ -24,19 +24,7 @@ using testing::FixedTimes;
 using testing::kTinyModel;
 
 double iteration(const apps::CheckedScenario& c, const kernels::ComputeModel& compute) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = core::Fidelity::full;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? (*result)["iteration_time_s"].get<double>() : -1;
+  return testing::simulate_plan(c, compute)["iteration_time_s"].get<double>();
 }
 
 // One stage of tp 2 on one node whose NVLink is so slow that every collective outlasts the

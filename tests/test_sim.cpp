@@ -33,19 +33,7 @@ using testing::FixedTimes;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
          core::Fidelity fidelity = core::Fidelity::full) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = fidelity;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? *result : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute, fidelity);
 }
 
 using testing::kTinyModel;
