@@ -37,7 +37,7 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
     }
   }
   // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
-  // without a profile of their own are estimated (roofline on datasheet figures).
+  // without a profile of their own are estimated (the kernel-level model on datasheet figures).
   const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
   return kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
 }
