@@ -26,6 +26,7 @@ struct RunOptions {
   std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): all compute
   std::string trace_filter;           // --trace-filter cluster=..,stage=..,kind=..
   bool report_stats = false;
+  double planner_time_budget_s = 0;  // strategy: auto; 0: the planner's default
   sim::SimulationOptions sim;
 };
 
@@ -44,9 +45,10 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
 // The compute model of a run: the layer profile when one is given, else the measured op
 // profiles (or the shipped ones). Problems with the files go to `diags`.
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         const core::Scenario& scenario,
                                                          core::Diagnostics& diags);
 
-// Simulates one checked point (sim/results.hpp).
+// Simulates one checked point (sim/results.hpp; its `plan` is the plan that ran).
 std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,
                                            core::Diagnostics& diags);
 

@@ -16,8 +16,9 @@ namespace {
 
 using namespace hgsim;
 
-// 16 GPUs in 2 nodes (inline-model.yaml's cluster); each runs `steps` rounds of (compute, send to the next GPU, wait for
-// the previous one's message): 3 activities per GPU per round, half of them transfers.
+// 16 GPUs in 2 nodes (inline-model.yaml's cluster); each runs `steps` rounds of (compute, send to
+// the next GPU, wait for the previous one's message): 3 activities per GPU per round, half of them
+// transfers.
 void BM_EngineSyntheticGraph(benchmark::State& state) {
   const int steps = static_cast<int>(state.range(0));
   core::Diagnostics diags;
@@ -83,7 +84,7 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
     return;
   }
   const auto& c = points->front().checked;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   sim::SimulationInput in{
       &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
   sim::SimulationStats stats;

@@ -29,7 +29,9 @@ std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
   }
   out.recompute = out.training.recompute;
   out.sequence_parallel = plan.sequence_parallel;
-  out.precision = s.training.precision;
+  out.zero = plan.zero;
+  out.grad_reduce = plan.grad_reduce;
+  out.tp_comm_overlap = plan.tp_comm_overlap;
   return out;
 }
 
@@ -40,6 +42,7 @@ PlanChoices scenario_choices(const core::Scenario& s,
   out.codecs = scenario_codecs;
   out.recompute = s.training.recompute;
   out.precision = s.training.precision;
+  out.attention = s.training.attention;
   return out;
 }
 
@@ -53,6 +56,7 @@ kernels::LayerWork layer_work(const core::ModelConfig& model, const PlanChoices&
   work.sequence_parallel = choices.sequence_parallel;
   work.precision = choices.precision;
   work.recompute = choices.recompute;
+  work.attention = choices.attention;
   return work;
 }
 
@@ -200,9 +204,10 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
   return out;
 }
 
-GradientBuckets gradient_buckets(double parameters, int rings, core::Precision precision,
+GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket) {
-  const double per_ring = models::gradient_bytes(parameters, precision).value() / rings;
+  const double per_ring = models::gradient_bytes(parameters, choices.precision).value() *
+                          models::zero_traffic_factor(choices.zero) / rings;
   GradientBuckets out;
   out.count = std::max(1, static_cast<int>(std::ceil(per_ring / bucket.value())));
   out.bytes_per_ring = per_ring / out.count;
@@ -276,7 +281,7 @@ std::vector<Segment> make_segments(const ResolvedPlan& r) {
     }
     if (seg.members < 2) continue;
     const GradientBuckets b =
-        gradient_buckets(seg.parameters, seg.rings, r.choices.precision, plan.grad_sync.bucket);
+        gradient_buckets(seg.parameters, seg.rings, r.choices, plan.grad_sync.bucket);
     seg.buckets = b.count;
     seg.bucket_bytes = b.bytes_per_ring;
   }
@@ -422,7 +427,11 @@ core::Json resolved_plan_json(const ResolvedPlan& r) {
   return {{"choices",
            {{"recompute", core::to_string(r.choices.recompute)},
             {"sequence_parallel", r.choices.sequence_parallel},
-            {"precision", core::to_string(r.choices.precision)}}},
+            {"precision", core::to_string(r.choices.precision)},
+            {"attention", core::to_string(r.choices.attention)},
+            {"zero", r.choices.zero},
+            {"grad_reduce", core::to_string(r.choices.grad_reduce)},
+            {"tp_comm_overlap", r.choices.tp_comm_overlap}}},
           {"ranks", ranks},
           {"stages", stages},
           {"segments", segments},

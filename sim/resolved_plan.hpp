@@ -37,19 +37,26 @@ struct PlanChoices {
   compress::CompressionSpecs codecs;  // per WAN traffic class, typed
   bool sequence_parallel = false;
   core::Precision precision = core::Precision::bf16;
+  core::Attention attention = core::Attention::flash;  // the scenario's training.attention
+  int zero = 0;                                        // ZeRO stage 0-3
+  core::GradReduce grad_reduce = core::GradReduce::overlap;
+  bool tp_comm_overlap = false;
   // The scenario's training with the plan's recomputation: what memory and compute read.
   core::Training training;
 };
 
 // The plan's own recomputation and codecs where it chooses them, else the scenario's
-// (`scenario_codecs`: the scenario's policy, typed). A plan's codec is checked and typed
-// here; problems are reported at `plan_path`.compression.* and give nullopt.
+// (`scenario_codecs`: the scenario's policy, typed), and the choices only a plan makes
+// (sequence parallelism, ZeRO stage, gradient reduction, tp_comm_overlap). Precision and
+// attention are the scenario's. A plan's codec is checked and typed here; problems are
+// reported at `plan_path`.compression.* and give nullopt.
 std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
                                               const compress::CompressionSpecs& scenario_codecs,
                                               const core::Plan& plan, const std::string& plan_path,
                                               core::Diagnostics& diags);
 
-// The scenario's own choices (a plan that makes none).
+// The scenario's own choices (a plan that makes none: the plan-only choices at their
+// defaults).
 PlanChoices scenario_choices(const core::Scenario& s,
                              const compress::CompressionSpecs& scenario_codecs);
 
@@ -125,13 +132,15 @@ struct Segment {
   int first_bucket = 0;     // the number of its first bucket (backward order, synced only)
 };
 
-// Gradient buckets of `parameters` synchronised in `rings` parallel rings: ceil(gradient
-// bytes per ring / bucket) equal buckets of `bytes_per_ring`.
+// Gradient buckets of `parameters` synchronised in `rings` parallel rings: ceil(bytes per
+// ring / bucket) equal buckets of `bytes_per_ring`. The bytes are the gradients' in the
+// choices' precision times the ZeRO stage's data-parallel traffic factor
+// (models::zero_traffic_factor: ZeRO-3's weight gathers ride on the gradient stream).
 struct GradientBuckets {
   int count = 1;
   double bytes_per_ring = 0;
 };
-GradientBuckets gradient_buckets(double parameters, int rings, core::Precision precision,
+GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket);
 
 // One piece of a tensor that the sender's slices (dp rank major, tp rank minor, each
@@ -175,7 +184,8 @@ struct ResolvedPlan {
 };
 
 // The resolved plan as data (what `_hgsim.resolve` gives the live runner):
-//   choices   {recompute, sequence_parallel, precision}; the codecs are compression's
+//   choices   {recompute, sequence_parallel, precision, attention, zero, grad_reduce,
+//             tp_comm_overlap}; the codecs are compression's
 //   ranks[]   one per GPU in placement order: rank, pipeline, replica, stage, dp, tp,
 //             cluster, node, index, device ("cluster/nN/gG")
 //   stages[][] per pipeline per stage: cluster, tp, dp, layers[] ([first, count] per chunk)

@@ -1,6 +1,8 @@
 #include "sim/results.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -31,7 +33,9 @@ Json to_json(const Results& r) {
   for (const LinkResult& l : r.links) {
     Json link{{"name", l.name}, {"kind", l.kind}, {"bytes", l.bytes}, {"busy_s", l.busy_s}};
     if (l.flow_cap_bytes_per_s) {
-      link["flow_cap_bytes_per_s"] = *l.flow_cap_bytes_per_s;
+      // A route without latency has no window cap: infinite, which JSON writes as null.
+      link["flow_cap_bytes_per_s"] =
+          std::isfinite(*l.flow_cap_bytes_per_s) ? Json(*l.flow_cap_bytes_per_s) : Json(nullptr);
       link["max_flows"] = l.max_flows;
       link["bytes_per_s"] = l.bytes_per_s;
     }
@@ -101,7 +105,9 @@ Results results_from_json(const Json& j) {
   for (const Json& l : j.at("links")) {
     LinkResult link{l.at("name"), l.at("kind"), l.at("bytes"), l.at("busy_s"), {}, 0, 0};
     if (l.contains("flow_cap_bytes_per_s")) {
-      link.flow_cap_bytes_per_s = l.at("flow_cap_bytes_per_s").get<double>();
+      const Json& cap = l.at("flow_cap_bytes_per_s");
+      link.flow_cap_bytes_per_s =
+          cap.is_null() ? std::numeric_limits<double>::infinity() : cap.get<double>();
       link.max_flows = l.at("max_flows");
       link.bytes_per_s = l.at("bytes_per_s");
     }

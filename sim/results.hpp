@@ -13,8 +13,9 @@
 //   devices[]: id, cluster, gpu, pipeline, stage, compute_s, comm_exposed_s, bubble_s,
 //              idle_s, memory{peak_bytes, capacity_bytes, fits}
 //   links[]:   name, kind (nvlink | nic | wan), bytes, busy_s; WAN links also
-//              flow_cap_bytes_per_s (one TCP flow: window / round-trip time) and max_flows
-//              (the most flows the plan had on it at once)
+//              flow_cap_bytes_per_s (one TCP flow: window / round-trip time; null when the
+//              round trip is zero: no cap) and max_flows (the most flows the plan had on it
+//              at once)
 //   compression: per traffic class the codec, raw and wire bytes, bytes saved; codec_time_s
 //   warnings[]: what the user should know (a WAN link the plan's flows cannot fill)
 //   the keys sim/iterations.hpp adds (iterations_simulated, iteration_times_s, outer_sync,

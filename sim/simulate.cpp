@@ -1,8 +1,10 @@
 #include "sim/simulate.hpp"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -294,13 +296,17 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   result.wan_activations = codec(r.choices.codecs.wan_activations, work.activation_codec);
   result.wan_gradients = codec(r.choices.codecs.wan_gradients, work.gradient_codec);
   result.codec_time_s = codec_seconds;
-  const bool roofline =
+  const bool estimated_only =
       std::all_of(result.compute_provenance.begin(), result.compute_provenance.end(),
                   [](const auto& kv) { return kv.second == "estimated"; });
   result.compute_model =
-      roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
-                 "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
-               : "measured profiles where named, roofline transfer elsewhere";
+      estimated_only
+          ? "estimated: kernel-level model on datasheet peaks (kernels/compute_model.hpp "
+            "KernelModel: per kernel max(FLOP time at a tile- and wave-quantized "
+            "efficiency, memory time) + launch overhead; constants and their sources in "
+            "kernels/kernel_costs.yaml)"
+          : "per GPU type as in provenance.compute (measured profile, calibration, or "
+            "the kernel-level model on datasheet peaks)";
   result.codec_provenance =
       "estimated: compress::code_transfer (encoded sizes; codec time on datasheet memory "
       "bandwidth)";
@@ -389,9 +395,14 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("cannot start the simulator: fork() failed");
   if (pid == 0) {
+    // The simulator dies with the process that started it (a killed hgsim sweep leaves no
+    // simulator behind); it may have died before this line.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::close(fds[0]);
     core::Json out;
     try {

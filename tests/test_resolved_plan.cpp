@@ -17,6 +17,7 @@
 #include "core/document.hpp"
 #include "planner/cost_model.hpp"
 #include "sim/resolved_plan.hpp"
+#include "sim/results.hpp"
 #include "tests/sim_helpers.hpp"
 
 namespace hgsim {
@@ -222,11 +223,11 @@ TEST(ResolvedChoices, APlansChoicesCostWhatTheSameSettingsInTheScenarioCost) {
                "wan_activations: {codec: topk, ratio: 0.01}");
   const auto written = testing::checked(kTwoRegions);
   const auto as_said = testing::checked(said);
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel compute;
   const auto ctx_written =
-      planner::make_context(written.scenario, written.model, written.compression, roofline);
+      planner::make_context(written.scenario, written.model, written.compression, compute);
   const auto ctx_said =
-      planner::make_context(as_said.scenario, as_said.model, as_said.compression, roofline);
+      planner::make_context(as_said.scenario, as_said.model, as_said.compression, compute);
   const double analytic_own = planner::estimate(ctx_written, *own).iteration_s;
   const double analytic_said = planner::estimate(ctx_said, plain).iteration_s;
   EXPECT_NEAR(analytic_own, analytic_said, 1e-12 * analytic_said);
@@ -350,6 +351,81 @@ TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
   fs::remove(scenario);
   fs::remove(plan);
   fs::remove(trace);
+}
+
+// The plan-only choices (ZeRO stage, gradient reduction, tp_comm_overlap, sequence
+// parallelism) are the resolved plan's, and its gradient buckets carry ZeRO-3's traffic:
+// reduce-scatter plus two all-gathers of the weights, 1.5 all-reduces' bytes (ZeRO sec. 7.2).
+TEST(ResolvedChoices, ThePlansParallelOptionsAreResolvedAndZero3BucketsCarryItsGathers) {
+  core::Diagnostics diags;
+  const auto c = check_yaml(one_cluster(2, {2, 2}), diags);
+  ASSERT_TRUE(c) << diags.format();
+  core::Plan plan = c->scenario.strategy.plan;
+  plan.pipelines[0].replicas = 2;  // two copies of each stage: gradients to sync
+  auto resolve = [&](const core::Plan& p) {
+    auto r = sim::resolve_plan(c->scenario, c->model, c->compression, p, "", diags);
+    EXPECT_TRUE(r) << diags.format();
+    return *r;
+  };
+  const sim::ResolvedPlan plain = resolve(plan);
+  EXPECT_EQ(plain.choices.zero, 0);
+  EXPECT_EQ(plain.choices.grad_reduce, core::GradReduce::overlap);
+  EXPECT_FALSE(plain.choices.tp_comm_overlap);
+  EXPECT_EQ(plain.choices.attention, c->scenario.training.attention);
+  EXPECT_EQ(plain.layer_work(plan.pipelines[0].stages[0]).attention,
+            c->scenario.training.attention);
+  plan.zero = 3;
+  plan.grad_reduce = core::GradReduce::after_backward;
+  plan.tp_comm_overlap = true;
+  plan.sequence_parallel = true;
+  const sim::ResolvedPlan chosen = resolve(plan);
+  EXPECT_EQ(chosen.choices.zero, 3);
+  EXPECT_EQ(chosen.choices.grad_reduce, core::GradReduce::after_backward);
+  EXPECT_TRUE(chosen.choices.tp_comm_overlap);
+  EXPECT_TRUE(chosen.choices.sequence_parallel);
+  const Json j = sim::resolved_plan_json(chosen)["choices"];
+  EXPECT_EQ(j["zero"], 3);
+  EXPECT_EQ(j["grad_reduce"], "after_backward");
+  EXPECT_EQ(j["tp_comm_overlap"], true);
+  ASSERT_EQ(plain.segments.size(), chosen.segments.size());
+  for (std::size_t k = 0; k < plain.segments.size(); ++k) {
+    const auto& a = plain.segments[k];
+    const auto& b = chosen.segments[k];
+    ASSERT_GT(a.buckets, 0);
+    // bf16 gradients, 2 bytes per parameter, over tp-rank rings.
+    EXPECT_NEAR(a.buckets * a.bucket_bytes, 2 * a.parameters / a.rings, 1e-6 * a.parameters);
+    EXPECT_NEAR(b.buckets * b.bucket_bytes, 1.5 * 2 * b.parameters / b.rings, 1e-6 * b.parameters);
+  }
+}
+
+// ---- results ----------------------------------------------------------------------------
+
+// Where every link on a WAN route has no latency, one TCP flow's cap (window / round trip)
+// is infinite: the results say null for it, warn of nothing, and come back from the
+// simulator's child process (the JSON reader) intact.
+TEST(ResultsJson, AWanRouteWithoutRoundTripHasNoWindowCap) {
+  std::string yaml = kTwoRegions;
+  for (const char* latency : {"latency: 1us", "latency: 2us", "latency: 10ms"})
+    for (std::size_t at; (at = yaml.find(latency)) != std::string::npos;)
+      yaml.replace(at, std::string(latency).size(), "latency: 0s");
+  const fs::path scenario = temp_file("no-rtt.yaml", yaml);
+  const fs::path plan = temp_file("no-rtt-plan.json", kTracePlan);
+  auto run = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--json"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const Json result = Json::parse(run.out);
+  int wan = 0;
+  for (const Json& link : result["links"]) {
+    if (link["kind"] != "wan") continue;
+    ++wan;
+    EXPECT_TRUE(link["flow_cap_bytes_per_s"].is_null()) << link.dump();
+  }
+  EXPECT_EQ(wan, 2);  // both directions
+  EXPECT_TRUE(result["warnings"].empty()) << result["warnings"].dump();
+  const sim::Results back = sim::results_from_json(result);
+  for (const sim::LinkResult& link : back.links)
+    if (link.kind == "wan") EXPECT_TRUE(std::isinf(*link.flow_cap_bytes_per_s));
+  fs::remove(scenario);
+  fs::remove(plan);
 }
 
 }  // namespace

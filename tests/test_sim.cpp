@@ -33,19 +33,7 @@ using testing::FixedTimes;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
          core::Fidelity fidelity = core::Fidelity::full) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = fidelity;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? sim::to_json(*result) : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute, fidelity);
 }
 
 using testing::kTinyModel;
@@ -348,7 +336,7 @@ std::string fold_case(const std::string& schedule, const std::string& stages, in
 }
 
 TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"two clusters, tp 2, two replicas, hierarchical sync",
        fold_case("1f1b",
@@ -383,7 +371,7 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
 }
 
 TEST(SimFidelity, SameInputGivesByteIdenticalResults) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   auto c = checked(fold_case("1f1b",
                              "        - {cluster: a, tp: 2, layers: 5}\n"
                              "        - {cluster: b, tp: 2, layers: 3}\n",
