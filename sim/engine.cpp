@@ -1,6 +1,7 @@
 #include "sim/engine.hpp"
 
 #include <simgrid/kernel/ProfileBuilder.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
 #include <unistd.h>
@@ -65,9 +66,6 @@ sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
 // and each flow starting or ending re-solved them all (measured: README, Performance).
 struct SimgridPlatform {
   std::vector<sg::Host*> hosts;
-  // One timer per device for its delays: a host far faster than any bound, so that delays
-  // never slow each other; one per device keeps the solver's components small.
-  std::vector<sg::Host*> timers;
 
   explicit SimgridPlatform(const Platform& p) {
     std::vector<sg::Link*> links(p.links.size(), nullptr);
@@ -133,12 +131,6 @@ struct SimgridPlatform {
                         cluster_gateways[a], cluster_gateways[b],
                         in_route(links, p.wan_routes[a][b]), false);
       }
-    // The timers live in a zone without routes (nothing is ever sent to them).
-    auto* timer_zone = sg::create_empty_zone("hgsim/timers");
-    timer_zone->set_parent(root);
-    for (const Device& d : p.devices)
-      timers.push_back(timer_zone->create_host(d.name + "/timer", 1e30));
-    timer_zone->seal();
     root->seal();
   }
 };
@@ -200,11 +192,13 @@ class Runner {
       exec->set_flops_amount(n.amount * flops_per_second);
       start(exec, id);
     } else if (n.op == Op::delay) {
-      auto exec = sg::Exec::init();
-      exec->set_host(simgrid_.timers[n.device]);
-      exec->set_flops_amount(n.amount * flops_per_second);
-      exec->set_bound(flops_per_second);
-      start(exec, id);
+      // A delay uses no resource: a timer of SimGrid's kernel, outside the solver (an
+      // activity on a timer host was a solver variable, and every concurrent delay on that
+      // host one component with it).
+      simgrid::kernel::timer::Timer::set(now + n.amount, [this, id] {
+        finish(id);
+        drain();
+      });
     } else {
       int flows = 1;
       if (n.flows > 1 && platform_.crosses_wan(n.device, n.peer))
