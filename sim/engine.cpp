@@ -216,7 +216,7 @@ class Runner {
       // A delay uses no resource: a timer of SimGrid's kernel, outside the solver (an
       // activity on a timer host was a solver variable, and every concurrent delay on that
       // host one component with it).
-      simgrid::kernel::timer::Timer::set(now + n.amount, [this, id] {
+      simgrid::kernel::timer::Timer::set(sg::Engine::get_clock() + n.amount, [this, id] {
         finish(id);
         drain();
       });
@@ -335,11 +335,7 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
   if (start_time_s > 0) {
     // The first phase starts start_time_s into the bandwidth traces: the clock runs there
     // with nothing else to do.
-    auto wait = sg::Exec::init();
-    wait->set_host(simgrid.timer);
-    wait->set_flops_amount(start_time_s * flops_per_second);
-    wait->set_bound(flops_per_second);
-    wait->start();
+    simgrid::kernel::timer::Timer::set(start_time_s, [] {});
     engine.run();
   }
   for (std::size_t k = 0; k < order.size(); ++k) {
