@@ -6,6 +6,7 @@
 
 #include "apps/validate.hpp"
 #include "kernels/compute_model.hpp"
+#include "planner/baselines.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/planner.hpp"
 
@@ -70,6 +71,25 @@ void BM_PlanAndVerify(benchmark::State& state, const std::string& name) {
   state.counters["iteration_s"] = simulated;
 }
 BENCHMARK_CAPTURE(BM_PlanAndVerify, hetero_4x64_13b, std::string("hetero-4x64-13b"))
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+// The same with --baselines: the planner, then every baseline planned and simulated.
+void BM_PlanWithBaselines(benchmark::State& state, const std::string& name) {
+  const auto c = load(name);
+  const kernels::RooflineModel roofline;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  double baselines = 0;
+  for (auto _ : state) {
+    auto r = planner::plan(ctx, planner::Options{});
+    const auto b = planner::run_baselines(ctx, planner::Options{});
+    if (r.best) planner::adopt_faster_baselines(ctx, planner::Options{}, b, r);
+    baselines = static_cast<double>(b.size());
+  }
+  state.counters["baselines"] = baselines;
+}
+BENCHMARK_CAPTURE(BM_PlanWithBaselines, hetero_4x64_13b, std::string("hetero-4x64-13b"))
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -347,14 +347,26 @@ void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
 
 }  // namespace
 
-core::Json run_isolated(const std::function<core::Json()>& body) {
+namespace {
+
+// A child process running one body, its result coming through `fd`.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+Child start_isolated(const std::function<core::Json()>& body) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("cannot start the simulator: pipe() failed");
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("cannot start the simulator: fork() failed");
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error("cannot start the simulator: fork() failed");
+  }
   if (pid == 0) {
     ::close(fds[0]);
     core::Json out;
@@ -369,16 +381,20 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
     ::_exit(0);
   }
   ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+core::Json finish_isolated(Child child) {
   std::string text;
   char buffer[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
     if (n <= 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
   }
-  ::close(fds[0]);
+  ::close(child.fd);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  ::waitpid(child.pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
     const std::string why = WIFSIGNALED(status)
                                 ? "was killed by signal " + std::to_string(WTERMSIG(status))
@@ -391,17 +407,45 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   return out["value"];
 }
 
-std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                   core::Diagnostics& diags, SimulationStats* stats) {
-  if (!options.allow_oom) check_memory(in, diags);
-  if (diags.has_errors()) return std::nullopt;
-  core::Json out;
-  try {
-    out = run_isolated([&] { return run_child(in, options); });
-  } catch (const std::exception& e) {
-    diags.error({}, "", std::string("simulation failed: ") + e.what());
-    return std::nullopt;
+}  // namespace
+
+core::Json run_isolated(const std::function<core::Json()>& body) {
+  return finish_isolated(start_isolated(body));
+}
+
+std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
+                                             int jobs) {
+  jobs = std::max(jobs, 1);
+  std::vector<IsolatedResult> results(bodies.size());
+  std::vector<Child> running(bodies.size());
+  std::size_t started = 0;
+  auto start_next = [&] {
+    try {
+      running[started] = start_isolated(bodies[started]);
+    } catch (const std::exception& e) {
+      results[started].failure = e.what();
+    }
+    ++started;
+  };
+  while (started < bodies.size() && static_cast<int>(started) < jobs) start_next();
+  // Collected in order; a child that finishes early waits on its pipe until read.
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    if (running[i].pid >= 0) {
+      try {
+        results[i].value = finish_isolated(running[i]);
+      } catch (const std::exception& e) {
+        results[i].failure = e.what();
+      }
+    }
+    if (started < bodies.size()) start_next();
   }
+  return results;
+}
+
+namespace {
+
+std::optional<core::Json> interpret(const core::Json& out, core::Diagnostics& diags,
+                                    SimulationStats* stats) {
   if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
   if (!out.contains("result")) return std::nullopt;
   if (stats) {
@@ -413,6 +457,48 @@ std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOp
     stats->graph_bytes = st["graph_bytes"];
   }
   return out["result"];
+}
+
+}  // namespace
+
+std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                   core::Diagnostics& diags, SimulationStats* stats) {
+  if (!options.allow_oom) check_memory(in, diags);
+  if (diags.has_errors()) return std::nullopt;
+  core::Json out;
+  try {
+    out = run_isolated([&] { return run_child(in, options); });
+  } catch (const std::exception& e) {
+    diags.error({}, "", std::string("simulation failed: ") + e.what());
+    return std::nullopt;
+  }
+  return interpret(out, diags, stats);
+}
+
+std::vector<std::optional<core::Json>> simulate_all(const std::vector<SimulationInput>& inputs,
+                                                    const std::vector<SimulationOptions>& options,
+                                                    std::vector<core::Diagnostics>& diags,
+                                                    int jobs) {
+  diags.resize(inputs.size());
+  std::vector<std::optional<core::Json>> results(inputs.size());
+  std::vector<std::function<core::Json()>> bodies;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!options[i].allow_oom) check_memory(inputs[i], diags[i]);
+    if (diags[i].has_errors()) continue;
+    bodies.push_back([&, i] { return run_child(inputs[i], options[i]); });
+    which.push_back(i);
+  }
+  const auto outs = run_isolated_all(bodies, jobs);
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    const std::size_t i = which[k];
+    if (!outs[k].failure.empty()) {
+      diags[i].error({}, "", "simulation failed: " + outs[k].failure);
+      continue;
+    }
+    results[i] = interpret(outs[k].value, diags[i], nullptr);
+  }
+  return results;
 }
 
 std::string format_results(const core::Json& r) {
