@@ -10,7 +10,7 @@ HGSIM         := $(BUILD_DIR)/apps/hgsim
 
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps configure build demo test bench fuzz format clean
+.PHONY: all deps configure build demo test bench notebooks fuzz format clean
 
 all: build
 
@@ -33,6 +33,12 @@ test: build
 
 bench: build
 	@$(BUILD_DIR)/bench/hgsim_bench
+
+# Executes every notebook in notebooks/ against the build (hgsim from PYTHONPATH); the
+# executed copies, with their figures, land in build/<preset>/notebooks/.
+notebooks: build
+	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python /usr/bin/python3 notebooks/run_notebooks.py \
+	  --out $(BUILD_DIR)/notebooks notebooks/*.ipynb
 
 # Codec fuzzers (libFuzzer; needs clang and libclang-rt-14-dev, not in the package list
 # because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,

@@ -28,7 +28,7 @@ void BM_Iterations(benchmark::State& state, const std::string& name) {
   }
   auto c = (*points)[point].checked;
   c.scenario.simulation.iterations = iterations;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   sim::SimulationInput in{
       &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
   sim::SimulationStats stats;

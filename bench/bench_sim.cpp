@@ -85,7 +85,7 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
     return;
   }
   const auto& c = points->front().checked;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   sim::SimulationInput in{
       &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
   sim::SimulationStats stats;

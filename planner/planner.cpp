@@ -364,7 +364,13 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   plan.schedule = schedule;
   plan.micro_batch = micro_batch;
   plan.virtual_stages = schedule == core::Schedule::interleaved ? virtual_stages : 1;
+  // Megatron's distributed optimizer (zero 1) costs no time in hgsim's model (reduce-scatter
+  // + all-gather move what the all-reduce they replace moves) and only saves memory, so
+  // every plan takes it. ZeRO-3 costs half as much data-parallel traffic again; the planner
+  // does not choose it. Sequence parallelism would be free too, but the live runner does
+  // not execute it (runtime/hgsim_runtime/plan.py), so the planner's plans leave it off.
   plan.sequence_parallel = false;
+  plan.zero = 1;
   // Hierarchical: inside a cluster it is the ring; across clusters it crosses the WAN
   // 2(k - 1) times per bucket instead of 2(n - 1), and folded fidelity can play it.
   plan.grad_sync.algorithm = core::GradSyncAlgorithm::hierarchical;

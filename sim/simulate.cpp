@@ -1,8 +1,10 @@
 #include "sim/simulate.hpp"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -257,14 +259,18 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       {"wan_activations", codec_json(in.compression.wan_activations, work.activation_codec)},
       {"wan_gradients", codec_json(in.compression.wan_gradients, work.gradient_codec)},
       {"codec_time_s", codec_seconds}};
-  const bool roofline = std::all_of(compute_provenance.begin(), compute_provenance.end(),
-                                    [](const auto& kv) { return kv.second == "estimated"; });
+  const bool estimated_only = std::all_of(compute_provenance.begin(), compute_provenance.end(),
+                                          [](const auto& kv) { return kv.second == "estimated"; });
   result["provenance"] = {
       {"compute", compute_provenance},
       {"compute_model",
-       roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
-                  "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
-                : "measured profiles where named, roofline transfer elsewhere"},
+       estimated_only
+           ? "estimated: kernel-level model on datasheet peaks (kernels/compute_model.hpp "
+             "KernelModel: per kernel max(FLOP time at a tile- and wave-quantized "
+             "efficiency, memory time) + launch overhead; constants and their sources in "
+             "kernels/kernel_costs.yaml)"
+           : "per GPU type as in provenance.compute (measured profile, calibration, or "
+             "the kernel-level model on datasheet peaks)"},
       {"codec",
        "estimated: compress::code_transfer (encoded sizes; codec time on datasheet "
        "memory bandwidth)"},
@@ -361,6 +367,7 @@ Child start_isolated(const std::function<core::Json()>& body) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -368,6 +375,10 @@ Child start_isolated(const std::function<core::Json()>& body) {
     throw std::runtime_error("cannot start the simulator: fork() failed");
   }
   if (pid == 0) {
+    // The simulator dies with the process that started it (a killed hgsim sweep leaves no
+    // simulator behind); it may have died before this line.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::close(fds[0]);
     core::Json out;
     try {

@@ -158,7 +158,7 @@ compression: {wan_activations: int8, wan_gradients: int8}
 
 TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
   auto c = checked(kTwoClusters);
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
   planner::Options options;
   const auto r = planner::search(ctx, options);
@@ -177,7 +177,7 @@ TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
 
 TEST(PlannerSearch, EveryCandidatePassesThePlanChecks) {
   auto c = checked(kTwoClusters);
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
   const auto r = planner::search(ctx, planner::Options{});
   ASSERT_FALSE(r.ranked.empty());
@@ -257,7 +257,7 @@ std::vector<core::Pipeline> all_pipelines(const core::Scenario& s, const std::ve
 TEST(PlannerSearch, WithinTwoPercentOfExhaustiveSearch) {
   auto c = checked(kTwoClusters);
   const auto& s = c.scenario;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(s, c.model, c.compression, roofline);
   const int L = c.model.layers;
   std::vector<planner::Candidate> all;
@@ -381,9 +381,10 @@ TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
   EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("more GPUs"), std::string::npos) << r.err;
 
-  // Activations bind: long sequences on a small model; full recomputation would fit.
+  // Activations bind: long sequences on a small model with standard attention (the s x s
+  // scores kept); full recomputation would fit.
   std::string act = std::string(kTwoClusters);
-  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536");
+  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536, attention: standard");
   act.replace(act.find("hidden: 2048"), 12, "hidden: 4096");
   const fs::path tight = temp_file("tight.yaml", act);
   auto t = cli({"plan", tight.c_str()});

@@ -33,19 +33,7 @@ using testing::FixedTimes;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
          core::Fidelity fidelity = core::Fidelity::full) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = fidelity;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? *result : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute, fidelity);
 }
 
 using testing::kTinyModel;
@@ -294,8 +282,8 @@ TEST(SimLinks, InOrderPipelineMessagesStreamWhileTheReceiverComputes) {
   const double f = tau / 8;
   const FixedTimes compute(f / 4);  // 4 layers per stage
   const double shared = run(checked(yaml), compute)["iteration_time_s"];
-  const double in_order =
-      run(checked(yaml + "simulation: {pipeline_messages: in_order}\n"), compute)["iteration_time_s"];
+  const double in_order = run(checked(yaml + "simulation: {pipeline_messages: in_order}\n"),
+                              compute)["iteration_time_s"];
   EXPECT_NEAR(in_order, 2 * m * tau + 6 * f + 2 * m * L, 0.02 * in_order);
   EXPECT_GT(shared, in_order);
 }
@@ -325,7 +313,7 @@ std::string fold_case(const std::string& schedule, const std::string& stages, in
 }
 
 TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"two clusters, tp 2, two replicas, hierarchical sync",
        fold_case("1f1b",
@@ -360,7 +348,7 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
 }
 
 TEST(SimFidelity, SameInputGivesByteIdenticalResults) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   auto c = checked(fold_case("1f1b",
                              "        - {cluster: a, tp: 2, layers: 5}\n"
                              "        - {cluster: b, tp: 2, layers: 3}\n",
