@@ -74,8 +74,8 @@ BENCHMARK_CAPTURE(BM_CostModelFlatRoofline, two_cities_llama2_7b,
 // sync as the search costs them).
 void BM_CostModelPerCandidate(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   planner::Options options;
   options.time_budget_s = 30;
   const auto ranked = planner::search(ctx, options).ranked;
@@ -94,8 +94,8 @@ BENCHMARK_CAPTURE(BM_CostModelPerCandidate, two_cities_llama2_7b,
 // The enumeration alone (partitions, costs, pruning): candidates per second.
 void BM_Search(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   long evaluated = 0;
   for (auto _ : state) evaluated = planner::search(ctx, planner::Options{}).evaluated;
   state.counters["candidates"] = static_cast<double>(evaluated);
@@ -109,8 +109,8 @@ BENCHMARK_CAPTURE(BM_Search, hetero_4x64_13b, std::string("hetero-4x64-13b"))
 // Everything `hgsim plan` does without baselines: search, then simulate the best three.
 void BM_PlanAndVerify(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   double simulated = 0;
   for (auto _ : state) {
     const auto r = planner::plan(ctx, planner::Options{});
@@ -126,8 +126,8 @@ BENCHMARK_CAPTURE(BM_PlanAndVerify, hetero_4x64_13b, std::string("hetero-4x64-13
 // The same with --baselines: the planner, then every baseline planned and simulated.
 void BM_PlanWithBaselines(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::RooflineModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   double baselines = 0;
   for (auto _ : state) {
     auto r = planner::plan(ctx, planner::Options{});

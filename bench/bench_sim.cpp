@@ -85,9 +85,9 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
     return;
   }
   const auto& c = points->front().checked;
-  const kernels::KernelModel roofline;
+  const kernels::KernelModel kernel_model;
   sim::SimulationInput in{
-      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
+      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &kernel_model};
   sim::SimulationStats stats;
   for (auto _ : state) {
     core::Diagnostics d;
