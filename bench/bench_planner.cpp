@@ -7,6 +7,7 @@
 #include "apps/validate.hpp"
 #include "kernels/compute_model.hpp"
 #include "models/transformer.hpp"
+#include "planner/baselines.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/planner.hpp"
 
@@ -73,8 +74,8 @@ BENCHMARK_CAPTURE(BM_CostModelFlatRoofline, two_cities_llama2_7b,
 // sync as the search costs them).
 void BM_CostModelPerCandidate(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   planner::Options options;
   options.time_budget_s = 30;
   const auto ranked = planner::search(ctx, options).ranked;
@@ -93,8 +94,8 @@ BENCHMARK_CAPTURE(BM_CostModelPerCandidate, two_cities_llama2_7b,
 // The enumeration alone (partitions, costs, pruning): candidates per second.
 void BM_Search(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   long evaluated = 0;
   for (auto _ : state) evaluated = planner::search(ctx, planner::Options{}).evaluated;
   state.counters["candidates"] = static_cast<double>(evaluated);
@@ -108,8 +109,8 @@ BENCHMARK_CAPTURE(BM_Search, hetero_4x64_13b, std::string("hetero-4x64-13b"))
 // Everything `hgsim plan` does without baselines: search, then simulate the best three.
 void BM_PlanAndVerify(benchmark::State& state, const std::string& name) {
   const auto c = load(name);
-  const kernels::KernelModel roofline;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   double simulated = 0;
   for (auto _ : state) {
     const auto r = planner::plan(ctx, planner::Options{});
@@ -118,6 +119,25 @@ void BM_PlanAndVerify(benchmark::State& state, const std::string& name) {
   state.counters["iteration_s"] = simulated;
 }
 BENCHMARK_CAPTURE(BM_PlanAndVerify, hetero_4x64_13b, std::string("hetero-4x64-13b"))
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+// The same with --baselines: the planner, then every baseline planned and simulated.
+void BM_PlanWithBaselines(benchmark::State& state, const std::string& name) {
+  const auto c = load(name);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  double baselines = 0;
+  for (auto _ : state) {
+    auto r = planner::plan(ctx, planner::Options{});
+    const auto b = planner::run_baselines(ctx, planner::Options{});
+    if (r.best) planner::adopt_faster_baselines(ctx, planner::Options{}, b, r);
+    baselines = static_cast<double>(b.size());
+  }
+  state.counters["baselines"] = baselines;
+}
+BENCHMARK_CAPTURE(BM_PlanWithBaselines, hetero_4x64_13b, std::string("hetero-4x64-13b"))
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();

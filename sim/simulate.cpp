@@ -389,7 +389,15 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
 
 }  // namespace
 
-core::Json run_isolated(const std::function<core::Json()>& body) {
+namespace {
+
+// A child process running one body, its result coming through `fd`.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+Child start_isolated(const std::function<core::Json()>& body) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("cannot start the simulator: pipe() failed");
   std::cout.flush();
@@ -397,7 +405,11 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("cannot start the simulator: fork() failed");
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error("cannot start the simulator: fork() failed");
+  }
   if (pid == 0) {
     // The simulator dies with the process that started it (a killed hgsim sweep leaves no
     // simulator behind); it may have died before this line.
@@ -416,16 +428,20 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
     ::_exit(0);
   }
   ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+core::Json finish_isolated(Child child) {
   std::string text;
   char buffer[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
     if (n <= 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
   }
-  ::close(fds[0]);
+  ::close(child.fd);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  ::waitpid(child.pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
     const std::string why = WIFSIGNALED(status)
                                 ? "was killed by signal " + std::to_string(WTERMSIG(status))
@@ -438,22 +454,45 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   return out["value"];
 }
 
-std::optional<Results> simulate(const SimulationInput& in, const SimulationOptions& options,
-                                core::Diagnostics& diags, SimulationStats* stats) {
-  // The plan's own choices (recompute, codecs) applied, its GPUs placed: the one model of
-  // the plan that the planner and the live runner read too.
-  const auto resolved =
-      resolve_plan(*in.scenario, *in.model, in.compression, *in.plan, in.plan_path, diags);
-  if (!resolved) return std::nullopt;
-  if (!options.allow_oom) check_memory(in, *resolved, diags);
-  if (diags.has_errors()) return std::nullopt;
-  core::Json out;
-  try {
-    out = run_isolated([&] { return run_child(in, *resolved, options); });
-  } catch (const std::exception& e) {
-    diags.error({}, "", std::string("simulation failed: ") + e.what());
-    return std::nullopt;
+}  // namespace
+
+core::Json run_isolated(const std::function<core::Json()>& body) {
+  return finish_isolated(start_isolated(body));
+}
+
+std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
+                                             int jobs) {
+  jobs = std::max(jobs, 1);
+  std::vector<IsolatedResult> results(bodies.size());
+  std::vector<Child> running(bodies.size());
+  std::size_t started = 0;
+  auto start_next = [&] {
+    try {
+      running[started] = start_isolated(bodies[started]);
+    } catch (const std::exception& e) {
+      results[started].failure = e.what();
+    }
+    ++started;
+  };
+  while (started < bodies.size() && static_cast<int>(started) < jobs) start_next();
+  // Collected in order; a child that finishes early waits on its pipe until read.
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    if (running[i].pid >= 0) {
+      try {
+        results[i].value = finish_isolated(running[i]);
+      } catch (const std::exception& e) {
+        results[i].failure = e.what();
+      }
+    }
+    if (started < bodies.size()) start_next();
   }
+  return results;
+}
+
+namespace {
+
+std::optional<Results> interpret(const core::Json& out, core::Diagnostics& diags,
+                                 SimulationStats* stats) {
   if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
   if (!out.contains("result")) return std::nullopt;
   if (stats) {
@@ -465,6 +504,62 @@ std::optional<Results> simulate(const SimulationInput& in, const SimulationOptio
     stats->graph_bytes = st["graph_bytes"];
   }
   return results_from_json(out["result"]);
+}
+
+// The plan's own choices (recompute, codecs) applied, its GPUs placed: the one model of the
+// plan that the planner and the live runner read too; nullopt (problems in `diags`) when it
+// cannot be resolved or does not fit in memory.
+std::optional<ResolvedPlan> resolve_for_simulation(const SimulationInput& in,
+                                                   const SimulationOptions& options,
+                                                   core::Diagnostics& diags) {
+  auto resolved =
+      resolve_plan(*in.scenario, *in.model, in.compression, *in.plan, in.plan_path, diags);
+  if (!resolved) return std::nullopt;
+  if (!options.allow_oom) check_memory(in, *resolved, diags);
+  if (diags.has_errors()) return std::nullopt;
+  return resolved;
+}
+
+}  // namespace
+
+std::optional<Results> simulate(const SimulationInput& in, const SimulationOptions& options,
+                                core::Diagnostics& diags, SimulationStats* stats) {
+  const auto resolved = resolve_for_simulation(in, options, diags);
+  if (!resolved) return std::nullopt;
+  core::Json out;
+  try {
+    out = run_isolated([&] { return run_child(in, *resolved, options); });
+  } catch (const std::exception& e) {
+    diags.error({}, "", std::string("simulation failed: ") + e.what());
+    return std::nullopt;
+  }
+  return interpret(out, diags, stats);
+}
+
+std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInput>& inputs,
+                                                 const std::vector<SimulationOptions>& options,
+                                                 std::vector<core::Diagnostics>& diags, int jobs) {
+  diags.resize(inputs.size());
+  std::vector<std::optional<Results>> results(inputs.size());
+  std::vector<std::optional<ResolvedPlan>> resolved(inputs.size());
+  std::vector<std::function<core::Json()>> bodies;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    resolved[i] = resolve_for_simulation(inputs[i], options[i], diags[i]);
+    if (!resolved[i]) continue;
+    bodies.push_back([&, i] { return run_child(inputs[i], *resolved[i], options[i]); });
+    which.push_back(i);
+  }
+  const auto outs = run_isolated_all(bodies, jobs);
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    const std::size_t i = which[k];
+    if (!outs[k].failure.empty()) {
+      diags[i].error({}, "", "simulation failed: " + outs[k].failure);
+      continue;
+    }
+    results[i] = interpret(outs[k].value, diags[i], nullptr);
+  }
+  return results;
 }
 
 }  // namespace hgsim::sim

@@ -164,6 +164,29 @@ TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
   RecordProperty("worst_relative_error", std::to_string(worst));
 }
 
+// Verification in parallel child processes gives what one at a time gives, candidate for
+// candidate (the simulation is deterministic; only where it runs changes).
+TEST(PlannerSearch, ParallelVerificationEqualsSequential) {
+  auto c = checked(kTwoClusters);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  planner::Options one;
+  one.jobs = 1;
+  planner::Options three = one;
+  three.jobs = 3;
+  const auto a = planner::plan(ctx, one);
+  const auto b = planner::plan(ctx, three);
+  ASSERT_TRUE(a.best && b.best);
+  ASSERT_EQ(a.verified.size(), b.verified.size());
+  ASSERT_GE(a.verified.size(), 2u);
+  for (std::size_t k = 0; k < a.verified.size(); ++k) {
+    EXPECT_EQ(planner::describe(ctx, a.verified[k].candidate.plan),
+              planner::describe(ctx, b.verified[k].candidate.plan));
+    EXPECT_EQ(a.verified[k].simulated_s, b.verified[k].simulated_s);
+  }
+  EXPECT_EQ(a.best->simulated_s, b.best->simulated_s);
+}
+
 TEST(PlannerSearch, EveryCandidatePassesThePlanChecks) {
   auto c = checked(kTwoClusters);
   const kernels::KernelModel roofline;

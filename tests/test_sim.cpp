@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <stdexcept>
 
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
@@ -96,6 +98,35 @@ std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
          ", latency: " + latency +
          "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
          "      stages:\n        - {cluster: c, layers: 8}\n";
+}
+
+// run_isolated_all: every body in its own process, results in the bodies' order whatever
+// order the children finish in, a failing body reported as its own failure only.
+TEST(SimIsolation, ChildrenSideBySideReturnInOrderAndFailAlone) {
+  std::vector<std::function<Json()>> bodies;
+  for (int i = 0; i < 7; ++i)
+    bodies.push_back([i]() -> Json {
+      // The later bodies finish first; body 3 throws; each answers with its own pid.
+      ::usleep(static_cast<useconds_t>((7 - i) * 20000));
+      if (i == 3) throw std::runtime_error("body three fails");
+      return Json{{"i", i}, {"pid", static_cast<long>(::getpid())}};
+    });
+  for (int jobs : {1, 3, 16}) {
+    const auto out = sim::run_isolated_all(bodies, jobs);
+    ASSERT_EQ(out.size(), bodies.size());
+    std::set<long> pids;
+    for (int i = 0; i < 7; ++i) {
+      if (i == 3) {
+        EXPECT_NE(out[i].failure.find("body three fails"), std::string::npos) << out[i].failure;
+        continue;
+      }
+      EXPECT_TRUE(out[i].failure.empty()) << out[i].failure;
+      EXPECT_EQ(out[i].value["i"].get<int>(), i) << "jobs " << jobs;
+      pids.insert(out[i].value["pid"].get<long>());
+    }
+    EXPECT_EQ(pids.size(), 6u) << "each body runs in a process of its own";
+    EXPECT_EQ(pids.count(static_cast<long>(::getpid())), 0u);
+  }
 }
 
 sim::Platform one_gpu_per_node(const core::Scenario& s, int n) {
