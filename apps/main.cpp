@@ -1,8 +1,25 @@
 // hgsim: plan and simulate training of large models on heterogeneous GPU clusters.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "apps/commands.hpp"
+#include "core/process.hpp"
 
 int main(int argc, char** argv) {
-  return hgsim::apps::run_cli(argc, argv, std::cout, std::cerr);
+  // Ctrl-C or a kill ends the simulator child too, and removes half-written files.
+  hgsim::core::install_termination_handlers();
+  const int status = hgsim::apps::run_cli(argc, argv, std::cout, std::cerr);
+  // Output that could not be written (a full disk, /dev/full, a closed pipe) is a failure,
+  // not a silent success.
+  errno = 0;
+  std::cout.flush();
+  const bool written = std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (!written) {
+    std::cerr << "hgsim: cannot write the output: "
+              << (errno != 0 ? std::strerror(errno) : "the write failed") << "\n";
+    return status == hgsim::apps::kSuccess ? hgsim::apps::kBadInput : status;
+  }
+  return status;
 }

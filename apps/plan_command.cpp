@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
+#include "core/files.hpp"
 #include "kernels/compute_model.hpp"
 #include "planner/baselines.hpp"
 #include "planner/planner.hpp"
@@ -165,12 +166,11 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
   const planner::Verified& best = *r.best;
   const double tokens = double(c.scenario.training.global_batch) * c.scenario.training.seq_len;
   if (!options.out_file.empty()) {
-    std::ofstream f(options.out_file);
-    if (!f) {
-      err << "hgsim plan: cannot write " << options.out_file << "\n";
+    if (auto e = core::write_file_atomically(options.out_file,
+                                             core::plan_to_json(best.candidate.plan).dump(2) + "\n")) {
+      err << "hgsim plan: " << *e << "\n";
       return kBadInput;
     }
-    f << core::plan_to_json(best.candidate.plan).dump(2) << "\n";
   }
 
   if (options.json) {

@@ -1,9 +1,11 @@
 // Expanding `sweep:` grids. A sweep axis is a key path into the scenario document
 // (`wan[*].bandwidth`, `compression.wan_activations`, `clusters[1].nodes`) and a list of
 // values; every combination becomes one scenario document.
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/limits.hpp"
 #include "core/scenario.hpp"
 
 namespace hgsim::core {
@@ -131,6 +133,24 @@ std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
     axes.push_back({path, *segments, &values});
   }
 
+  // The grid's size before any point is made: a product of a few long lists is huge.
+  const std::int64_t limit = limits().sweep_points;
+  std::int64_t count = 1;
+  for (const Axis& axis : axes)
+    count = checked_mul(count, static_cast<std::int64_t>(axis.values->items.size()))
+                .value_or(INT64_MAX);
+  if (count > limit) {
+    std::string product;
+    for (const Axis& axis : axes)
+      product += (product.empty() ? "" : " x ") + std::to_string(axis.values->items.size());
+    diags.error(sweep->where, "sweep",
+                "the sweep grid has " +
+                    (count == INT64_MAX ? std::string("more than 2^63") : std::to_string(count)) +
+                    " points (" + product + ")",
+                "split the sweep into several files, or " +
+                    limit_hint("HGSIM_MAX_SWEEP_POINTS", static_cast<double>(limit)));
+    return {SweepPoint{{}, base}};
+  }
   std::vector<SweepPoint> points{SweepPoint{{}, base}};
   for (const Axis& axis : axes) {
     std::vector<SweepPoint> next;

@@ -67,7 +67,26 @@ PYBIND11_MODULE(_hgsim, m) {
   namespace py = pybind11;
   using namespace hgsim::python;
   m.doc() = "hgsim: plan and simulate training on heterogeneous GPU clusters; codecs";
+  // Registered first, so tried last: any C++ exception the module's own translators do not
+  // claim (std::runtime_error, nlohmann's errors, std::bad_alloc, ...) reaches Python as
+  // hgsim.Error, never as a bare RuntimeError. Python's own exceptions (TypeError from
+  // pybind11's argument checks, KeyboardInterrupt) pass through untouched.
+  static PyObject* error_type = nullptr;  // the module lives as long as the interpreter
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(error_type, "out of memory (std::bad_alloc)");
+    } catch (const std::exception& e) {
+      PyErr_SetString(error_type, e.what());
+    }
+  });
   auto& error = py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  error_type = error.ptr();
   error.attr("__doc__") =
       "A problem with a scenario, plan or profile; the message lists every problem "
       "(file:line:column or key path, what is wrong, what would be right).";

@@ -24,8 +24,7 @@ std::string micros(double seconds) {
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph,
                                      const Platform& platform)
-    : out_(path), graph_(graph), platform_(platform) {
-  if (!out_) throw std::runtime_error("cannot write the trace to " + path);
+    : file_(path), out_(file_.stream()), graph_(graph), platform_(platform) {
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   auto meta = [&](const char* what, int pid, int tid, const std::string& name) {
     out_ << (first_ ? "" : ",\n") << "{\"ph\": \"M\", \"name\": \"" << what
@@ -93,7 +92,7 @@ void ChromeTraceWriter::finish(const std::vector<std::vector<std::pair<double, d
       event("bubble", "bubble", platform_.devices[d].cluster, static_cast<int>(2 * d), start, end,
             "");
   out_ << "\n]}\n";
-  out_.close();
+  file_.commit();
 }
 
 }  // namespace hgsim::sim

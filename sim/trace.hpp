@@ -4,10 +4,10 @@
 // link, and the pipeline bubbles of every device appended at the end.
 #pragma once
 
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/files.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
@@ -16,7 +16,7 @@ namespace hgsim::sim {
 
 class ChromeTraceWriter final : public CompletionSink {
  public:
-  // Throws std::runtime_error when `path` cannot be written.
+  // Throws std::runtime_error (core::WriteError) when `path` cannot be written.
   ChromeTraceWriter(const std::string& path, const Graph& graph, const Platform& platform);
   void completed(NodeId id, double start_s, double end_s) override;
   // Appends bubbles (per device: [start, end) gaps) and closes the file.
@@ -26,7 +26,8 @@ class ChromeTraceWriter final : public CompletionSink {
  private:
   void event(const std::string& name, const std::string& category, int pid, int tid, double start_s,
              double end_s, const std::string& args_json);
-  std::ofstream out_;
+  core::AtomicFile file_;  // renamed to the trace's name when finish() completes
+  std::ostream& out_;
   const Graph& graph_;
   const Platform& platform_;
   std::vector<int> wan_track_;  // link -> track in the WAN process, -1 if not a WAN link
