@@ -166,8 +166,8 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
   const planner::Verified& best = *r.best;
   const double tokens = double(c.scenario.training.global_batch) * c.scenario.training.seq_len;
   if (!options.out_file.empty()) {
-    if (auto e = core::write_file_atomically(options.out_file,
-                                             core::plan_to_json(best.candidate.plan).dump(2) + "\n")) {
+    if (auto e = core::write_file_atomically(
+            options.out_file, core::plan_to_json(best.candidate.plan).dump(2) + "\n")) {
       err << "hgsim plan: " << *e << "\n";
       return kBadInput;
     }

@@ -15,8 +15,8 @@
 #include <Eigen/Dense>
 
 #include "compress/codec_cuda_body.hpp"
-#include "core/limits.hpp"
 #include "compress/codec_math.hpp"
+#include "core/limits.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "the encoded format is little-endian and written with memcpy");

@@ -116,10 +116,10 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
       }
     if (static_cast<int>(ex.ancestors.size()) >= limits().document_depth) {
       ex.reported = true;
-      diags.error(n.where, path,
-                  "lists and mappings nest more than " +
-                      std::to_string(limits().document_depth) + " deep",
-                  limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", limits().document_depth));
+      diags.error(
+          n.where, path,
+          "lists and mappings nest more than " + std::to_string(limits().document_depth) + " deep",
+          limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", limits().document_depth));
       return n;
     }
   }
@@ -561,8 +561,7 @@ std::optional<std::string> as_name(const Node& n, const std::string& path, Diagn
   return n.text;
 }
 
-std::optional<std::string> as_cluster_name(const Node& n, const std::string& path,
-                                           Diagnostics& d) {
+std::optional<std::string> as_cluster_name(const Node& n, const std::string& path, Diagnostics& d) {
   auto name = as_name(n, path, d);
   if (!name) return std::nullopt;
   auto plain = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };

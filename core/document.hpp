@@ -104,8 +104,7 @@ std::optional<std::string> as_name(const Node& n, const std::string& path, Diagn
 // A cluster name: letters, digits, '-', '_' and '.', starting with a letter or digit, at
 // most 64 characters. The simulator builds zone, host and link names from it ("east/n0",
 // "wan:east->west"), so '/', ':' and '>' could make two of them collide.
-std::optional<std::string> as_cluster_name(const Node& n, const std::string& path,
-                                           Diagnostics& d);
+std::optional<std::string> as_cluster_name(const Node& n, const std::string& path, Diagnostics& d);
 std::optional<long long> as_integer(const Node& n, const std::string& path, Diagnostics& d);
 // An integer >= 1 (counts: nodes, layers, replicas, ...).
 std::optional<int> as_positive_count(const Node& n, const std::string& path, Diagnostics& d);

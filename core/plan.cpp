@@ -222,19 +222,18 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
       for (const Pipeline& p : plan.pipelines)
         for (const Stage& st : p.stages)
           if (st.cluster == c.name)
-            wanted = checked_add(wanted,
-                                 checked_mul(checked_mul(p.replicas, st.tp).value_or(INT64_MAX),
-                                             st.dp)
-                                     .value_or(INT64_MAX))
-                         .value_or(INT64_MAX);
-      d.error(at(pipelines_path), pipelines_path,
-              "the plan uses " +
-                  (wanted == INT64_MAX ? std::string("more than 2^63 GPUs")
-                                       : plural(wanted, "GPU")) +
-                  " of cluster '" + c.name + "', which has " +
-                  std::to_string(c.gpu_count()) + " (" + std::to_string(c.nodes) + " x " +
-                  std::to_string(c.gpus_per_node) + ")",
-              "count replicas x tp x dp of every stage in '" + c.name + "'");
+            wanted =
+                checked_add(wanted,
+                            checked_mul(checked_mul(p.replicas, st.tp).value_or(INT64_MAX), st.dp)
+                                .value_or(INT64_MAX))
+                    .value_or(INT64_MAX);
+      d.error(
+          at(pipelines_path), pipelines_path,
+          "the plan uses " +
+              (wanted == INT64_MAX ? std::string("more than 2^63 GPUs") : plural(wanted, "GPU")) +
+              " of cluster '" + c.name + "', which has " + std::to_string(c.gpu_count()) + " (" +
+              std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + ")",
+          "count replicas x tp x dp of every stage in '" + c.name + "'");
     } else if (!groups_fit_in_nodes(tp_groups[c.name], c.nodes, c.gpus_per_node)) {
       d.error(at(pipelines_path), pipelines_path,
               "the tensor-parallel groups in cluster '" + c.name +

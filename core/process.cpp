@@ -126,8 +126,7 @@ std::string run_in_child(const std::function<std::string()>& body) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return text;
   if (WIFSIGNALED(status))
     throw ChildFailed("the simulator process was killed by signal " +
-                      std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
-                      ")");
+                      std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
   throw ChildFailed("the simulator process exited with status " +
                     std::to_string(WEXITSTATUS(status)));
 }

@@ -345,13 +345,13 @@ void ScenarioReader::read_clusters(const Node& n) {
       total_gpus = checked_add(total_gpus.value_or(0), gpus.value_or(0));
       const double limit = static_cast<double>(limits().gpus);
       if (!gpus || !total_gpus || static_cast<double>(*total_gpus) > limit) {
-        d_.error(f.optional("nodes")->where, f.path_of("nodes"),
-                 "the clusters hold " +
-                     (gpus && total_gpus ? std::to_string(*total_gpus)
-                                         : std::string("more than 2^63")) +
-                     " GPUs (" + std::to_string(c.nodes) + " x " +
-                     std::to_string(c.gpus_per_node) + " here), more than hgsim simulates",
-                 limit_hint("HGSIM_MAX_GPUS", limit));
+        d_.error(
+            f.optional("nodes")->where, f.path_of("nodes"),
+            "the clusters hold " +
+                (gpus && total_gpus ? std::to_string(*total_gpus) : std::string("more than 2^63")) +
+                " GPUs (" + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
+                " here), more than hgsim simulates",
+            limit_hint("HGSIM_MAX_GPUS", limit));
         c.nodes = 0;  // so that no later count multiplies it
         total_gpus = std::nullopt;
       }
@@ -436,8 +436,7 @@ void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string&
   link.trace = *written;
   std::filesystem::path file(*written);
   if (written->empty() || file.extension() != ".csv") {
-    d_.error(n.where, path,
-             "a bandwidth trace is a .csv file, found " + n.describe(),
+    d_.error(n.where, path, "a bandwidth trace is a .csv file, found " + n.describe(),
              "rows 'time_s,bandwidth' such as '0,10Gbps'; the path is relative to the scenario");
     return;
   }
@@ -486,7 +485,7 @@ void ScenarioReader::read_sweep(const Node& n) {
 }  // namespace
 
 std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const std::string& csv,
-                                                const std::string& path, Diagnostics& diags) {
+                                                 const std::string& path, Diagnostics& diags) {
   std::vector<BandwidthStep> steps;
   if (auto at = first_invalid_utf8(text, csv)) {
     diags.error(*at, path, "the bandwidth trace is not UTF-8 text");
@@ -517,13 +516,13 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
     if (time_text.find("time") != std::string::npos) continue;  // header row
     if (static_cast<std::int64_t>(steps.size()) >= limit.trace_rows) {
       diags.error(at, path,
-               "the bandwidth trace has more than " + std::to_string(limit.trace_rows) + " rows",
-               limit_hint("HGSIM_MAX_TRACE_ROWS", static_cast<double>(limit.trace_rows)));
+                  "the bandwidth trace has more than " + std::to_string(limit.trace_rows) + " rows",
+                  limit_hint("HGSIM_MAX_TRACE_ROWS", static_cast<double>(limit.trace_rows)));
       return steps;
     }
     if (time_text.empty()) {
       diags.error(at, path, "the row has no time before the comma",
-               "each row is 'time_s,bandwidth', e.g. '30,2Gbps'");
+                  "each row is 'time_s,bandwidth', e.g. '30,2Gbps'");
       continue;
     }
     Node time_node;
@@ -534,21 +533,19 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
     auto rate = parse_bandwidth(rate_text);
     if (!rate) diags.error({csv, line_number, static_cast<int>(comma) + 2}, path, rate.error);
     if (!seconds || !rate) continue;
-    if (*seconds < 0 ||
-        (!steps.empty() && *seconds <= steps.back().at.value())) {
-      diags.error(at, path,
-               "times must start at 0 or later and increase strictly, found " +
-                   excerpt(time_node.text));
+    if (*seconds < 0 || (!steps.empty() && *seconds <= steps.back().at.value())) {
+      diags.error(
+          at, path,
+          "times must start at 0 or later and increase strictly, found " + excerpt(time_node.text));
       continue;
     }
-    if (!steps.empty() &&
-        *seconds - steps.back().at.value() < limit.trace_min_step_s) {
+    if (!steps.empty() && *seconds - steps.back().at.value() < limit.trace_min_step_s) {
       diags.error(at, path,
-               "rows " + shortest_decimal(*seconds - steps.back().at.value()) +
-                   " s apart; the shortest step hgsim simulates is " +
-                   shortest_decimal(limit.trace_min_step_s) + " s",
-               "every step is an event for the simulator, and the trace repeats; set "
-               "HGSIM_MIN_TRACE_STEP_S to lower the limit (README: Limits)");
+                  "rows " + shortest_decimal(*seconds - steps.back().at.value()) +
+                      " s apart; the shortest step hgsim simulates is " +
+                      shortest_decimal(limit.trace_min_step_s) + " s",
+                  "every step is an event for the simulator, and the trace repeats; set "
+                  "HGSIM_MIN_TRACE_STEP_S to lower the limit (README: Limits)");
       continue;
     }
     if (steps.empty() && *seconds != 0)
@@ -557,7 +554,6 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
   }
   return steps;
 }
-
 
 std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file,
                                        Diagnostics& diags) {

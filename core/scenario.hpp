@@ -283,7 +283,7 @@ std::map<std::string, int> wan_components(const Scenario& s);
 // row): problems go to `diags` at `csv`:line:column under `key_path`, quoting at most an
 // excerpt of a row. At most limits().trace_rows rows, limits().trace_min_step_s apart.
 std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const std::string& csv,
-                                                const std::string& key_path, Diagnostics& diags);
+                                                 const std::string& key_path, Diagnostics& diags);
 
 // ---- sweeps ----------------------------------------------------------------------------
 

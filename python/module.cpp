@@ -31,12 +31,30 @@ py::object json_default(py::handle value) {
                        " into a scenario, plan or codec: use numbers, strings, lists and dicts");
 }
 
+// json.dumps of the object; a structure nested past Python's recursion limit is an
+// hgsim.Error like any other bad document.
+std::string json_text(py::handle object) {
+  try {
+    return py::str(py::module_::import("json").attr("dumps")(
+        object, py::arg("default") = py::cpp_function(&json_default)));
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_RecursionError)) throw;
+    throw Error("the value nests too deep to be a scenario, plan or codec");
+  }
+}
+
+// A dict read like a JSON file: the same limits (depth, values) and checks apply.
+core::Node node_of_dict(py::handle object) {
+  core::Diagnostics diags;
+  auto node = core::parse_json(json_text(object), "", diags);
+  if (!node) throw Error(message_of(diags));
+  return *node;
+}
+
 }  // namespace
 
 core::Json to_json(py::handle object) {
-  const std::string text = py::str(py::module_::import("json").attr("dumps")(
-      object, py::arg("default") = py::cpp_function(&json_default)));
-  return core::Json::parse(text);
+  return core::Json::parse(json_text(object));
 }
 
 py::object from_json(const core::Json& json) {
@@ -44,7 +62,7 @@ py::object from_json(const core::Json& json) {
 }
 
 Document read_document(py::handle source, const char* what) {
-  if (py::isinstance<py::dict>(source)) return {core::from_json(to_json(source)), ""};
+  if (py::isinstance<py::dict>(source)) return {node_of_dict(source), ""};
   if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
     const std::string path = py::str(py::module_::import("os").attr("fspath")(source));
     core::Diagnostics diags;

@@ -263,12 +263,23 @@ std::string xml(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -333,8 +344,8 @@ std::string platform_xml(const Platform& p) {
       for (int a : node.devices)
         for (int b : node.devices) {
           if (a == b) continue;
-          out << "      <route src=\"" << xml(p.devices[a].name) << "\" dst=\"" << xml(p.devices[b].name)
-              << "\" symmetrical=\"NO\">\n";
+          out << "      <route src=\"" << xml(p.devices[a].name) << "\" dst=\""
+              << xml(p.devices[b].name) << "\" symmetrical=\"NO\">\n";
           xml_hops(out, p, p.route(a, b), "        ");
           out << "      </route>\n";
         }
@@ -342,8 +353,8 @@ std::string platform_xml(const Platform& p) {
         out << "      <route src=\"" << xml(p.devices[d].name) << "\" dst=\"" << xml(zone)
             << "/gw\" symmetrical=\"NO\">\n";
         xml_hops(out, p, {{p.devices[d].nic, true}}, "        ");
-        out << "      </route>\n      <route src=\"" << xml(zone) << "/gw\" dst=\"" << xml(p.devices[d].name)
-            << "\" symmetrical=\"NO\">\n";
+        out << "      </route>\n      <route src=\"" << xml(zone) << "/gw\" dst=\""
+            << xml(p.devices[d].name) << "\" symmetrical=\"NO\">\n";
         xml_hops(out, p, {{p.devices[d].nic, false}}, "        ");
         out << "      </route>\n";
       }
@@ -380,8 +391,8 @@ std::string platform_xml(const Platform& p) {
         const std::string to = outward ? name + "/gateway" : node_zone(a);
         const std::string gw_from = outward ? node_zone(a) + "/gw" : name + "/gw";
         const std::string gw_to = outward ? name + "/gw" : node_zone(a) + "/gw";
-        out << "    <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\"" << xml(gw_from)
-            << "\" gw_dst=\"" << xml(gw_to) << "\" symmetrical=\"NO\">\n";
+        out << "    <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
+            << xml(gw_from) << "\" gw_dst=\"" << xml(gw_to) << "\" symmetrical=\"NO\">\n";
         xml_hops(out, p, fabric(uplink(a, outward)), "      ");
         out << "    </zoneRoute>\n";
       }
@@ -396,8 +407,8 @@ std::string platform_xml(const Platform& p) {
       if (!p.connected[a][b]) continue;
       const std::string& from = p.clusters[a].spec->name;
       const std::string& to = p.clusters[b].spec->name;
-      out << "  <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\"" << xml(from)
-          << "/gw\" gw_dst=\"" << xml(to) << "/gw\" symmetrical=\"NO\">\n";
+      out << "  <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
+          << xml(from) << "/gw\" gw_dst=\"" << xml(to) << "/gw\" symmetrical=\"NO\">\n";
       xml_hops(out, p, p.wan_routes[a][b], "    ");
       out << "  </zoneRoute>\n";
     }

@@ -329,9 +329,9 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   std::string text;
   try {
     text = core::run_in_child([&] {
-      // The child may not take more than the memory limit: past it an allocation fails
-      // (reported below) instead of the machine swapping. Address-sanitized builds reserve
-      // terabytes of address space, so they run without it.
+    // The child may not take more than the memory limit: past it an allocation fails
+    // (reported below) instead of the machine swapping. Address-sanitized builds reserve
+    // terabytes of address space, so they run without it.
 #if !defined(__SANITIZE_ADDRESS__)
       // On top of what the process already maps (a Python process with torch maps GBs).
       unsigned long long mapped_pages = 0;
@@ -341,7 +341,9 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
       }
       const auto limit = static_cast<rlim_t>(core::limits().memory_bytes) +
                          static_cast<rlim_t>(mapped_pages) * ::sysconf(_SC_PAGESIZE);
-      struct rlimit memory {limit, limit};
+      struct rlimit memory {
+        limit, limit
+      };
       ::setrlimit(RLIMIT_AS, &memory);
 #endif
       core::Json out;
@@ -440,8 +442,8 @@ std::string format_results(const core::Json& r) {
     const std::string stage = "p" + std::to_string(key.first) + " s" + std::to_string(key.second);
     std::snprintf(line, sizeof line,
                   "  %-8s %-12s %-16s %5d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %s of %s%s\n",
-                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus,
-                  pct(row.compute), pct(row.comm), pct(row.bubble), pct(row.idle),
+                  stage.c_str(), row.cluster.c_str(), row.gpu.c_str(), row.gpus, pct(row.compute),
+                  pct(row.comm), pct(row.bubble), pct(row.idle),
                   core::human_size(core::Bytes(row.memory)).c_str(),
                   core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
     out << line;
@@ -467,8 +469,8 @@ std::string format_results(const core::Json& r) {
   }
   out << "\n  compute, comm (exposed), bubble and idle are shares of the iteration per GPU.\n"
       << "  Sources: times simulated (" << r["provenance"]["network"].get<std::string>()
-      << "); compute " << r["provenance"]["compute_model"].get<std::string>()
-      << "; memory " << r["provenance"]["memory"].get<std::string>() << ".\n";
+      << "); compute " << r["provenance"]["compute_model"].get<std::string>() << "; memory "
+      << r["provenance"]["memory"].get<std::string>() << ".\n";
   return out.str();
 }
 

@@ -33,39 +33,39 @@ using namespace hgsim;
 
 // A valid scenario (two clusters, an explicit plan); line numbers below refer to it.
 const std::string kBase =
-    "name: t\n"                                               // 1
+    "name: t\n"                                                             // 1
     "model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}\n"  // 2
-    "training:\n"                                             // 3
-    "  global_batch: 8\n"                                     // 4
-    "  seq_len: 128\n"                                        // 5
-    "  precision: bf16\n"                                     // 6
-    "clusters:\n"                                             // 7
-    "  - name: east\n"                                        // 8
-    "    gpu: A100-80GB-SXM\n"                                // 9
-    "    nodes: 1\n"                                          // 10
-    "    gpus_per_node: 2\n"                                  // 11
-    "    nvlink: {bandwidth: 300GB/s, latency: 1us}\n"        // 12
-    "    nic: {bandwidth: 200Gbps, latency: 2us}\n"           // 13
-    "  - name: west\n"                                        // 14
-    "    gpu: V100-32GB-SXM\n"                                // 15
-    "    nodes: 1\n"                                          // 16
-    "    gpus_per_node: 2\n"                                  // 17
-    "    nvlink: {bandwidth: 150GB/s, latency: 1us}\n"        // 18
-    "    nic: {bandwidth: 100Gbps, latency: 2us}\n"           // 19
-    "wan:\n"                                                  // 20
-    "  - between: [east, west]\n"                             // 21
-    "    bandwidth: 10Gbps\n"                                 // 22
-    "    latency: 15ms\n"                                     // 23
-    "strategy:\n"                                             // 24
-    "  schedule: 1f1b\n"                                      // 25
-    "  micro_batch: 1\n"                                      // 26
-    "  pipelines:\n"                                          // 27
-    "    - replicas: 2\n"                                     // 28
-    "      micro_batches: 4\n"                                // 29
-    "      stages:\n"                                         // 30
-    "        - {cluster: east, tp: 1, layers: 2}\n"           // 31
-    "        - {cluster: west, tp: 1, layers: 2}\n"           // 32
-    "  grad_sync: {algorithm: ring, bucket: 25MB}\n";         // 33
+    "training:\n"                                                           // 3
+    "  global_batch: 8\n"                                                   // 4
+    "  seq_len: 128\n"                                                      // 5
+    "  precision: bf16\n"                                                   // 6
+    "clusters:\n"                                                           // 7
+    "  - name: east\n"                                                      // 8
+    "    gpu: A100-80GB-SXM\n"                                              // 9
+    "    nodes: 1\n"                                                        // 10
+    "    gpus_per_node: 2\n"                                                // 11
+    "    nvlink: {bandwidth: 300GB/s, latency: 1us}\n"                      // 12
+    "    nic: {bandwidth: 200Gbps, latency: 2us}\n"                         // 13
+    "  - name: west\n"                                                      // 14
+    "    gpu: V100-32GB-SXM\n"                                              // 15
+    "    nodes: 1\n"                                                        // 16
+    "    gpus_per_node: 2\n"                                                // 17
+    "    nvlink: {bandwidth: 150GB/s, latency: 1us}\n"                      // 18
+    "    nic: {bandwidth: 100Gbps, latency: 2us}\n"                         // 19
+    "wan:\n"                                                                // 20
+    "  - between: [east, west]\n"                                           // 21
+    "    bandwidth: 10Gbps\n"                                               // 22
+    "    latency: 15ms\n"                                                   // 23
+    "strategy:\n"                                                           // 24
+    "  schedule: 1f1b\n"                                                    // 25
+    "  micro_batch: 1\n"                                                    // 26
+    "  pipelines:\n"                                                        // 27
+    "    - replicas: 2\n"                                                   // 28
+    "      micro_batches: 4\n"                                              // 29
+    "      stages:\n"                                                       // 30
+    "        - {cluster: east, tp: 1, layers: 2}\n"                         // 31
+    "        - {cluster: west, tp: 1, layers: 2}\n"                         // 32
+    "  grad_sync: {algorithm: ring, bucket: 25MB}\n";                       // 33
 
 // A folder of its own per test process and case (ctest runs tests in parallel).
 class TempDir {
@@ -145,9 +145,9 @@ const std::string kBomb =  // 10^7 values from a few hundred bytes
     "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
     "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
 
-const std::string kSweep3x30 =
-    "sweep:\n  training.global_batch: [" + repeat("8, ", 29) + "8]\n  training.seq_len: [" +
-    repeat("128, ", 29) + "128]\n  wan[0].latency: [" + repeat("1ms, ", 29) + "1ms]\n";
+const std::string kSweep3x30 = "sweep:\n  training.global_batch: [" + repeat("8, ", 29) +
+                               "8]\n  training.seq_len: [" + repeat("128, ", 29) +
+                               "128]\n  wan[0].latency: [" + repeat("1ms, ", 29) + "1ms]\n";
 
 const ScenarioCase kScenarioCases[] = {
     // empty and unusable names
@@ -156,136 +156,339 @@ const ScenarioCase kScenarioCases[] = {
     {"EmptyClusterName", {{"- name: east", "- name: \"\""}}, "clusters[0].name", 8, 11, "empty"},
     {"EmptyStageCluster",
      {{"{cluster: east, tp: 1, layers: 2}", "{cluster: '', tp: 1, layers: 2}"}},
-     "strategy.pipelines[0].stages[0].cluster", 31, 21, "may not be empty"},
+     "strategy.pipelines[0].stages[0].cluster",
+     31,
+     21,
+     "may not be empty"},
     {"EmptyModelName", {{"{name: tiny,", "{name: '',"}}, "model.name", 2, 15, "may not be empty"},
-    {"ClusterNamedLikeAGeneratedZone", {{"- name: west", "- name: east/n0"}}, "clusters[1].name",
-     14, 11, "'east/n0'"},
-    {"ClusterNameWithQuote", {{"- name: west", "- name: 'we\"st'"}}, "clusters[1].name", 14, 11,
+    {"ClusterNamedLikeAGeneratedZone",
+     {{"- name: west", "- name: east/n0"}},
+     "clusters[1].name",
+     14,
+     11,
+     "'east/n0'"},
+    {"ClusterNameWithQuote",
+     {{"- name: west", "- name: 'we\"st'"}},
+     "clusters[1].name",
+     14,
+     11,
      "letters, digits"},
-    {"ClusterNameWithSpace", {{"- name: west", "- name: 'we st'"}}, "clusters[1].name", 14, 11,
+    {"ClusterNameWithSpace",
+     {{"- name: west", "- name: 'we st'"}},
+     "clusters[1].name",
+     14,
+     11,
      "letters, digits"},
-    {"ClusterNameWithColon", {{"- name: west", "- name: 'wan:x'"}}, "clusters[1].name", 14, 11,
+    {"ClusterNameWithColon",
+     {{"- name: west", "- name: 'wan:x'"}},
+     "clusters[1].name",
+     14,
+     11,
      "letters, digits"},
-    {"ClusterNameWithAngle", {{"- name: west", "- name: 'a->b'"}}, "clusters[1].name", 14, 11,
+    {"ClusterNameWithAngle",
+     {{"- name: west", "- name: 'a->b'"}},
+     "clusters[1].name",
+     14,
+     11,
      "letters, digits"},
-    {"ClusterNameStartsWithDot", {{"- name: west", "- name: .west"}}, "clusters[1].name", 14, 11,
+    {"ClusterNameStartsWithDot",
+     {{"- name: west", "- name: .west"}},
+     "clusters[1].name",
+     14,
+     11,
      "starting with a letter"},
-    {"ClusterNameTooLong", {{"- name: west", "- name: " + repeat("w", 65)}}, "clusters[1].name", 14,
-     11, "at most 64"},
-    {"NameTooLong", {{"name: t\n", "name: " + repeat("n", 201) + "\n"}}, "name", 1, 7,
+    {"ClusterNameTooLong",
+     {{"- name: west", "- name: " + repeat("w", 65)}},
+     "clusters[1].name",
+     14,
+     11,
+     "at most 64"},
+    {"NameTooLong",
+     {{"name: t\n", "name: " + repeat("n", 201) + "\n"}},
+     "name",
+     1,
+     7,
      "at most 200"},
-    {"GpuAsList", {{"gpu: A100-80GB-SXM", "gpu: [a, b]"}}, "clusters[0].gpu", 9, 10,
+    {"GpuAsList",
+     {{"gpu: A100-80GB-SXM", "gpu: [a, b]"}},
+     "clusters[0].gpu",
+     9,
+     10,
      "expected a name"},
     // extreme and absurd quantities
-    {"BandwidthOverflowsToInfinity", {{"bandwidth: 10Gbps", "bandwidth: 1e300Tbps"}},
-     "wan[0].bandwidth", 22, 16, "outside the range"},
-    {"BandwidthBelowAnyLink", {{"bandwidth: 10Gbps", "bandwidth: 1e-300bps"}}, "wan[0].bandwidth",
-     22, 16, "outside the range"},
-    {"BandwidthNotADouble", {{"bandwidth: 10Gbps", "bandwidth: 1e400Gbps"}}, "wan[0].bandwidth",
-     22, 16, "too large or too small"},
-    {"BandwidthInfinity", {{"bandwidth: 10Gbps", "bandwidth: infGbps"}}, "wan[0].bandwidth", 22,
-     16, "does not start with a number"},
-    {"BandwidthNan", {{"bandwidth: 10Gbps", "bandwidth: nanGbps"}}, "wan[0].bandwidth", 22, 16,
-     "does not start with a number"},
-    {"BandwidthNegative", {{"bandwidth: 10Gbps", "bandwidth: -10Gbps"}}, "wan[0].bandwidth", 22, 16,
-     "positive"},
-    {"BandwidthZero", {{"bandwidth: 10Gbps", "bandwidth: 0Gbps"}}, "wan[0].bandwidth", 22, 16,
-     "positive"},
-    {"BandwidthEmpty", {{"bandwidth: 10Gbps", "bandwidth: ''"}}, "wan[0].bandwidth", 22, 16,
-     "empty value"},
-    {"NvlinkFasterThanLight", {{"300GB/s", "9e99TB/s"}}, "clusters[0].nvlink.bandwidth", 12, 26,
+    {"BandwidthOverflowsToInfinity",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e300Tbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
      "outside the range"},
-    {"LatencyOfYears", {{"latency: 15ms", "latency: 1e9s"}}, "wan[0].latency", 23, 14,
+    {"BandwidthBelowAnyLink",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e-300bps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
      "outside the range"},
-    {"LatencyNegative", {{"latency: 15ms", "latency: -15ms"}}, "wan[0].latency", 23, 14,
-     "zero or positive"},
-    {"LatencyNotADouble", {{"latency: 15ms", "latency: 1e999ms"}}, "wan[0].latency", 23, 14,
+    {"BandwidthNotADouble",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e400Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
      "too large or too small"},
-    {"BucketOfZettabytes", {{"bucket: 25MB", "bucket: 1e30TB"}}, "strategy.grad_sync.bucket", 33,
-     45, "outside the range"},
+    {"BandwidthInfinity",
+     {{"bandwidth: 10Gbps", "bandwidth: infGbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "does not start with a number"},
+    {"BandwidthNan",
+     {{"bandwidth: 10Gbps", "bandwidth: nanGbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "does not start with a number"},
+    {"BandwidthNegative",
+     {{"bandwidth: 10Gbps", "bandwidth: -10Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "positive"},
+    {"BandwidthZero",
+     {{"bandwidth: 10Gbps", "bandwidth: 0Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "positive"},
+    {"BandwidthEmpty",
+     {{"bandwidth: 10Gbps", "bandwidth: ''"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "empty value"},
+    {"NvlinkFasterThanLight",
+     {{"300GB/s", "9e99TB/s"}},
+     "clusters[0].nvlink.bandwidth",
+     12,
+     26,
+     "outside the range"},
+    {"LatencyOfYears",
+     {{"latency: 15ms", "latency: 1e9s"}},
+     "wan[0].latency",
+     23,
+     14,
+     "outside the range"},
+    {"LatencyNegative",
+     {{"latency: 15ms", "latency: -15ms"}},
+     "wan[0].latency",
+     23,
+     14,
+     "zero or positive"},
+    {"LatencyNotADouble",
+     {{"latency: 15ms", "latency: 1e999ms"}},
+     "wan[0].latency",
+     23,
+     14,
+     "too large or too small"},
+    {"BucketOfZettabytes",
+     {{"bucket: 25MB", "bucket: 1e30TB"}},
+     "strategy.grad_sync.bucket",
+     33,
+     45,
+     "outside the range"},
     {"TcpWindowNotADouble",
-     {{"    latency: 15ms\n", "    latency: 15ms\n    tcp_window: 1e400MB\n"}}, "wan[0].tcp_window",
-     24, 17, "too large or too small"},
+     {{"    latency: 15ms\n", "    latency: 15ms\n    tcp_window: 1e400MB\n"}},
+     "wan[0].tcp_window",
+     24,
+     17,
+     "too large or too small"},
     {"OversubscriptionInfinity",
-     {{"latency: 2us}\n  - name: west", "latency: 2us}\n    oversubscription: .inf\n  - name: west"}},
-     "clusters[0].oversubscription", 14, 23, "expected a number"},
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: .inf\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "expected a number"},
     {"OversubscriptionNotADouble",
-     {{"latency: 2us}\n  - name: west", "latency: 2us}\n    oversubscription: 1e400\n  - name: west"}},
-     "clusters[0].oversubscription", 14, 23, "out of range"},
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: 1e400\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "out of range"},
     {"OversubscriptionNan",
-     {{"latency: 2us}\n  - name: west", "latency: 2us}\n    oversubscription: .nan\n  - name: west"}},
-     "clusters[0].oversubscription", 14, 23, "expected a number"},
-    {"GlobalBatchNegative", {{"global_batch: 8", "global_batch: -8"}}, "training.global_batch", 4,
-     17, "at least 1"},
-    {"GlobalBatchFraction", {{"global_batch: 8", "global_batch: 8.5"}}, "training.global_batch", 4,
-     17, "whole number"},
-    {"GlobalBatchExponent", {{"global_batch: 8", "global_batch: 1e400"}}, "training.global_batch",
-     4, 17, "whole number"},
-    {"GlobalBatchQuoted", {{"global_batch: 8", "global_batch: '8'"}}, "training.global_batch", 4,
-     17, "whole number"},
-    {"SeqLenBeyond64Bits", {{"seq_len: 128", "seq_len: 99999999999999999999"}},
-     "training.seq_len", 5, 12, "too large"},
-    {"SeqLenBeyondInt", {{"seq_len: 128", "seq_len: 99999999999"}}, "training.seq_len", 5, 12,
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: .nan\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "expected a number"},
+    {"GlobalBatchNegative",
+     {{"global_batch: 8", "global_batch: -8"}},
+     "training.global_batch",
+     4,
+     17,
+     "at least 1"},
+    {"GlobalBatchFraction",
+     {{"global_batch: 8", "global_batch: 8.5"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"GlobalBatchExponent",
+     {{"global_batch: 8", "global_batch: 1e400"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"GlobalBatchQuoted",
+     {{"global_batch: 8", "global_batch: '8'"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"SeqLenBeyond64Bits",
+     {{"seq_len: 128", "seq_len: 99999999999999999999"}},
+     "training.seq_len",
+     5,
+     12,
+     "too large"},
+    {"SeqLenBeyondInt",
+     {{"seq_len: 128", "seq_len: 99999999999"}},
+     "training.seq_len",
+     5,
+     12,
      "too large"},
     // counts that multiply
-    {"NodesBeyondGpuLimit", {{"nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300",
-                              "nodes: 2147483647\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300"}},
-     "clusters[0].nodes", 10, 12, "HGSIM_MAX_GPUS"},
+    {"NodesBeyondGpuLimit",
+     {{"nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300",
+       "nodes: 2147483647\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300"}},
+     "clusters[0].nodes",
+     10,
+     12,
+     "HGSIM_MAX_GPUS"},
     {"NodesTimesGpusWrapsAround",
      {{"nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300",
        "nodes: 65536\n    gpus_per_node: 65537\n    nvlink: {bandwidth: 300"}},
-     "clusters[0].nodes", 10, 12, "65536 x 65537"},
-    {"ReplicasBeyondInt", {{"replicas: 2", "replicas: 2147483648"}},
-     "strategy.pipelines[0].replicas", 28, 17, "too large"},
-    {"ReplicasHuge", {{"replicas: 2", "replicas: 2147483647"}}, "strategy.pipelines", 27, 0,
+     "clusters[0].nodes",
+     10,
+     12,
+     "65536 x 65537"},
+    {"ReplicasBeyondInt",
+     {{"replicas: 2", "replicas: 2147483648"}},
+     "strategy.pipelines[0].replicas",
+     28,
+     17,
+     "too large"},
+    {"ReplicasHuge",
+     {{"replicas: 2", "replicas: 2147483647"}},
+     "strategy.pipelines",
+     27,
+     0,
      "GPUs of cluster"},
     {"MicroBatchesWrapToTheBatch",
-     {{"micro_batch: 1\n", "micro_batch: 16\n"}, {"micro_batches: 4", "micro_batches: 268435457"},
-      {"replicas: 2", "replicas: 1"}, {"global_batch: 8", "global_batch: 16"}},
-     "strategy.pipelines", 27, 0, "4294967312"},
-    {"TpBeyondNode", {{"{cluster: east, tp: 1,", "{cluster: east, tp: 2147483647,"}},
-     "strategy.pipelines[0].stages[0].tp", 31, 0, "larger than a node"},
+     {{"micro_batch: 1\n", "micro_batch: 16\n"},
+      {"micro_batches: 4", "micro_batches: 268435457"},
+      {"replicas: 2", "replicas: 1"},
+      {"global_batch: 8", "global_batch: 16"}},
+     "strategy.pipelines",
+     27,
+     0,
+     "4294967312"},
+    {"TpBeyondNode",
+     {{"{cluster: east, tp: 1,", "{cluster: east, tp: 2147483647,"}},
+     "strategy.pipelines[0].stages[0].tp",
+     31,
+     0,
+     "larger than a node"},
     // WAN structure
     {"TwoLinksBetweenOnePair",
      {{"    latency: 15ms\n",
        "    latency: 15ms\n  - between: [west, east]\n    bandwidth: 1Gbps\n    latency: 5ms\n"}},
-     "wan[1].between", 24, 5, "a second WAN link"},
+     "wan[1].between",
+     24,
+     5,
+     "a second WAN link"},
     {"NoWanPathBetweenUsedClusters",
-     {{"wan:\n  - between: [east, west]\n    bandwidth: 10Gbps\n    latency: 15ms\n", ""}}, "wan",
-     0, 0, "no WAN path joins clusters 'east' and 'west'"},
-    {"WanLinkToItself", {{"between: [east, west]", "between: [east, east]"}}, "wan[0].between", 21,
-     14, "twice"},
+     {{"wan:\n  - between: [east, west]\n    bandwidth: 10Gbps\n    latency: 15ms\n", ""}},
+     "wan",
+     0,
+     0,
+     "no WAN path joins clusters 'east' and 'west'"},
+    {"WanLinkToItself",
+     {{"between: [east, west]", "between: [east, east]"}},
+     "wan[0].between",
+     21,
+     14,
+     "twice"},
     // document structure
-    {"SecondDocument", {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
-                         "  grad_sync: {algorithm: ring, bucket: 25MB}\n---\nname: other\n"}},
-     "", 35, 1, "second YAML document"},
+    {"SecondDocument",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\n---\nname: other\n"}},
+     "",
+     35,
+     1,
+     "second YAML document"},
     {"RecursiveAlias", {{"name: t\n", "name: t\nx: &a [*a]\n"}}, "x", 2, 4, "contains it"},
-    {"RecursiveAliasInMapping", {{"name: t\n", "name: t\nx: &a {y: *a}\n"}}, "x", 2, 4,
+    {"RecursiveAliasInMapping",
+     {{"name: t\n", "name: t\nx: &a {y: *a}\n"}},
+     "x",
+     2,
+     4,
      "contains it"},
     {"AliasBomb", {{"name: t\n", kBomb}}, "", 0, 0, "HGSIM_MAX_DOCUMENT_NODES"},
-    {"NestedTooDeep", {{"name: t\n", "name: t\nx: " + repeat("[", 100) + repeat("]", 100) + "\n"}},
-     "", 2, 0, "nest more than 64"},
-    {"DuplicateKey", {{"  seq_len: 128\n", "  seq_len: 128\n  seq_len: 256\n"}},
-     "training.seq_len", 6, 3, "duplicate key"},
+    {"NestedTooDeep",
+     {{"name: t\n", "name: t\nx: " + repeat("[", 100) + repeat("]", 100) + "\n"}},
+     "",
+     2,
+     0,
+     "nest more than 64"},
+    {"DuplicateKey",
+     {{"  seq_len: 128\n", "  seq_len: 128\n  seq_len: 256\n"}},
+     "training.seq_len",
+     6,
+     3,
+     "duplicate key"},
     {"NotUtf8Latin1", {{"name: t\n", "name: caf\xe9\n"}}, "", 1, 10, "not UTF-8"},
     {"NotUtf8Overlong", {{"name: t\n", "name: a\xc0\xaf\n"}}, "", 1, 8, "not UTF-8"},
     {"NotUtf8Surrogate", {{"name: t\n", "name: \xed\xa0\x80\n"}}, "", 1, 7, "not UTF-8"},
-    {"NotUtf8Truncated", {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
-                           "  grad_sync: {algorithm: ring, bucket: 25MB}\n#\xe2\x82"}},
-     "", 34, 2, "not UTF-8"},
+    {"NotUtf8Truncated",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\n#\xe2\x82"}},
+     "",
+     34,
+     2,
+     "not UTF-8"},
     {"NotUtf8BeyondUnicode", {{"name: t\n", "name: \xf5\x80\x80\x80\n"}}, "", 1, 7, "not UTF-8"},
     {"ControlCharacter", {{"name: t\n", "name: t\x01\n"}}, "", 1, 8, "control character"},
-    {"NulCharacter", {{"name: t\n", std::string("name: t\0x\n", 10)}}, "", 1, 8,
+    {"NulCharacter",
+     {{"name: t\n", std::string("name: t\0x\n", 10)}},
+     "",
+     1,
+     8,
      "control character"},
-    {"UnknownKeyIsQuotedShort", {{"  seq_len: 128\n", "  " + repeat("k", 5000) + ": 1\n  seq_len: 128\n"}},
-     "", 5, 3, "(5000 characters)"},
-    {"UnknownChoiceIsQuotedShort", {{"precision: bf16", "precision: " + repeat("p", 5000)}},
-     "training.precision", 6, 14, "(5000 characters)"},
-    {"SweepGridTooLarge", {{"name: t\n", "name: t\n" + kSweep3x30}}, "sweep", 3, 0,
+    {"UnknownKeyIsQuotedShort",
+     {{"  seq_len: 128\n", "  " + repeat("k", 5000) + ": 1\n  seq_len: 128\n"}},
+     "",
+     5,
+     3,
+     "(5000 characters)"},
+    {"UnknownChoiceIsQuotedShort",
+     {{"precision: bf16", "precision: " + repeat("p", 5000)}},
+     "training.precision",
+     6,
+     14,
+     "(5000 characters)"},
+    {"SweepGridTooLarge",
+     {{"name: t\n", "name: t\n" + kSweep3x30}},
+     "sweep",
+     3,
+     0,
      "27000 points (30 x 30 x 30)"},
-    {"ModelAsList", {{"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}",
-                      "model: [1, 2]"}},
-     "model", 2, 8, "expected a zoo model name"},
+    {"ModelAsList",
+     {{"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}", "model: [1, 2]"}},
+     "model",
+     2,
+     8,
+     "expected a zoo model name"},
 };
 
 class HostileScenario : public ::testing::TestWithParam<ScenarioCase> {};
@@ -306,8 +509,8 @@ TEST_P(HostileScenario, IsRefusedWhereItIsWrong) {
       found = &d;
       break;
     }
-  ASSERT_NE(found, nullptr) << "no error at '" << c.key << "' saying '" << c.message
-                            << "' in:\n" << diags.format();
+  ASSERT_NE(found, nullptr) << "no error at '" << c.key << "' saying '" << c.message << "' in:\n"
+                            << diags.format();
   EXPECT_EQ(found->where.file, file);
   if (c.line > 0) EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
   if (c.column > 0) EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
@@ -326,9 +529,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, HostileScenario, ::testing::ValuesIn(kScenarioCa
 
 struct TraceCase {
   const char* name;
-  std::string csv;      // the trace's text
-  int line;             // where in the CSV the error is (0: at the scenario's trace key)
-  int column;           // 0: any
+  std::string csv;  // the trace's text
+  int line;         // where in the CSV the error is (0: at the scenario's trace key)
+  int column;       // 0: any
   std::string message;
 };
 
@@ -361,13 +564,15 @@ TEST_P(HostileTrace, IsRefusedAtItsRow) {
   const TraceCase& c = GetParam();
   TempDir dir;
   const std::string csv = dir.write("bw.csv", c.csv);
-  const std::string file = dir.write(
-      "scenario.yaml", replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
+  const std::string file =
+      dir.write("scenario.yaml",
+                replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
   core::Diagnostics diags;
   EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value());
   const core::Diagnostic* found = nullptr;
   for (const auto& d : diags.all())
-    if (d.key_path == "wan[0].trace" && core::format_diagnostic(d).find(c.message) != std::string::npos)
+    if (d.key_path == "wan[0].trace" &&
+        core::format_diagnostic(d).find(c.message) != std::string::npos)
       found = &d;
   ASSERT_NE(found, nullptr) << diags.format();
   if (c.line > 0) {
@@ -414,10 +619,9 @@ TEST_P(HostileTracePath, IsRefusedWithoutReadingIt) {
   fs::create_directories(dir.dir() / "dir.csv");
   ASSERT_EQ(::mkfifo(dir.path("fifo.csv").c_str(), 0600), 0);
   fs::create_symlink("/dev/zero", dir.dir() / "zero.csv");
-  const std::string file =
-      dir.write("scenario.yaml", replaced(kBase, "    latency: 15ms\n",
-                                          std::string("    latency: 15ms\n    trace: ") +
-                                              c.written + "\n"));
+  const std::string file = dir.write(
+      "scenario.yaml", replaced(kBase, "    latency: 15ms\n",
+                                std::string("    latency: 15ms\n    trace: ") + c.written + "\n"));
   core::Diagnostics diags;
   EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value());
   bool found = false;
@@ -440,9 +644,9 @@ const std::string kPlan =
 
 struct PlanCase {
   const char* name;
-  std::string text;     // the plan file
-  std::string key;      // the key path of the error
-  int line;             // 0: a JSON value (no position), else where the text is wrong
+  std::string text;  // the plan file
+  std::string key;   // the key path of the error
+  int line;          // 0: a JSON value (no position), else where the text is wrong
   int column;
   std::string message;
 };
@@ -464,12 +668,17 @@ const PlanCase kPlanCases[] = {
      replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": 100000000000000000000000000000"),
      "micro_batch", 0, 0, "too large"},
     {"BucketNotADouble",
-     replaced(kPlan, "\"micro_batch\": 1,", "\"micro_batch\": 1, \"grad_sync\": {\"bucket\": \"1e400MB\"},"),
+     replaced(kPlan, "\"micro_batch\": 1,",
+              "\"micro_batch\": 1, \"grad_sync\": {\"bucket\": \"1e400MB\"},"),
      "grad_sync.bucket", 0, 0, "too large or too small"},
     {"NotUtf8", replaced(kPlan, "1f1b", "1f1b\xe9"), "", 1, 18, "not UTF-8"},
-    {"ControlCharacterInString", replaced(kPlan, "1f1b", "1f\x01" "1b"), "", 1, 16,
-     "control character"},
-    {"DuplicateKey", replaced(kPlan, "\"micro_batch\": 1,", "\"micro_batch\": 1, \"micro_batch\": 2,"),
+    {"ControlCharacterInString",
+     replaced(kPlan, "1f1b",
+              "1f\x01"
+              "1b"),
+     "", 1, 16, "control character"},
+    {"DuplicateKey",
+     replaced(kPlan, "\"micro_batch\": 1,", "\"micro_batch\": 1, \"micro_batch\": 2,"),
      "micro_batch", 0, 0, "duplicate key"},
     {"TrailingGarbage", kPlan + " x", "", 1, 0, "not valid JSON"},
     {"Truncated", kPlan.substr(0, 40), "", 1, 0, "not valid JSON"},
@@ -477,8 +686,8 @@ const PlanCase kPlanCases[] = {
      "not valid JSON"},
     {"Empty", "", "", 1, 1, "not valid JSON"},
     {"ListAtTheTop", "[1, 2]", "", 0, 0, "expected a mapping"},
-    {"ReplicasHuge", replaced(kPlan, "\"replicas\": 2", "\"replicas\": 2147483647"), "pipelines",
-     0, 0, "GPUs of cluster 'east'"},
+    {"ReplicasHuge", replaced(kPlan, "\"replicas\": 2", "\"replicas\": 2147483647"), "pipelines", 0,
+     0, "GPUs of cluster 'east'"},
     {"BatchWrapsAround",
      replaced(replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": 16"), "\"micro_batches\": 4",
               "\"micro_batches\": 268435456"),
@@ -592,8 +801,9 @@ TEST(HostileCodecBuffers, AHeaderMayNotClaimMoreThanTheBufferAndTheLimitAllow) {
   // Below the limits, the buffer must hold what the header describes.
   EXPECT_NE(inspect_error(header(CodecKind::none, 1000, 0, 0, 0, 49)).find("truncated"),
             std::string::npos);
-  EXPECT_NE(inspect_error(header(CodecKind::topk, 1ull << 20, 0, 0, 1, 49)).find("header describes"),
-            std::string::npos);
+  EXPECT_NE(
+      inspect_error(header(CodecKind::topk, 1ull << 20, 0, 0, 1, 49)).find("header describes"),
+      std::string::npos);
 }
 
 // ---- integer arithmetic -------------------------------------------------------------------
@@ -739,8 +949,9 @@ TEST(HgsimProcess, LimitsAreSetInTheEnvironment) {
 TEST(HgsimProcess, TraceRowLimitAndStep) {
   TempDir dir;
   dir.write("bw.csv", "0,1Gbps\n1,2Gbps\n2,1Gbps\n3,2Gbps\n");
-  const std::string scenario = dir.write(
-      "scenario.yaml", replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
+  const std::string scenario =
+      dir.write("scenario.yaml",
+                replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
   Process p = run_binary({"check", scenario}, {"HGSIM_MAX_TRACE_ROWS=3"});
   EXPECT_EQ(p.status, 1);
   EXPECT_NE(p.err.find("bw.csv:4:1: error: wan[0].trace: the bandwidth trace has more than 3 rows"),
@@ -749,6 +960,55 @@ TEST(HgsimProcess, TraceRowLimitAndStep) {
   p = run_binary({"check", scenario}, {"HGSIM_MIN_TRACE_STEP_S=2"});
   EXPECT_EQ(p.status, 1);
   EXPECT_NE(p.err.find("bw.csv:2:1: error"), std::string::npos) << p.err;
+}
+
+// The simulator child of a killed `hgsim run` must not stay behind: SIGTERM is passed on,
+// and SIGKILL (which nothing can catch) ends it through PR_SET_PDEATHSIG.
+pid_t first_child_of(pid_t parent, std::chrono::seconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  const std::string file =
+      "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children";
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream in(file);
+    pid_t child = 0;
+    if (in >> child && child > 0) return child;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return 0;
+}
+
+bool gone(pid_t pid, std::chrono::seconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string ignored, state;
+    if (!(stat >> ignored >> ignored >> state) || state == "Z") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(HgsimProcess, TheSimulatorDiesWithHgsim) {
+  const std::string scenario =
+      (fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "scale" / "hetero-256-full.yaml").string();
+  for (int sig : {SIGTERM, SIGKILL}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(HGSIM_BINARY, HGSIM_BINARY, "run", scenario.c_str(), "--fidelity", "full",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const pid_t child = first_child_of(pid, std::chrono::seconds(60));
+    ASSERT_GT(child, 0) << "hgsim run started no simulator process";
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    EXPECT_TRUE(gone(child, std::chrono::seconds(10))) << "signal " << sig << ": child " << child;
+  }
 }
 
 }  // namespace
