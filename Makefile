@@ -1,7 +1,7 @@
 # The README's two commands. Both install what is missing (scripts/debian-packages.txt),
 # configure (CMakePresets.json, Release) and build; then
 #   make demo   checks the default scenario, prints its summary, then simulates one iteration,
-#   make test   runs the whole test suite with ctest, then the sanitizer pass (make sanitize).
+#   make test   runs the whole test suite with ctest (its summary is the last lines).
 PRESET        ?= release
 BUILD_DIR     := build/$(PRESET)
 JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
@@ -33,7 +33,6 @@ demo: build
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
-	@$(MAKE) sanitize
 
 # The sanitizer pass: the debug preset (AddressSanitizer + UBSan) without CUDA, at -O1 so
 # that it runs in minutes, over the tests of hostile input, files, processes, units,

@@ -100,7 +100,7 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
     ex.reported = true;
     const auto limit = static_cast<double>(limits().document_nodes);
     diags.error(n.where, path,
-                "the document expands to more than " + shortest_decimal(limit) +
+                "the document expands to more than " + std::to_string(limits().document_nodes) +
                     " values (YAML aliases that repeat aliases grow exponentially)",
                 limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
     return n;
@@ -374,9 +374,10 @@ class JsonBuilder : public nlohmann::json_sax<Json> {
   bool count() {
     if (++values_ <= limits().document_nodes) return true;
     const auto limit = static_cast<double>(limits().document_nodes);
-    diags_.error({file_, 0, 0}, next_path(),
-                 "the document has more than " + shortest_decimal(limit) + " values",
-                 limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
+    diags_.error(
+        {file_, 0, 0}, next_path(),
+        "the document has more than " + std::to_string(limits().document_nodes) + " values",
+        limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
     return false;
   }
   bool add(Node n) {
@@ -521,8 +522,8 @@ void Fields::reject_unknown(std::vector<std::string> accepted) {
   for (std::size_t i = 0; i < node_.entries.size(); ++i) {
     const std::string& key = node_.entries[i].first;
     if (std::find(accepted.begin(), accepted.end(), key) != accepted.end()) continue;
-    diags_.error(node_.key_locations[i], child_path(path_, key), "unknown key '" + key + "'",
-                 did_you_mean(key, accepted));
+    diags_.error(node_.key_locations[i], child_path(path_, key),
+                 "unknown key '" + excerpt(key) + "'", did_you_mean(key, accepted));
   }
 }
 
@@ -599,7 +600,7 @@ std::optional<int> as_positive_count(const Node& n, const std::string& path, Dia
   auto v = as_integer(n, path, d);
   if (!v) return std::nullopt;
   if (*v < 1) {
-    d.error(n.where, path, "must be at least 1, found " + n.text);
+    d.error(n.where, path, "must be at least 1, found " + excerpt(n.text));
     return std::nullopt;
   }
   if (*v > std::numeric_limits<int>::max()) {
@@ -645,7 +646,7 @@ std::optional<std::string> as_choice(const Node& n, const std::string& path, Dia
     return std::nullopt;
   }
   if (std::find(names.begin(), names.end(), n.text) != names.end()) return n.text;
-  d.error(n.where, path, "unknown " + std::string(what) + " '" + n.text + "'",
+  d.error(n.where, path, "unknown " + std::string(what) + " '" + excerpt(n.text) + "'",
           did_you_mean(n.text, names));
   return std::nullopt;
 }

@@ -1,10 +1,10 @@
 #include "core/limits.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
-#include "core/units.hpp"
 
 namespace hgsim::core {
 
@@ -73,7 +73,9 @@ const Limits& limits() {
 }
 
 std::string limit_hint(const char* variable, double limit) {
-  return "the limit is " + shortest_decimal(limit) + "; set " + variable +
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.15g", limit);
+  return std::string("the limit is ") + figure + "; set " + variable +
          " to raise it (README: Limits)";
 }
 

@@ -315,7 +315,7 @@ void ScenarioReader::read_clusters(const Node& n) {
     return;
   }
   std::map<std::string, std::string> first_path_of_name;
-  std::optional<std::int64_t> total_gpus = 0;
+  std::int64_t total_gpus = 0;  // GPUs of the clusters so far
   for (std::size_t i = 0; i < n.items.size(); ++i) {
     std::string path = index_path("clusters", i);
     Cluster c;
@@ -342,18 +342,18 @@ void ScenarioReader::read_clusters(const Node& n) {
     f.reject_unknown();
     if (c.nodes > 0 && c.gpus_per_node > 0) {
       const auto gpus = checked_mul(c.nodes, c.gpus_per_node);
-      total_gpus = checked_add(total_gpus.value_or(0), gpus.value_or(0));
+      const auto total = checked_add(total_gpus, gpus.value_or(0));
       const double limit = static_cast<double>(limits().gpus);
-      if (!gpus || !total_gpus || static_cast<double>(*total_gpus) > limit) {
-        d_.error(
-            f.optional("nodes")->where, f.path_of("nodes"),
-            "the clusters hold " +
-                (gpus && total_gpus ? std::to_string(*total_gpus) : std::string("more than 2^63")) +
-                " GPUs (" + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
-                " here), more than hgsim simulates",
-            limit_hint("HGSIM_MAX_GPUS", limit));
+      if (!gpus || !total || static_cast<double>(*total) > limit) {
+        d_.error(f.optional("nodes")->where, f.path_of("nodes"),
+                 "the clusters hold " +
+                     (gpus && total ? std::to_string(*total) : std::string("more than 2^63")) +
+                     " GPUs (" + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
+                     " here), more than hgsim simulates",
+                 limit_hint("HGSIM_MAX_GPUS", limit));
         c.nodes = 0;  // so that no later count multiplies it
-        total_gpus = std::nullopt;
+      } else {
+        total_gpus = *total;
       }
     }
     if (!c.name.empty()) {
@@ -407,8 +407,8 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
         if (!name) continue;
         (k == 0 ? link.from : link.to) = *name;
         if (s_.find_cluster(*name) == nullptr)
-          d_.error(between->items[k].where, index_path(bpath, k), "unknown cluster '" + *name + "'",
-                   did_you_mean(*name, names));
+          d_.error(between->items[k].where, index_path(bpath, k),
+                   "unknown cluster '" + excerpt(*name) + "'", did_you_mean(*name, names));
       }
       if (!link.from.empty() && link.from == link.to)
         d_.error(between->where, bpath,
