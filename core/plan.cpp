@@ -114,6 +114,8 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
   });
   if (const Node* c = f.optional("compression"))
     plan.compression = parse_compression(*c, f.path_of("compression"), d);
+  if (const Node* o = f.optional("outer_sync"))
+    if (auto outer = parse_outer_sync(*o, f.path_of("outer_sync"), d)) plan.outer_sync = *outer;
   f.reject_unknown();
   if (plan.virtual_stages > 1 && plan.schedule != Schedule::interleaved)
     d.error(f.optional("virtual_stages")->where, f.path_of("virtual_stages"),
@@ -246,6 +248,7 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
     }
   }
 
+  check_outer_sync(plan, s, model_layers, prefix, d);
   // Checked: micro_batch x micro_batches x replicas may not wrap around to a valid batch.
   std::int64_t batch = 0;  // -1: more than 2^63
   for (const Pipeline& p : plan.pipelines) {

@@ -296,6 +296,14 @@ void ScenarioReader::read_training(const Node& n) {
   set_required(f, "precision", t.precision, choice<Precision>("precision"));
   set(f, "optimizer", t.optimizer, choice<Optimizer>("optimizer"));
   set(f, "recompute", t.recompute, choice<Recompute>("recompute mode"));
+  if (const Node* v = f.optional("tokens"))
+    t.tokens = parse_token_count(*v, f.path_of("tokens"), d_);
+  if (const Node* v = f.optional("iterations"))
+    if (auto c = as_positive_count(*v, f.path_of("iterations"), d_)) t.iterations = *c;
+  if (t.tokens && t.iterations)
+    d_.error(f.optional("iterations")->where, f.path_of("iterations"),
+             "training.tokens and training.iterations both say how long training is",
+             "keep one of them");
   f.reject_unknown();
 }
 
@@ -460,6 +468,16 @@ void ScenarioReader::read_simulation(const Node& n) {
   set(f, "fidelity", sim.fidelity, choice<Fidelity>("fidelity"));
   set(f, "pipeline_messages", sim.pipeline_messages,
       choice<PipelineMessages>("pipeline message order"));
+  set(f, "iterations", sim.iterations, count());
+  if (sim.iterations > max_simulated_iterations) {
+    d_.error(f.optional("iterations")->where, f.path_of("iterations"),
+             "at most " + std::to_string(max_simulated_iterations) +
+                 " iterations are simulated in one run, found " + std::to_string(sim.iterations),
+             "simulate a window (a day of a trace is a few thousand iterations) and let "
+             "training.tokens extrapolate");
+    sim.iterations = 1;
+  }
+  set(f, "start_time", sim.start_time, duration());
   f.reject_unknown();
 }
 
@@ -633,6 +651,7 @@ Json plan_to_json(const Plan& plan) {
   if (plan.compression)
     out["compression"] = {{"wan_activations", codec_json(plan.compression->wan_activations)},
                           {"wan_gradients", codec_json(plan.compression->wan_gradients)}};
+  if (plan.outer_sync.enabled()) out["outer_sync"] = outer_sync_json(plan.outer_sync);
   return out;
 }
 
@@ -716,7 +735,11 @@ Json scenario_to_json(const Scenario& s) {
   out["simulation"] = {{"network_model", to_string(s.simulation.network_model)},
                        {"tcp_window", format_size(s.simulation.tcp_window)},
                        {"fidelity", to_string(s.simulation.fidelity)},
-                       {"pipeline_messages", to_string(s.simulation.pipeline_messages)}};
+                       {"pipeline_messages", to_string(s.simulation.pipeline_messages)},
+                       {"iterations", s.simulation.iterations},
+                       {"start_time", format_duration(s.simulation.start_time)}};
+  if (s.training.tokens) out["training"]["tokens"] = *s.training.tokens;
+  if (s.training.iterations) out["training"]["iterations"] = *s.training.iterations;
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
     for (const SweepAxis& axis : s.sweep) {

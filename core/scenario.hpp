@@ -34,6 +34,8 @@ enum class Norm { layernorm, rmsnorm };
 enum class NetworkModel { flow, lv08 };
 enum class Fidelity { automatic, full, folded };
 enum class PipelineMessages { shared, in_order };
+enum class OuterSyncMethod { none, diloco };
+enum class OuterOptimizer { nesterov };
 
 std::string to_string(Precision);
 std::string to_string(Optimizer);
@@ -45,6 +47,8 @@ std::string to_string(Norm);
 std::string to_string(NetworkModel);
 std::string to_string(Fidelity);
 std::string to_string(PipelineMessages);
+std::string to_string(OuterSyncMethod);
+std::string to_string(OuterOptimizer);
 
 // Bytes of one element of activations/weights in this precision (fp32 and tf32 keep
 // fp32 storage; fp8 training keeps 16-bit activations between layers, see models/).
@@ -127,6 +131,10 @@ struct CodecConfig {
   bool operator==(const CodecConfig& o) const;
 };
 
+// The most iterations one simulation plays (`simulation.iterations`): each costs about one
+// iteration's simulation when a bandwidth trace makes them differ.
+constexpr int max_simulated_iterations = 1000000;
+
 // How the simulator plays the scenario (`simulation:`; every key optional).
 struct Simulation {
   // flow: SimGrid's CM02 flow model with latencies and bandwidths as written (closed forms
@@ -144,6 +152,12 @@ struct Simulation {
   // starting when the previous one has arrived (NCCL send/recv on one stream; gloo on one
   // connection, measured by the live runner). Not for the interleaved schedule.
   PipelineMessages pipeline_messages = PipelineMessages::shared;
+  // Consecutive training iterations played in one simulation: links, bandwidth traces and
+  // queues carry over from one to the next (sim/iterations.hpp).
+  int iterations = 1;
+  // Where in the bandwidth traces the first iteration starts (a trace's time 0 is the
+  // simulation's start_time before it).
+  Seconds start_time = Seconds(0);
   bool operator==(const Simulation&) const = default;
 };
 
@@ -154,6 +168,27 @@ struct CompressionPolicy {
 };
 
 // ---- the plan --------------------------------------------------------------------------
+
+// Synchronisation across islands less often than every step (`strategy.outer_sync`).
+// DiLoCo (Douillard et al. 2023, arXiv:2311.08105): each island (a pipeline of the plan,
+// with its replicas) trains H inner steps on its own, then the islands all-reduce their
+// pseudo-gradients (parameters at the last sync minus parameters now) and apply them with
+// an outer optimizer (Nesterov momentum; the paper's outer_lr 0.7, momentum 0.9).
+// Streaming DiLoCo (Douillard et al. 2025, arXiv:2501.18512): with fragments F > 1 each
+// fragment (1/F of the layers) syncs at its own staggered step and its transfer overlaps
+// the next `overlap_steps` inner steps.
+struct OuterSync {
+  OuterSyncMethod method = OuterSyncMethod::none;
+  int inner_steps = 1;    // H
+  int fragments = 1;      // F
+  int overlap_steps = 1;  // tau: inner steps a fragment's transfer overlaps (F > 1)
+  CodecConfig codec;      // pseudo-gradients across islands; compress::resolve_codec checks it
+  OuterOptimizer outer_optimizer = OuterOptimizer::nesterov;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  bool enabled() const { return method != OuterSyncMethod::none; }
+  bool operator==(const OuterSync&) const = default;
+};
 
 struct Stage {
   std::string cluster;
@@ -188,6 +223,7 @@ struct Plan {
   // training.recompute and compression for this plan. Absent: the scenario's.
   std::optional<Recompute> recompute;
   std::optional<CompressionPolicy> compression;
+  OuterSync outer_sync;  // none: every step synchronises every replica (the default)
 
   int global_batch() const;  // sum of replicas * micro_batches * micro_batch
   bool operator==(const Plan&) const = default;
@@ -207,6 +243,10 @@ struct Training {
   Precision precision = Precision::bf16;
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
+  // How much training the run is for (`tokens: 1T` or `iterations: 100000`; at most one):
+  // results extrapolate time to train from the simulated iterations.
+  std::optional<double> tokens;
+  std::optional<long long> iterations;
   bool operator==(const Training&) const = default;
 };
 
@@ -284,6 +324,15 @@ std::map<std::string, int> wan_components(const Scenario& s);
 // excerpt of a row. At most limits().trace_rows rows, limits().trace_min_step_s apart.
 std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const std::string& csv,
                                                  const std::string& key_path, Diagnostics& diags);
+
+// `strategy.outer_sync` (core/outer_sync.cpp): `none` or a mapping; problems at `path`.
+std::optional<OuterSync> parse_outer_sync(const Node& n, const std::string& path, Diagnostics& d);
+Json outer_sync_json(const OuterSync& o);
+// Outer sync needs two islands or more that cut the model the same way (check_plan calls it).
+void check_outer_sync(const Plan& plan, const Scenario& s, int model_layers,
+                      const std::string& path, Diagnostics& diags);
+// `training.tokens`: a count with an optional K, M, B (or G), T suffix (powers of 1000).
+std::optional<double> parse_token_count(const Node& n, const std::string& path, Diagnostics& d);
 
 // ---- sweeps ----------------------------------------------------------------------------
 

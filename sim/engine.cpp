@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -151,16 +152,17 @@ struct SimgridPlatform {
 
 class Runner {
  public:
-  Runner(const Graph& g, const Platform& p, CompletionSink* sink)
-      : graph_(g), platform_(p), sink_(sink), simgrid_(p) {
+  Runner(const Graph& g, const Platform& p, const SimgridPlatform& simgrid, CompletionSink* sink,
+         double clock_zero)
+      : graph_(g), platform_(p), sink_(sink), simgrid_(simgrid), zero_(clock_zero) {
     times_.start.assign(g.size(), -1);
     times_.end.assign(g.size(), -1);
     pending_ = g.predecessor_counts();
     live_.resize(g.size());
   }
 
+  // Plays the graph from the engine's present time; times are since then.
   NodeTimes run() {
-    sg::Activity::on_completion_cb([this](sg::Activity const& a) { on_activity_done(a); });
     for (NodeId i = 0; i < graph_.size(); ++i)
       if (pending_[i] == 0) ready_.push_back(i);
     drain();
@@ -173,6 +175,25 @@ class Runner {
     for (double e : times_.end) times_.makespan = std::max(times_.makespan, e);
     if (reported_) std::fprintf(stderr, "\n");
     return std::move(times_);
+  }
+
+  void on_activity_done(sg::Activity const& a) {
+    void* data = a.get_data<void>();
+    if (!data) return;
+    const auto id = static_cast<NodeId>(reinterpret_cast<std::uintptr_t>(data) - 1);
+    // Activities retired by earlier callbacks are done with SimGrid: release them now
+    // (never the one being reported, which SimGrid still holds in this callback).
+    retired_.clear();
+    if (auto it = parts_left_.find(id); it != parts_left_.end()) {
+      if (--it->second > 0) return;
+      parts_left_.erase(it);
+      finished_multi_.push_back(id);
+    } else {
+      finished_single_.push_back(id);
+    }
+    // Releasing activities from inside SimGrid's callback would destroy the one being
+    // reported: finish after the callback returns, on the next step of the loop.
+    process_finished();
   }
 
  private:
@@ -191,7 +212,7 @@ class Runner {
 
   void launch(NodeId id) {
     const GraphNode& n = graph_.node(id);
-    const double now = sg::Engine::get_clock();
+    const double now = sg::Engine::get_clock() - zero_;
     times_.start[id] = now;
     const bool free =
         n.op == Op::join || ((n.op == Op::compute || n.op == Op::delay) && n.amount <= 0);
@@ -235,25 +256,6 @@ class Runner {
       live_[id] = activity;
   }
 
-  void on_activity_done(sg::Activity const& a) {
-    void* data = a.get_data<void>();
-    if (!data) return;
-    const auto id = static_cast<NodeId>(reinterpret_cast<std::uintptr_t>(data) - 1);
-    // Activities retired by earlier callbacks are done with SimGrid: release them now
-    // (never the one being reported, which SimGrid still holds in this callback).
-    retired_.clear();
-    if (auto it = parts_left_.find(id); it != parts_left_.end()) {
-      if (--it->second > 0) return;
-      parts_left_.erase(it);
-      finished_multi_.push_back(id);
-    } else {
-      finished_single_.push_back(id);
-    }
-    // Releasing activities from inside SimGrid's callback would destroy the one being
-    // reported: finish after the callback returns, on the next step of the loop.
-    process_finished();
-  }
-
   void process_finished() {
     while (!finished_single_.empty() || !finished_multi_.empty()) {
       if (!finished_single_.empty()) {
@@ -279,12 +281,12 @@ class Runner {
     last_report_ = now;
     std::fprintf(stderr, "\rhgsim: %zu of %zu graph nodes done (%.0f%%), %.3f s simulated   ",
                  finished_count_, graph_.size(), 100.0 * finished_count_ / graph_.size(),
-                 sg::Engine::get_clock());
+                 sg::Engine::get_clock() - zero_);
     reported_ = true;
   }
 
   void finish(NodeId id) {
-    times_.end[id] = sg::Engine::get_clock();
+    times_.end[id] = sg::Engine::get_clock() - zero_;
     if (progress_ && (++finished_count_ & 0xffff) == 0) report_progress();
     if (sink_) sink_->completed(id, times_.start[id], times_.end[id]);
     for (auto s = graph_.successors_begin(id); s != graph_.successors_end(id); ++s)
@@ -294,7 +296,8 @@ class Runner {
   const Graph& graph_;
   const Platform& platform_;
   CompletionSink* sink_;
-  SimgridPlatform simgrid_;
+  const SimgridPlatform& simgrid_;
+  double zero_ = 0;  // the engine's clock when this graph started
   NodeTimes times_;
   std::vector<std::uint32_t> pending_;
   std::vector<sg::ActivityPtr> live_;
@@ -314,8 +317,15 @@ void set_progress(bool on) {
   progress_setting = on ? 1 : 0;
 }
 
-NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink) {
-  if (!graph.finished()) throw std::logic_error("execute: call Graph::finish() first");
+void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<int>& order,
+                    const Platform& platform, double start_time_s,
+                    const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
+                    CompletionSink* first_phase_sink) {
+  for (const Graph* g : graphs)
+    if (!g->finished()) throw std::logic_error("execute: call Graph::finish() first");
+  for (int k : order)
+    if (k < 0 || static_cast<std::size_t>(k) >= graphs.size())
+      throw std::logic_error("execute_phases: a phase names no graph");
   if (engine_used.exchange(true))
     throw std::logic_error("SimGrid runs one engine per process: use sim::simulate()");
   int argc = 3;
@@ -329,8 +339,36 @@ NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* 
       std::string(platform.network_model == core::NetworkModel::lv08 ? "LV08" : "CM02"));
   sg::Engine::set_config("network/crosstraffic", false);
   sg::Engine::set_config("network/TCP-gamma", 0.0);  // the window is a link of each route
-  Runner runner(graph, platform, sink);
-  return runner.run();
+  SimgridPlatform simgrid(platform);
+  Runner* current = nullptr;
+  sg::Activity::on_completion_cb([&current](sg::Activity const& a) {
+    if (current) current->on_activity_done(a);
+  });
+  if (start_time_s > 0) {
+    // The first phase starts start_time_s into the bandwidth traces: the clock runs there
+    // with nothing else to do.
+    auto wait = sg::Exec::init();
+    wait->set_host(simgrid.timer);
+    wait->set_flops_amount(start_time_s * flops_per_second);
+    wait->set_bound(flops_per_second);
+    wait->start();
+    engine.run();
+  }
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    Runner runner(*graphs[order[k]], platform, simgrid, k == 0 ? first_phase_sink : nullptr,
+                  sg::Engine::get_clock());
+    current = &runner;
+    const NodeTimes times = runner.run();
+    current = nullptr;
+    on_phase(k, times);
+  }
+}
+
+NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink) {
+  NodeTimes out;
+  execute_phases(
+      {&graph}, {0}, platform, 0, [&](std::size_t, const NodeTimes& times) { out = times; }, sink);
+  return out;
 }
 
 }  // namespace hgsim::sim

@@ -10,6 +10,7 @@
 // sim::simulate() (simulate.hpp), which runs it in a child process.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "sim/graph.hpp"
@@ -37,6 +38,17 @@ constexpr int max_flows_per_transfer = 64;
 // Plays `graph` (finished) on `platform`. Throws std::logic_error when called twice in
 // one process, std::runtime_error when nodes are left unfinished (a cycle).
 NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink = nullptr);
+
+// Plays graphs one after another on one simulated clock (links, bandwidth traces and
+// their phase carry over): graphs[order[0]], then graphs[order[1]] once every node of the
+// one before has completed, and so on. The first starts `start_time_s` into the bandwidth
+// traces. `on_phase(k, times)` receives each phase's times, in seconds since that phase
+// began, as soon as it ends (they are not kept). `first_phase_sink` sees the first phase.
+// Same rules as execute(): once per process.
+void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<int>& order,
+                    const Platform& platform, double start_time_s,
+                    const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
+                    CompletionSink* first_phase_sink = nullptr);
 
 // Whether execute() reports progress on stderr (every few seconds of a long run): on by
 // default when stderr is a terminal.

@@ -14,51 +14,21 @@
 #include <map>
 #include <sstream>
 
+#include "compress/codec_cost.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
 #include "core/process.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "sim/engine.hpp"
+#include "sim/iterations.hpp"
+#include "sim/outer_sync.hpp"
 #include "sim/trace.hpp"
 #include "sim/workload.hpp"
 
 namespace hgsim::sim {
 
 namespace {
-
-using Interval = std::pair<double, double>;
-
-// Length of the union of intervals (sorted in place).
-double union_length(std::vector<Interval>& v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, start = 0, end = -1;
-  for (const auto& [a, b] : v) {
-    if (a > end) {
-      if (end > start) total += end - start;
-      start = a;
-      end = b;
-    } else {
-      end = std::max(end, b);
-    }
-  }
-  if (end > start) total += end - start;
-  return total;
-}
-
-// Gaps of [lo, hi) not covered by the (sorted, merged on the fly) intervals.
-std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  double at = lo;
-  for (const auto& [a, b] : v) {
-    if (a > at) out.emplace_back(at, std::min(a, hi));
-    at = std::max(at, b);
-    if (at >= hi) break;
-  }
-  if (at < hi) out.emplace_back(at, hi);
-  return out;
-}
 
 std::string gpu_name_at(const core::Cluster& c, int position) {
   return c.name + "/n" + std::to_string(position / c.gpus_per_node) + "/g" +
@@ -113,6 +83,24 @@ core::Fidelity chosen_fidelity(const SimulationInput& in, const SimulationOption
                                                        : core::Fidelity::folded;
 }
 
+// Peak memory of one GPU of a stage: the memory model's, plus DiLoCo's parameter snapshot
+// and outer momentum when the plan has outer sync.
+models::StageMemory plan_stage_memory(const SimulationInput& in, int pipeline, int stage,
+                                      core::Bytes* outer_state) {
+  auto m = models::stage_memory(*in.model, in.scenario->training, *in.plan, pipeline, stage);
+  core::Bytes extra(0);
+  if (in.plan->outer_sync.enabled())
+    extra = outer_state_bytes(
+        models::stage_parameters(*in.model, models::stage_spec(*in.plan, pipeline, stage)));
+  m.total = core::Bytes(m.total.value() + extra.value());
+  if (outer_state) *outer_state = extra;
+  return m;
+}
+
+double stage_memory_bytes(const SimulationInput& in, int pipeline, int stage) {
+  return plan_stage_memory(in, pipeline, stage, nullptr).total.value();
+}
+
 // The whole simulation, inside the child process.
 core::Json run_child(const SimulationInput& in, const SimulationOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
@@ -134,6 +122,18 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
   if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
   if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
 
+  std::optional<compress::CodecSpec> outer_codec = compress::CodecSpec{};
+  if (plan.outer_sync.enabled()) {
+    const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "outer_sync";
+    if (fidelity == core::Fidelity::folded)
+      diags.error(s.where(path), path,
+                  "outer sync is simulated at full fidelity only (up to " +
+                      std::to_string(full_fidelity_max_gpus) + " GPUs with fidelity: auto)",
+                  "use --fidelity full (or simulation.fidelity: full)");
+    outer_codec = compress::resolve_codec(plan.outer_sync.codec, s, path + ".codec", diags);
+  }
+  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
+
   std::vector<std::string> device_names;
   for (const auto& d : work.platform.devices) device_names.push_back(d.name);
   if (!options.platform_path.empty()) {
@@ -141,79 +141,68 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       throw std::runtime_error(*e);
   }
   if (!options.graph_path.empty()) work.graph.write_json(options.graph_path, device_names);
-  const double graph_bytes = static_cast<double>(work.graph.memory_bytes());
+
+  // The iterations: steps, and DiLoCo's outer all-reduces between them (sim/iterations.hpp).
+  std::map<int, CodecStats> outer_stats;  // per fragment, one all-reduce
+  OuterSyncInput outer;
+  outer.plan = &plan;
+  outer.model = in.model;
+  outer.precision = s.training.precision;
+  outer.codec = *outer_codec;
+  outer.roles = &work.roles;
+  outer.fragments = plan.outer_sync.fragments;
+  const int iterations = s.simulation.iterations;
+  const IterationPlan phases = plan_iterations(
+      std::move(work.graph), iterations, plan.outer_sync,
+      [&](Graph& g, NodeId ready, int fragment) {
+        OuterSyncInput o = outer;
+        o.fragment = fragment;
+        const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
+        // Blocking DiLoCo (one fragment) syncs the whole model: fragment 0 of 1.
+        return outer_all_reduce(g, work.platform, o, all_ready, &outer_stats[fragment]);
+      });
+  // The trace records the first phase played.
+  const auto& graph = phases.phases[phases.order.front()].graph;
+  double graph_bytes = 0;
+  for (const auto& p : phases.phases) graph_bytes += static_cast<double>(p.graph.memory_bytes());
 
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!options.trace_path.empty())
-    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, work.graph, work.platform);
-  const NodeTimes times = execute(work.graph, work.platform, trace.get());
-  const double T = times.makespan;
+    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, graph, work.platform);
+  const bool varying = time_varying(work.platform);
+  const Totals totals =
+      play_iterations(phases, work.platform, varying, s.simulation.start_time.value(), trace.get());
+  const double T = totals.time_s / iterations;  // the mean iteration
 
-  // ---- per device ----
-  const auto& graph = work.graph;
+  // ---- per device: means over the iterations ----
   const int devices = work.platform.device_count();
-  std::vector<std::vector<Interval>> compute(devices), comm(devices);
-  std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
-  std::vector<double> link_bytes(work.platform.links.size(), 0);
-  std::vector<std::vector<Interval>> link_busy(work.platform.links.size());
-  double codec_seconds = 0;
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    const GraphNode& n = graph.node(id);
-    const double a = times.start[id], b = times.end[id];
-    if (n.op == Op::compute) {
-      compute[n.device].emplace_back(a, b);
-      if (n.work == Work::codec) codec_seconds += b - a;
-      if (n.work == Work::forward || n.work == Work::backward || n.work == Work::recompute) {
-        pipe_start[n.device] = std::min(pipe_start[n.device], a);
-        pipe_end[n.device] = std::max(pipe_end[n.device], b);
-      }
-    } else if (n.op == Op::delay) {
-      comm[n.device].emplace_back(a, b);
-    } else if (n.op == Op::transfer) {
-      comm[n.device].emplace_back(a, b);
-      comm[n.peer].emplace_back(a, b);
-      for (const Hop& h : work.platform.route(n.device, n.peer)) {
-        link_bytes[h.link] += n.amount;
-        link_busy[h.link].emplace_back(a, b);
-      }
-    }
-  }
-  std::vector<std::vector<Interval>> bubbles(devices);
   core::Json device_list = core::Json::array();
   for (int d = 0; d < devices; ++d) {
     const Device& dev = work.platform.devices[d];
     const DeviceRole& role = work.roles[d];
-    auto busy = compute[d];
-    busy.insert(busy.end(), comm[d].begin(), comm[d].end());
-    const double compute_s = union_length(compute[d]);
-    const double busy_s = union_length(busy);
-    double bubble_s = 0;
-    if (pipe_end[d] > pipe_start[d]) {
-      bubbles[d] = gaps(busy, pipe_start[d], pipe_end[d]);
-      for (const auto& [a, b] : bubbles[d]) bubble_s += b - a;
-    }
+    const double compute_s = totals.compute_s[d] / iterations;
+    const double busy_s = totals.busy_s[d] / iterations;
+    const double bubble_s = totals.bubble_s[d] / iterations;
     const auto& cluster = *work.platform.clusters[dev.cluster].spec;
     const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
-    const auto memory =
-        models::stage_memory(*in.model, s.training, plan, role.pipeline, role.stage);
+    const double memory = stage_memory_bytes(in, role.pipeline, role.stage);
     const double capacity = gpu.memory.value();
     for (int position : work.gpus[d]) {
-      device_list.push_back({{"id", gpu_name_at(cluster, position)},
-                             {"cluster", cluster.name},
-                             {"gpu", gpu.name},
-                             {"pipeline", role.pipeline},
-                             {"stage", role.stage},
-                             {"compute_s", compute_s},
-                             {"comm_exposed_s", busy_s - compute_s},
-                             {"bubble_s", bubble_s},
-                             {"idle_s", std::max(0.0, T - busy_s - bubble_s)},
-                             {"memory",
-                              {{"peak_bytes", memory.total.value()},
-                               {"capacity_bytes", capacity},
-                               {"fits", memory.total.value() <= capacity}}}});
+      device_list.push_back(
+          {{"id", gpu_name_at(cluster, position)},
+           {"cluster", cluster.name},
+           {"gpu", gpu.name},
+           {"pipeline", role.pipeline},
+           {"stage", role.stage},
+           {"compute_s", compute_s},
+           {"comm_exposed_s", busy_s - compute_s},
+           {"bubble_s", bubble_s},
+           {"idle_s", std::max(0.0, T - busy_s - bubble_s)},
+           {"memory",
+            {{"peak_bytes", memory}, {"capacity_bytes", capacity}, {"fits", memory <= capacity}}}});
     }
   }
-  if (trace) trace->finish(bubbles);
+  if (trace) trace->finish(totals.first_bubbles);
 
   core::Json link_list = core::Json::array();
   for (std::size_t l = 0; l < work.platform.links.size(); ++l) {
@@ -222,9 +211,10 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
     const std::string kind = link.kind == LinkKind::uplink ? "nic" : to_string(link.kind);
     link_list.push_back({{"name", link.name},
                          {"kind", kind},
-                         {"bytes", link_bytes[l]},
-                         {"busy_s", union_length(link_busy[l])}});
+                         {"bytes", totals.link_bytes[l] / iterations},
+                         {"busy_s", totals.link_busy_s[l] / iterations}});
   }
+  const double codec_seconds = totals.codec_s / iterations;
 
   // ---- totals ----
   const double sequences = plan.global_batch();
@@ -246,6 +236,13 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
   core::Json result;
   result["scenario"] = s.name;
   result["iteration_time_s"] = T;
+  add_iteration_results(result, totals, iterations, varying);
+  std::vector<OuterBytes> per_sync(plan.outer_sync.fragments);
+  for (const auto& [fragment, stats] : outer_stats)
+    per_sync[fragment] = {stats.wan_raw_bytes, stats.wan_wire_bytes};
+  add_outer_sync_results(result, plan.outer_sync, totals, per_sync, phases,
+                         compress::describe(*outer_codec));
+  add_time_to_train(result, s.training, tokens, T, iterations);
   result["tokens_per_s"] = tokens / T;
   result["model_tflops_per_gpu"] = model_flops / T / gpus / 1e12;
   result["mfu"] = model_flops / T / peak;
@@ -273,7 +270,17 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       {"codec",
        "estimated: compress::code_transfer (encoded sizes; codec time on datasheet "
        "memory bandwidth)"},
-      {"memory", "analytic: models::stage_memory (weights, gradients, optimizer, activations)"},
+      {"memory",
+       "analytic: models::stage_memory (weights, gradients, optimizer, activations)" +
+           std::string(plan.outer_sync.enabled()
+                           ? " + sim::outer_state_bytes (DiLoCo's fp32 parameter snapshot and "
+                             "outer momentum, 8 bytes per parameter)"
+                           : "")},
+      {"iterations", iterations == 1
+                         ? "one iteration, from t = 0"
+                         : std::to_string(iterations) +
+                               " consecutive iterations on one simulated clock, each starting when "
+                               "every GPU has finished the one before (sim/iterations.hpp)"},
       {"network", std::string("SimGrid ") + "3.32, " +
                       (s.simulation.network_model == core::NetworkModel::lv08
                            ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
@@ -286,7 +293,8 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
                          {"network_model", core::to_string(s.simulation.network_model)},
                          {"graph_nodes", graph.size()},
                          {"graph_edges", graph.edge_count()},
-                         {"activities", times.activities}};
+                         {"activities", totals.activities},
+                         {"iterations_played", totals.phases_played}};
   core::Json out{{"result", result}};
   out["stats"] = {
       {"wall_s",
@@ -294,7 +302,7 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       {"peak_rss_bytes", static_cast<double>(usage.ru_maxrss) * 1024},
       {"graph_nodes", graph.size()},
       {"graph_bytes", graph_bytes},
-      {"activities", times.activities}};
+      {"activities", totals.activities}};
   if (!diags.empty()) out["diagnostics"] = diagnostics_json(diags);
   return out;
 }
@@ -307,7 +315,8 @@ void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
       const auto& stage = plan.pipelines[i].stages[st];
       const auto* gpu = kernels::find_gpu(s.find_cluster(stage.cluster)->gpu);
-      const auto m = models::stage_memory(*in.model, s.training, plan, i, st);
+      core::Bytes outer_state(0);
+      const auto m = plan_stage_memory(in, static_cast<int>(i), static_cast<int>(st), &outer_state);
       if (m.total.value() <= gpu->memory.value()) continue;
       const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "pipelines[" +
                                std::to_string(i) + "].stages[" + std::to_string(st) + "]";
@@ -316,8 +325,11 @@ void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
                       " (weights " + core::human_size(m.weights) + ", gradients " +
                       core::human_size(m.gradients) + ", optimizer " +
                       core::human_size(m.optimizer) + ", activations " +
-                      core::human_size(m.activations) + "), a " + gpu->name + " has " +
-                      core::human_size(gpu->memory),
+                      core::human_size(m.activations) +
+                      (outer_state.value() > 0
+                           ? ", outer-sync snapshot and momentum " + core::human_size(outer_state)
+                           : std::string()) +
+                      "), a " + gpu->name + " has " + core::human_size(gpu->memory),
                   "give the stage fewer layers or more tp, turn on recompute, or pass --allow-oom "
                   "to simulate it anyway");
     }
@@ -400,19 +412,23 @@ std::string format_results(const core::Json& r) {
   std::ostringstream out;
   char line[512];
   const double T = r["iteration_time_s"].get<double>();
-  std::snprintf(
-      line, sizeof line, "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
-      r["scenario"].get<std::string>().c_str(), core::human_duration(core::Seconds(T)).c_str(),
-      r["simulator"]["fidelity"].get<std::string>().c_str(),
-      r["provenance"]["compute_model"].get<std::string>().rfind("estimated", 0) == 0
-          ? "estimated from datasheets"
-          : "from measured profiles");
+  std::snprintf(line, sizeof line,
+                "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
+                r["scenario"].get<std::string>().c_str(),
+                (core::human_duration(core::Seconds(T)) +
+                 (r.value("iterations_simulated", 1) > 1 ? " on average" : ""))
+                    .c_str(),
+                r["simulator"]["fidelity"].get<std::string>().c_str(),
+                r["provenance"]["compute_model"].get<std::string>().rfind("estimated", 0) == 0
+                    ? "estimated from datasheets"
+                    : "from measured profiles");
   out << line;
   std::snprintf(line, sizeof line,
                 "  %.0f tokens/s, %.1f model TFLOP/s per GPU, MFU %.1f%%, %d GPUs\n\n",
                 r["tokens_per_s"].get<double>(), r["model_tflops_per_gpu"].get<double>(),
                 100 * r["mfu"].get<double>(), r["gpus"].get<int>());
   out << line;
+  out << format_iterations(r);
   // One row per (pipeline, stage): the mean over its GPUs.
   struct Row {
     std::string cluster, gpu;

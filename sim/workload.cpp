@@ -513,19 +513,33 @@ class Builder {
       }
       std::stable_sort(holders.begin(), holders.end(),
                        [&](int a, int b) { return groups_[a].cluster < groups_[b].cluster; });
-      int members = 0;
-      for (int g : holders) members += groups_[g].fold;
-      if (members <= 1) continue;
-      int rings = std::numeric_limits<int>::max();
-      for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
-      const double grad_bytes =
-          models::gradient_bytes(segment_parameters(seg), in_.scenario->training.precision).value();
-      const double per_ring = grad_bytes / rings;
-      const int buckets =
-          std::max(1, static_cast<int>(std::ceil(per_ring / plan_->grad_sync.bucket.value())));
-      for (int b = 0; b < buckets; ++b, ++bucket_number)
-        sync_bucket(seg, holders, rings, per_ring / buckets, bucket_number);
+      // With outer sync (DiLoCo) every step synchronises inside each island (pipeline) only.
+      for (const auto& members : islands(holders)) sync_segment(seg, members, bucket_number);
     }
+  }
+
+  std::vector<std::vector<int>> islands(const std::vector<int>& holders) const {
+    if (!plan_->outer_sync.enabled()) return {holders};
+    std::map<int, std::vector<int>> by_pipeline;
+    for (int g : holders) by_pipeline[groups_[g].pipeline].push_back(g);
+    std::vector<std::vector<int>> out;
+    for (auto& [pipeline, members] : by_pipeline) out.push_back(std::move(members));
+    return out;
+  }
+
+  void sync_segment(const Segment& seg, const std::vector<int>& holders, int& bucket_number) {
+    int members = 0;
+    for (int g : holders) members += groups_[g].fold;
+    if (members <= 1) return;
+    int rings = std::numeric_limits<int>::max();
+    for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
+    const double grad_bytes =
+        models::gradient_bytes(segment_parameters(seg), in_.scenario->training.precision).value();
+    const double per_ring = grad_bytes / rings;
+    const int buckets =
+        std::max(1, static_cast<int>(std::ceil(per_ring / plan_->grad_sync.bucket.value())));
+    for (int b = 0; b < buckets; ++b, ++bucket_number)
+      sync_bucket(seg, holders, rings, per_ring / buckets, bucket_number);
   }
 
   const core::Stage& stage_of(const Group& g) const {

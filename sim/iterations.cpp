@@ -1,0 +1,376 @@
+#include "sim/iterations.hpp"
+
+#include <string>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace hgsim::sim {
+
+double union_length(std::vector<Interval>& v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, start = 0, end = -1;
+  for (const auto& [a, b] : v) {
+    if (a > end) {
+      if (end > start) total += end - start;
+      start = a;
+      end = b;
+    } else {
+      end = std::max(end, b);
+    }
+  }
+  if (end > start) total += end - start;
+  return total;
+}
+
+std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  double at = lo;
+  for (const auto& [a, b] : v) {
+    if (a > at) out.emplace_back(at, std::min(a, hi));
+    at = std::max(at, b);
+    if (at >= hi) break;
+  }
+  if (at < hi) out.emplace_back(at, hi);
+  return out;
+}
+
+NodeId append_graph(Graph& dst, const Graph& src, NodeId after) {
+  std::vector<NodeId> map(src.size());
+  std::vector<int> labels;
+  auto label = [&](int l) {
+    if (l < 0) return l;
+    if (static_cast<std::size_t>(l) >= labels.size()) labels.resize(l + 1, -2);
+    if (labels[l] == -2) labels[l] = dst.label(src.label_text(l));
+    return labels[l];
+  };
+  for (NodeId id = 0; id < src.size(); ++id) {
+    const GraphNode& n = src.node(id);
+    switch (n.op) {
+      case Op::compute:
+        map[id] = dst.compute(n.device, n.amount, n.work, label(n.label), n.micro_batch);
+        break;
+      case Op::delay:
+        map[id] = dst.delay(n.device, n.amount, n.work, label(n.label), n.micro_batch);
+        break;
+      case Op::transfer:
+        map[id] = dst.transfer(n.device, n.peer, n.amount, n.work, label(n.label), n.micro_batch,
+                               n.flows);
+        break;
+      case Op::join:
+        map[id] = dst.join();
+        break;
+    }
+  }
+  const auto predecessors = src.predecessor_counts();
+  const NodeId end = dst.join();
+  for (NodeId id = 0; id < src.size(); ++id) {
+    if (predecessors[id] == 0) dst.edge(after, map[id]);
+    if (src.successors_begin(id) == src.successors_end(id)) dst.edge(map[id], end);
+    for (auto s = src.successors_begin(id); s != src.successors_end(id); ++s)
+      dst.edge(map[id], map[*s]);
+  }
+  return end;
+}
+
+namespace {
+
+// Adds the outer sync of `fragment` after `ready`, recording its node range.
+void add_sync(PhaseGraph& phase, NodeId ready, int fragment, const SyncBuilder& build_sync) {
+  phase.sync_begin = static_cast<NodeId>(phase.graph.size());
+  const auto done = build_sync(phase.graph, ready, fragment);
+  const NodeId end = phase.graph.join();
+  for (NodeId n : done) phase.graph.edge(n, end);
+  phase.sync_end = static_cast<NodeId>(phase.graph.size());
+}
+
+}  // namespace
+
+IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,
+                              const SyncBuilder& build_sync) {
+  IterationPlan plan;
+  plan.iterations = iterations;
+  plan.phases.emplace_back();
+  const int H = o.inner_steps;
+  if (!o.enabled() || iterations < H) {
+    plan.phases[0].graph = std::move(step);
+    plan.order.assign(iterations, 0);
+    return plan;
+  }
+  const int rounds = iterations / H;
+  const int tail = iterations - rounds * H;
+  if (o.fragments == 1) {
+    PhaseGraph sync;
+    const NodeId stepped = append_graph(sync.graph, step, sync.graph.join());
+    sync.syncs = o.fragments;
+    add_sync(sync, stepped, 0, build_sync);
+    sync.graph.finish();
+    plan.phases.push_back(std::move(sync));
+    for (int r = 0; r < rounds; ++r) {
+      plan.order.insert(plan.order.end(), H - 1, 0);
+      plan.order.push_back(1);
+    }
+  } else {
+    const int tau = o.overlap_steps;
+    for (int f = 0; f < o.fragments; ++f) {
+      PhaseGraph window;
+      window.steps = tau;
+      const NodeId start = window.graph.join();
+      add_sync(window, start, f, build_sync);
+      window.syncs = 1;
+      NodeId at = start;
+      for (int k = 0; k < tau; ++k) {
+        at = append_graph(window.graph, step, at);
+        if (k + 1 < tau) window.step_ends.push_back(at);
+      }
+      window.graph.finish();
+      plan.phases.push_back(std::move(window));
+    }
+    for (int r = 0; r < rounds; ++r)
+      for (int f = 0; f < o.fragments; ++f) {
+        plan.order.insert(plan.order.end(), H / o.fragments - tau, 0);
+        plan.order.push_back(1 + f);
+      }
+  }
+  plan.order.insert(plan.order.end(), tail, 0);
+  plan.phases[0].graph = std::move(step);
+  return plan;
+}
+
+bool time_varying(const Platform& platform) {
+  return std::any_of(platform.links.begin(), platform.links.end(),
+                     [](const Link& l) { return !l.trace.empty(); });
+}
+
+Totals::Totals(const Platform& p)
+    : compute_s(p.device_count()),
+      busy_s(p.device_count()),
+      bubble_s(p.device_count()),
+      link_bytes(p.links.size()),
+      link_busy_s(p.links.size()) {}
+
+namespace {
+
+// The durations of the iterations a played phase covers.
+std::vector<double> step_durations(const PhaseGraph& phase, const NodeTimes& times) {
+  std::vector<double> out;
+  double at = 0;
+  for (NodeId n : phase.step_ends) {
+    out.push_back(times.end[n] - at);
+    at = times.end[n];
+  }
+  out.push_back(times.makespan - at);
+  return out;
+}
+
+}  // namespace
+
+void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform,
+                 int weight) {
+  const Graph& graph = phase.graph;
+  const double T = times.makespan;
+  const int devices = platform.device_count();
+  std::vector<std::vector<Interval>> compute(devices), comm(devices);
+  std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
+  std::vector<std::vector<Interval>> link_busy(platform.links.size());
+  double sync_start = T, sync_last = 0, steps_end = 0;
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const GraphNode& n = graph.node(id);
+    const double a = times.start[id], b = times.end[id];
+    const bool in_sync = id >= phase.sync_begin && id < phase.sync_end;
+    if (in_sync) {
+      if (n.op != Op::join) sync_start = std::min(sync_start, a);
+      sync_last = std::max(sync_last, b);
+    } else {
+      steps_end = std::max(steps_end, b);
+    }
+    if (n.op == Op::compute) {
+      compute[n.device].emplace_back(a, b);
+      if (n.work == Work::codec) codec_s += weight * (b - a);
+      if (n.work == Work::forward || n.work == Work::backward || n.work == Work::recompute) {
+        pipe_start[n.device] = std::min(pipe_start[n.device], a);
+        pipe_end[n.device] = std::max(pipe_end[n.device], b);
+      }
+    } else if (n.op == Op::delay) {
+      comm[n.device].emplace_back(a, b);
+    } else if (n.op == Op::transfer) {
+      comm[n.device].emplace_back(a, b);
+      comm[n.peer].emplace_back(a, b);
+      for (const Hop& h : platform.route(n.device, n.peer)) {
+        link_bytes[h.link] += weight * n.amount;
+        link_busy[h.link].emplace_back(a, b);
+      }
+    }
+  }
+  if (first) first_bubbles.assign(devices, {});
+  for (int d = 0; d < devices; ++d) {
+    auto busy = compute[d];
+    busy.insert(busy.end(), comm[d].begin(), comm[d].end());
+    compute_s[d] += weight * union_length(compute[d]);
+    busy_s[d] += weight * union_length(busy);
+    if (pipe_end[d] <= pipe_start[d]) continue;
+    auto bubbles = gaps(busy, pipe_start[d], pipe_end[d]);
+    for (const auto& [a, b] : bubbles) bubble_s[d] += weight * (b - a);
+    if (first) first_bubbles[d] = std::move(bubbles);
+  }
+  for (std::size_t l = 0; l < link_busy.size(); ++l)
+    link_busy_s[l] += weight * union_length(link_busy[l]);
+  time_s += weight * T;
+  activities += times.activities;
+  ++phases_played;
+  if (phase.has_sync()) {
+    outer_syncs += weight * phase.syncs;
+    outer_time_s += weight * std::max(0.0, sync_last - sync_start);
+    outer_exposed_s += weight * std::max(0.0, T - steps_end);
+  }
+  first = false;
+}
+
+Totals play_iterations(const IterationPlan& plan, const Platform& platform, bool varying,
+                       double start_time_s, CompletionSink* first_phase_sink) {
+  Totals totals(platform);
+  std::vector<const Graph*> graphs;
+  for (const PhaseGraph& p : plan.phases) graphs.push_back(&p.graph);
+  if (varying) {
+    execute_phases(
+        graphs, plan.order, platform, start_time_s,
+        [&](std::size_t k, const NodeTimes& times) {
+          const PhaseGraph& phase = plan.phases[plan.order[k]];
+          totals.add(phase, times, platform, 1);
+          for (double t : step_durations(phase, times)) totals.iteration_s.push_back(t);
+        },
+        first_phase_sink);
+    return totals;
+  }
+  // Nothing time-varying: each distinct phase once, counted as often as it occurs.
+  std::map<int, int> count;
+  std::vector<int> distinct;
+  for (int k : plan.order)
+    if (count[k]++ == 0) distinct.push_back(k);
+  std::vector<std::vector<double>> durations(plan.phases.size());
+  execute_phases(
+      graphs, distinct, platform, start_time_s,
+      [&](std::size_t k, const NodeTimes& times) {
+        const int p = distinct[k];
+        totals.add(plan.phases[p], times, platform, count[p]);
+        durations[p] = step_durations(plan.phases[p], times);
+      },
+      first_phase_sink);
+  totals.iteration_s.reserve(plan.iterations);
+  for (int k : plan.order)
+    for (double t : durations[k]) totals.iteration_s.push_back(t);
+  return totals;
+}
+
+void add_iteration_results(core::Json& result, const Totals& totals, int iterations, bool varying) {
+  result["iterations_simulated"] = iterations;
+  if (iterations <= 1) return;
+  const auto& t = totals.iteration_s;
+  if (t.size() <= 1000) result["iteration_times_s"] = t;
+  std::vector<double> sorted = t;
+  std::sort(sorted.begin(), sorted.end());
+  // Nearest-rank percentiles.
+  auto rank = [&](double q) {
+    const auto k = static_cast<std::size_t>(std::ceil(q * sorted.size()));
+    return sorted[std::min(sorted.size() - 1, k == 0 ? 0 : k - 1)];
+  };
+  result["iteration_time_stats"] = {{"mean", totals.time_s / iterations},
+                                    {"p50", rank(0.5)},
+                                    {"p99", rank(0.99)},
+                                    {"min", sorted.front()},
+                                    {"max", sorted.back()}};
+  result["iterations_played"] =
+      varying ? "every iteration (a bandwidth trace makes them differ)"
+              : "each distinct iteration once, counted as often as it occurs (nothing "
+                "time-varying: identical iterations take identical times)";
+}
+
+void add_outer_sync_results(core::Json& result, const core::OuterSync& o, const Totals& totals,
+                            const std::vector<OuterBytes>& bytes_per_sync,
+                            const IterationPlan& plan, const std::string& codec) {
+  if (!o.enabled()) return;
+  OuterBytes moved;
+  // Phase p > 0 syncs fragment p - 1 (blocking: fragment 0, the whole model).
+  for (int k : plan.order) {
+    if (k == 0) continue;
+    moved.raw += bytes_per_sync[k - 1].raw;
+    moved.wire += bytes_per_sync[k - 1].wire;
+  }
+  result["outer_sync"] = {
+      {"method", o.fragments > 1 ? "streaming diloco" : "diloco"},
+      {"inner_steps", o.inner_steps},
+      {"fragments", o.fragments},
+      {"overlap_steps", o.fragments > 1 ? o.overlap_steps : 0},
+      {"codec", codec},
+      {"count", totals.outer_syncs},
+      {"bytes", moved.wire},
+      {"raw_bytes", moved.raw},
+      {"bytes_per_iteration", moved.wire / plan.iterations},
+      {"time_s", totals.outer_time_s},
+      {"exposed_s", totals.outer_exposed_s},
+      {"note",
+       "count: fragment all-reduces in the simulated iterations; bytes: what crossed the WAN, "
+       "coded (raw_bytes before the codec); time_s: from each all-reduce's first node to its "
+       "last; exposed_s: how long iterations ran past the end of their inner steps waiting for "
+       "it"}};
+}
+
+std::string format_iterations(const core::Json& r) {
+  std::string out;
+  char line[512];
+  auto duration = [](double s) { return core::human_duration(core::Seconds(s)); };
+  if (r.contains("iteration_time_stats")) {
+    const auto& st = r["iteration_time_stats"];
+    std::snprintf(line, sizeof line,
+                  "  %d iterations simulated: mean %s, p50 %s, p99 %s, min %s, max %s\n",
+                  r["iterations_simulated"].get<int>(), duration(st["mean"]).c_str(),
+                  duration(st["p50"]).c_str(), duration(st["p99"]).c_str(),
+                  duration(st["min"]).c_str(), duration(st["max"]).c_str());
+    out += line;
+  }
+  if (r.contains("outer_sync")) {
+    const auto& o = r["outer_sync"];
+    std::snprintf(line, sizeof line,
+                  "  outer sync (%s, H = %d, %d fragment%s, codec %s): %d all-reduces moved %s "
+                  "over the WAN in %s, %s of it exposed\n",
+                  o["method"].get<std::string>().c_str(), o["inner_steps"].get<int>(),
+                  o["fragments"].get<int>(), o["fragments"].get<int>() == 1 ? "" : "s",
+                  o["codec"].get<std::string>().c_str(), o["count"].get<int>(),
+                  core::human_size(core::Bytes(o["bytes"].get<double>())).c_str(),
+                  duration(o["time_s"]).c_str(), duration(o["exposed_s"]).c_str());
+    out += line;
+  }
+  if (r.contains("time_to_train_s")) {
+    std::snprintf(
+        line, sizeof line, "  time to train %.3g tokens: %s (%s); %.3g tokens per day\n",
+        r["time_to_train"]["tokens"].get<double>(), duration(r["time_to_train_s"]).c_str(),
+        r["time_to_train"]["note"].get<std::string>().c_str(), r["tokens_per_day"].get<double>());
+    out += line;
+  }
+  return out.empty() ? out : out + "\n";
+}
+
+void add_time_to_train(core::Json& result, const core::Training& training,
+                       double tokens_per_iteration, double mean_iteration_s, int iterations) {
+  result["tokens_per_day"] = tokens_per_iteration / mean_iteration_s * 86400;
+  double to_train = 0;
+  if (training.iterations) to_train = static_cast<double>(*training.iterations);
+  if (training.tokens) to_train = std::ceil(*training.tokens / tokens_per_iteration);
+  const std::string window = "extrapolated: the mean of " + std::to_string(iterations) +
+                             " simulated iteration" + (iterations == 1 ? "" : "s");
+  if (to_train <= 0) {
+    result["time_to_train"] = {{"note", window + "; give training.tokens or training.iterations "
+                                                 "for a time to train"}};
+    return;
+  }
+  result["time_to_train_s"] = to_train * mean_iteration_s;
+  result["time_to_train"] = {{"iterations", to_train},
+                             {"tokens", to_train * tokens_per_iteration},
+                             {"tokens_per_iteration", tokens_per_iteration},
+                             {"note", window + " x the iterations to train"}};
+}
+
+}  // namespace hgsim::sim

@@ -1,0 +1,125 @@
+// Several training iterations in one simulation (`simulation.iterations`), with DiLoCo's
+// outer synchronisation (`strategy.outer_sync`) between them.
+//
+// The simulation is played as phases on one simulated clock (sim::execute_phases): links,
+// bandwidth traces and their position carry over from one phase to the next. A phase is a
+// graph covering one or more iterations:
+//   step      one iteration (the workload graph);
+//   sync      one iteration, then the outer all-reduce of every fragment (blocking DiLoCo:
+//             the next iteration waits for it);
+//   window f  the outer all-reduce of fragment f started at the phase's start, alongside
+//             `overlap_steps` iterations (Streaming DiLoCo: the fragment's update applies
+//             when it has arrived, before the iteration after the window).
+// Iteration k + 1 starts when every GPU has finished iteration k (the iteration barrier of
+// a single-iteration simulation, kept between iterations).
+//
+// Orders (H inner steps, F fragments, tau overlap steps), per round of H iterations:
+//   no outer sync: step, step, ...
+//   blocking:      (H - 1) x step, sync
+//   streaming:     for f in 0..F-1: (H / F - tau) x step, window f (covering tau iterations)
+// An unfinished last round plays steps only (its outer syncs would come after the window).
+//
+// Reuse: when nothing time-varying is in play (no WAN link has a bandwidth trace), phases
+// with the same graph take the same time and move the same bytes (every phase starts with
+// idle links), so each distinct phase is played once and counted as often as it occurs.
+// With a trace every phase is played: the cost is about N x one iteration.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/scenario.hpp"
+#include "sim/engine.hpp"
+#include "sim/graph.hpp"
+#include "sim/platform.hpp"
+
+namespace hgsim::sim {
+
+struct PhaseGraph {
+  Graph graph;
+  int steps = 1;                  // iterations the phase covers
+  std::vector<NodeId> step_ends;  // joins after each step (all but the phase's end)
+  NodeId sync_begin = 0;          // the outer sync's nodes are [sync_begin, sync_end)
+  NodeId sync_end = 0;
+  int syncs = 0;  // fragments synchronised in the phase
+  bool has_sync() const { return sync_end > sync_begin; }
+};
+
+// Builds the outer all-reduce of `fragment` into a graph, every device starting after
+// `ready`; returns the nodes after which it is done.
+using SyncBuilder = std::function<std::vector<NodeId>(Graph&, NodeId ready, int fragment)>;
+
+struct IterationPlan {
+  std::vector<PhaseGraph> phases;  // distinct
+  std::vector<int> order;          // the phases as training plays them
+  int iterations = 0;
+};
+
+// The phases of `iterations` iterations of `step` (finished; it becomes the step phase)
+// with outer sync `o`.
+IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,
+                              const SyncBuilder& build_sync);
+
+// Copies `src` (finished) into `dst`: every node of src without predecessors starts after
+// `after`. Returns the join after which every copied node has completed.
+NodeId append_graph(Graph& dst, const Graph& src, NodeId after);
+
+using Interval = std::pair<double, double>;
+double union_length(std::vector<Interval>& v);  // sorts v
+// Gaps of [lo, hi) not covered by the intervals.
+std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi);
+
+// What the results sum over the phases played (each counted `weight` times).
+struct Totals {
+  explicit Totals(const Platform& p);
+  std::vector<double> compute_s, busy_s, bubble_s;  // per device
+  std::vector<double> link_bytes, link_busy_s;      // per platform link
+  double codec_s = 0;
+  double time_s = 0;  // simulated time of the iterations
+  std::vector<double> iteration_s;
+  int outer_syncs = 0;         // fragment all-reduces
+  double outer_time_s = 0;     // from the sync's first transfer to its last node
+  double outer_exposed_s = 0;  // how long the phase ran past the end of its steps
+  // Per device: the pipeline bubbles of the first phase played (for the trace).
+  std::vector<std::vector<Interval>> first_bubbles;
+  bool first = true;
+  std::size_t activities = 0;  // SimGrid activities run (each phase counted once)
+  std::size_t phases_played = 0;
+  void add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform, int weight);
+};
+
+// Plays the plan (reusing phases unless `time_varying`) from `start_time_s` into the traces.
+Totals play_iterations(const IterationPlan& plan, const Platform& platform, bool time_varying,
+                       double start_time_s, CompletionSink* first_phase_sink);
+
+// Whether any link of the platform has a bandwidth trace.
+bool time_varying(const Platform& platform);
+
+// ---- results ---------------------------------------------------------------------------
+
+// iterations_simulated; iteration_times_s (up to 1000 iterations); iteration_time_stats
+// {mean, p50, p99, min, max} (more than one iteration); how they were played.
+void add_iteration_results(core::Json& result, const Totals& totals, int iterations,
+                           bool time_varying);
+
+// outer_sync: {method, count, bytes, raw_bytes, time_s, exposed_s, ...} when the plan has
+// one. `bytes_per_sync[f]`: WAN bytes of one all-reduce of fragment f.
+struct OuterBytes {
+  double raw = 0;
+  double wire = 0;
+};
+void add_outer_sync_results(core::Json& result, const core::OuterSync& o, const Totals& totals,
+                            const std::vector<OuterBytes>& bytes_per_sync,
+                            const IterationPlan& plan, const std::string& codec);
+
+// The lines format_results prints about the iterations, the outer sync and time to train.
+std::string format_iterations(const core::Json& result);
+
+// tokens_per_day, and with training.tokens or training.iterations: time_to_train_s, both
+// extrapolated from the mean simulated iteration.
+void add_time_to_train(core::Json& result, const core::Training& training,
+                       double tokens_per_iteration, double mean_iteration_s, int iterations);
+
+}  // namespace hgsim::sim

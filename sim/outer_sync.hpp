@@ -1,0 +1,69 @@
+// DiLoCo's outer synchronisation (core::OuterSync), lowered to point-to-point transfers like
+// sim/collectives.hpp, with its closed form beside it.
+//
+// Islands are the plan's pipelines (each with its replicas). Inside an island, gradients are
+// all-reduced every inner step as without outer sync, so after the inner steps every replica
+// of an island holds the same pseudo-gradient (parameters at the last outer sync minus
+// parameters now). Every `inner_steps` steps the islands all-reduce it, shard by shard
+// (stage s, tensor-parallel rank t), hierarchically:
+//   1. across islands: lane j joins the j-th holder of the shard in every island (L = the
+//      fewest holders in an island); each lane all-reduces 1/L of the shard by a ring over
+//      the islands (2 (I - 1) steps of S / (L I)), through the WAN, each transfer coded with
+//      the outer-sync codec (compress::code_transfer: exact encoded sizes, codec time);
+//   2. inside each island: its n holders all-gather the L reduced pieces (ring, n - 1 steps
+//      of S / n).
+// No reduce-scatter is needed inside an island: its replicas hold identical pseudo-gradients.
+// The outer optimizer step (Nesterov) is element-wise on the shard, not costed (it hides
+// under the transfers, as reductions do in sim/collectives.hpp).
+//
+// Streaming DiLoCo (fragments F > 1): fragment f is layers [f L / F, (f + 1) L / F) of the
+// model (the embeddings go with the first fragment, the final norm and head with the last);
+// its shard on a stage is the part of the stage's parameters in those layers.
+#pragma once
+
+#include <vector>
+
+#include "compress/codec_spec.hpp"
+#include "core/scenario.hpp"
+#include "sim/collectives.hpp"
+#include "sim/graph.hpp"
+#include "sim/platform.hpp"
+
+namespace hgsim::sim {
+
+struct DeviceRole;  // sim/workload.hpp
+
+// Parameters of fragment `fragment` (of `fragments`) held by one GPU of stage `stage` of a
+// pipeline whose stages hold `stage_layers` (tp-way sharded).
+double fragment_stage_parameters(const core::ModelConfig& m, const std::vector<int>& stage_layers,
+                                 int stage, int tp, int fragment, int fragments);
+
+// Extra memory per GPU for DiLoCo: the snapshot of the parameters at the last outer sync and
+// the outer optimizer's momentum, both fp32 (4 + 4 bytes per parameter the GPU holds).
+core::Bytes outer_state_bytes(double parameters_per_gpu);
+
+struct OuterSyncInput {
+  const core::Plan* plan = nullptr;
+  const core::ModelConfig* model = nullptr;
+  core::Precision precision = core::Precision::bf16;  // pseudo-gradients travel as gradients do
+  compress::CodecSpec codec;
+  const std::vector<DeviceRole>* roles = nullptr;  // per device
+  int fragment = 0;                                // which fragment syncs
+  int fragments = 1;                               // F
+};
+
+// Builds the outer all-reduce of one fragment into `graph`: every device starts once
+// `ready[device]` has completed; returns per device the node after which it holds the reduced
+// pseudo-gradient. WAN bytes (raw and coded) go to `stats`.
+std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
+                                     const OuterSyncInput& in, const std::vector<NodeId>& ready,
+                                     CodecStats* stats);
+
+// Closed form of outer_all_reduce for an uncoded shard of `shard_bytes`: I islands, each
+// shard held by n GPUs per island (L = n lanes), lanes sharing the WAN hop `wan` (each lane
+// gets wan.bytes_per_s / L), the intra-island all-gather on `intra`:
+//   ring_all_reduce_time(I, S / L, {B / L, a}) + ring_all_gather_time(n, S, intra).
+double outer_all_reduce_time(int islands, int holders_per_island, double shard_bytes, Hop2 wan,
+                             Hop2 intra);
+
+}  // namespace hgsim::sim
