@@ -18,8 +18,13 @@ Delay is not emulated: netem is not available on this machine, and HTB only
 limits rate. A link here has the configured bandwidth and the (tiny) latency of
 a veth pair.
 
-Without root, or when namespaces cannot be created, nothing is shaped: every
-cluster uses 127.0.0.1 and `why_not` says why.
+Whether this process can build it at all is decided once per process by
+`shaping_probe()`: root, then a throw-away namespace, a command inside it, a veth
+pair and an HTB shaper, each tried for real and removed again. Where a step
+fails (not root; a container without CAP_SYS_ADMIN/CAP_NET_ADMIN; AppArmor;
+a read-only /proc/sys; a kernel without veth or HTB) nothing is shaped: every
+cluster uses 127.0.0.1, and `why_not` says which step failed and what would
+make it work.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import atexit
 import ipaddress
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 DELAY_NOTE = "delay is not emulated: netem is not available on this machine"
@@ -77,7 +84,12 @@ FRAME_BYTES = MTU + 14
 
 
 class WanSetupError(RuntimeError):
-    """A command that builds or inspects the emulated WAN failed."""
+    """A command that builds or inspects the emulated WAN failed. `detail`, when given, is
+    what failed without the step that failed: the command and its message."""
+
+    def __init__(self, what: str, detail: str | None = None):
+        super().__init__(what if detail is None else f"{what}: {detail}")
+        self.detail = detail if detail is not None else what
 
 
 @dataclass(frozen=True)
@@ -94,12 +106,10 @@ def _run(argv: list[str], *, what: str) -> str:
     try:
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise WanSetupError(f"{what}: `{' '.join(argv)}` could not run: {error}") from error
+        raise WanSetupError(what, f"`{' '.join(argv)}` could not run: {error}") from error
     if completed.returncode != 0:
-        stderr = completed.stderr.strip() or "(no message)"
-        raise WanSetupError(
-            f"{what}: `{' '.join(argv)}` exited with status {completed.returncode}: {stderr}"
-        )
+        stderr = " ".join(completed.stderr.split()) or "(no message)"
+        raise WanSetupError(what, f"`{' '.join(argv)}` exited with status {completed.returncode}: {stderr}")
     return completed.stdout
 
 
@@ -120,17 +130,17 @@ def _pid_is_running(pid: int) -> bool:
     return True
 
 
-def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
-    """Removes namespaces left behind by crashed runs; returns the names removed.
+def stale_namespaces(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
+    """Namespaces left behind by crashed runs (what cleanup_stale removes).
 
-    Only names of the shape EmulatedWan creates are considered: the prefix,
-    then "-r" (router) or "-<index>" (cluster). When the pattern has a group
-    named `pid` (the default prefix "hg<pid>" does), namespaces whose owner is
-    still running are kept, so a concurrent run is never broken. With a pattern
-    without that group every match is removed.
+    Only names of the shape EmulatedWan creates are considered: the prefix, then "-r"
+    (router), "-<index>" (cluster) or "-probe" (shaping_probe's). When the pattern has a
+    group named `pid` (the default prefix "hg<pid>" does), namespaces whose owner is still
+    running are not stale, so a concurrent run is never broken. With a pattern without that
+    group every match is.
     """
-    name_shape = re.compile(rf"^(?:{prefix_pattern})-(?:r|\d+)$")
-    removed = []
+    name_shape = re.compile(rf"^(?:{prefix_pattern})-(?:r|\d+|{PROBE_SUFFIX})$")
+    stale = []
     for name in list_namespaces():
         match = name_shape.match(name)
         if match is None:
@@ -138,6 +148,14 @@ def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
         owner = match.groupdict().get("pid")
         if owner is not None and (int(owner) == os.getpid() or _pid_is_running(int(owner))):
             continue
+        stale.append(name)
+    return stale
+
+
+def cleanup_stale(prefix_pattern: str = r"hg(?P<pid>\d+)") -> list[str]:
+    """Removes the namespaces stale_namespaces() finds; returns the names removed."""
+    removed = []
+    for name in stale_namespaces(prefix_pattern):
         _run(["ip", "netns", "delete", name], what=f"removing stale namespace {name}")
         removed.append(name)
     return removed
@@ -186,6 +204,171 @@ class SignalsDeferred:
     def __exit__(self, *exc_info):
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous_mask)
         return False
+
+
+# ----- can this process build the emulated WAN? -----------------------------------------
+
+# Linux capability numbers (include/uapi/linux/capability.h).
+CAP_NET_ADMIN = 12
+CAP_SYS_ADMIN = 21
+
+# The probe's namespace is "hg<pid>-probe": cleanup_stale() removes it when a probe was
+# killed half way (SIGKILL cannot be deferred).
+PROBE_SUFFIX = "probe"
+
+# What a Docker container needs (from Docker's documentation and its default profiles; no
+# Docker on the machines this was written on): the two capabilities; AppArmor's
+# docker-default profile denies the mounts `ip netns` makes even with SYS_ADMIN, and writes
+# to /proc/sys/net, which Docker also mounts read-only (systempaths).
+CONTAINER_HINT = (
+    "in Docker: --cap-add NET_ADMIN --cap-add SYS_ADMIN --security-opt apparmor=unconfined "
+    "--security-opt systempaths=unconfined, or --privileged"
+)
+
+# The steps of the probe, in order, and what each one tries.
+PROBE_STEPS = {
+    "root": "running as root",
+    "tools": "finding `ip` and `tc` (iproute2)",
+    "netns": "creating a network namespace (`ip netns add`)",
+    "exec": "running a command inside it (`ip netns exec ... sysctl -w net.ipv4.ip_forward=1`)",
+    "veth": "creating a veth pair in it (`ip link add ... type veth`)",
+    "htb": "shaping with HTB in it (`tc qdisc/class add ... htb`, `tc filter add ... u32`)",
+}
+
+
+@dataclass(frozen=True)
+class ShapingVerdict:
+    """Whether this process can build the emulated WAN; if not, the probe step that failed
+    (a key of PROBE_STEPS), what it said, and what would make it work."""
+
+    usable: bool
+    step: str | None = None
+    detail: str | None = None
+    remedy: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """One line for users: the step, what failed, the remedy. None when usable."""
+        if self.usable:
+            return None
+        return f"{PROBE_STEPS[self.step]} failed: {self.detail}; to shape links, {self.remedy}"
+
+
+def _effective_capabilities() -> int | None:
+    """The CapEff bit mask of this process, or None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _missing_capabilities() -> list[str]:
+    capabilities = _effective_capabilities()
+    if capabilities is None:
+        return []
+    return [name for name, bit in (("CAP_SYS_ADMIN", CAP_SYS_ADMIN), ("CAP_NET_ADMIN", CAP_NET_ADMIN))
+            if not capabilities >> bit & 1]
+
+
+def _remedy(step: str, detail: str) -> str:
+    """What would let `step` succeed, from the capabilities this process lacks and the error."""
+    missing = _missing_capabilities()
+    if step == "root":
+        return "run as root (sudo) with CAP_NET_ADMIN and CAP_SYS_ADMIN (" + CONTAINER_HINT + ")"
+    if missing:
+        return f"this process lacks {' and '.join(missing)}: grant them ({CONTAINER_HINT})"
+    if step in ("netns", "exec") and "read-only" in detail.lower():
+        return ("/proc/sys or /sys is mounted read-only (Docker does so): in Docker, "
+                "--security-opt systempaths=unconfined, or --privileged")
+    if step in ("netns", "exec"):
+        return ("the capabilities are there but the mounts `ip netns` needs were refused: "
+                "AppArmor, SELinux or seccomp confines this process (in Docker: --security-opt "
+                "apparmor=unconfined, or --privileged)")
+    if step == "veth":
+        return "the kernel has no veth driver: `modprobe veth` on the host"
+    return "the kernel lacks HTB or the u32 classifier: `modprobe sch_htb cls_u32` on the host"
+
+
+def _remove_probe_namespace(name: str) -> str | None:
+    """Deletes the probe's namespace if it exists, trying twice; a problem if it stays."""
+    error = None
+    for _ in range(2):
+        if name not in _namespaces_or_empty():
+            return None
+        try:
+            _run(["ip", "netns", "delete", name], what=f"removing the probe's namespace {name}")
+        except WanSetupError as failure:
+            error = failure
+    if name not in _namespaces_or_empty():
+        return None
+    return f"namespace {name} could not be removed ({error}); `ip netns delete {name}` as root"
+
+
+def _probe_steps(name: str) -> tuple[str, str] | None:
+    """Runs the steps that need a namespace; (step, error) for the first that fails."""
+    device = "hgprobe0"
+    commands = [
+        ("netns", ["ip", "netns", "add", name]),
+        ("exec", ["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv4.ip_forward=1"]),
+        # Made inside the throw-away namespace: no interface ever appears in the host's, and
+        # deleting the namespace deletes the pair.
+        ("veth", ["ip", "-n", name, "link", "add", device, "type", "veth", "peer", "name",
+                  "hgprobe1"]),
+        ("htb", ["tc", "-n", name, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb",
+                 "default", "0"]),
+        ("htb", ["tc", "-n", name, "class", "add", "dev", device, "parent", "1:", "classid",
+                 "1:1", "htb", "rate", "1mbit", "ceil", "1mbit"]),
+        ("htb", ["tc", "-n", name, "filter", "add", "dev", device, "parent", "1:", "protocol",
+                 "ip", "prio", "1", "u32", "match", "ip", "src", "10.0.0.0/24", "flowid", "1:1"]),
+    ]
+    for step, argv in commands:
+        try:
+            _run(argv, what=f"probing: {PROBE_STEPS[step]}")
+        except WanSetupError as error:
+            return step, error.detail
+    return None
+
+
+def _probe() -> ShapingVerdict:
+    if os.geteuid() != 0:
+        step, detail = "root", f"the effective user id is {os.geteuid()}"
+        return ShapingVerdict(False, step, detail, _remedy(step, detail))
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return ShapingVerdict(False, "tools", f"`{tool}` is not on PATH",
+                                  "install iproute2 (apt-get install iproute2)")
+    name = f"hg{os.getpid()}-{PROBE_SUFFIX}"
+    # Signals wait until the namespace is gone again, so Ctrl-C cannot leave it behind.
+    with SignalsDeferred():
+        leftover = _remove_probe_namespace(name)  # a killed earlier probe with our pid
+        failure = None if leftover else _probe_steps(name)
+        leftover = leftover or _remove_probe_namespace(name)
+    if leftover:
+        return ShapingVerdict(False, "netns", leftover, "remove it and run again")
+    if failure:
+        step, detail = failure
+        return ShapingVerdict(False, step, detail, _remedy(step, detail))
+    return ShapingVerdict(True)
+
+
+_probe_lock = threading.Lock()
+_verdict: ShapingVerdict | None = None
+
+
+def shaping_probe(*, fresh: bool = False) -> ShapingVerdict:
+    """Can this process build the emulated WAN? Tries every kind of step EmulatedWan takes on a
+    throw-away namespace ("hg<pid>-probe", removed again, signals deferred meanwhile) and says
+    which failed and what would make it work. Run once per process (about 50 ms); `fresh`
+    runs it again."""
+    global _verdict
+    with _probe_lock:
+        if _verdict is None or fresh:
+            _verdict = _probe()
+        return _verdict
 
 
 def _htb_burst_bytes(rate_bps: float) -> int:
@@ -260,7 +443,7 @@ class EmulatedWan:
         shaped; other pairs of clusters are routed unshaped.
     prefix: start of every namespace name (default "hg<pid>").
     shape: True requires shaping (raise if impossible), False never shapes,
-        None (default) shapes when running as root with working namespaces.
+        None (default) shapes when shaping_probe() says this process can.
     """
 
     def __init__(
@@ -352,11 +535,11 @@ class EmulatedWan:
         if self.requested_shape is False:
             self._fall_back("shaping disabled by the caller (shape=False): links are not shaped")
             return
-        reason = self._why_namespaces_unusable()
-        if reason is not None:
+        verdict = shaping_probe()
+        if not verdict.usable:
             if self.requested_shape:
-                raise WanSetupError(f"EmulatedWan(shape=True): {reason}")
-            self._fall_back(reason)
+                raise WanSetupError("EmulatedWan(shape=True)", verdict.reason)
+            self._fall_back(f"links are not shaped: {verdict.reason}")
             return
         self._refuse_existing_names()
         atexit.register(self.close)
@@ -370,15 +553,6 @@ class EmulatedWan:
             return
         self.shaped = True
         self.why_not = None
-
-    def _why_namespaces_unusable(self) -> str | None:
-        if os.geteuid() != 0:
-            return "not root: links are not shaped"
-        try:
-            list_namespaces()
-        except WanSetupError as error:
-            return f"`ip netns` does not work, links are not shaped: {error}"
-        return None
 
     def _refuse_existing_names(self):
         """Another open WAN with our prefix, or a crashed run's leftovers: using

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +19,14 @@ from pathlib import Path
 import pytest
 
 import hgsim
-from hgsim_runtime import live
+from hgsim_runtime import live, validate
 from hgsim_runtime import plan as planning
 from hgsim_runtime.plan import LiveError
-from hgsim_runtime.wan import list_namespaces
+from hgsim_runtime.wan import PROBE_STEPS, list_namespaces, shaping_probe, stale_namespaces
 from hgsim_runtime.worker import schedule_ops, segments
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_SCENARIOS = ROOT / "scenarios" / "live"
-IS_ROOT = os.geteuid() == 0
 
 TINY = {"name": "tiny", "layers": 4, "hidden": 32, "heads": 2, "ffn_hidden": 128, "vocab": 256}
 
@@ -202,6 +202,8 @@ def worker_processes() -> list[str]:
 
 
 def test_live_run_over_a_shaped_link_writes_loss_trace_and_counts_wan_bytes(tmp_path):
+    """Where links cannot be shaped, the same run falls back to unshaped loopback with a
+    warning that names the probe's failed step and its remedy, and leaves nothing behind."""
     trace = tmp_path / "live.json"
     out = tmp_path / "out"
     result = hgsim_live(LIVE_SCENARIOS / "wan-bound-1f1b.yaml", "--steps", 3, "--trace", trace,
@@ -223,8 +225,17 @@ def test_live_run_over_a_shaped_link_writes_loss_trace_and_counts_wan_bytes(tmp_
     assert {e["cat"] for e in live_events if e["ph"] == "X"} >= {"forward", "backward",
                                                                   "optimizer", "pp_comm"}
     wan = summary["wan_bytes"]
-    if not IS_ROOT:
-        assert summary["wan"]["shaped"] is False and "root" in summary["wan"]["why_not"]
+    verdict = shaping_probe()
+    if not verdict.usable:
+        # The runner probed in its own process: the same step and remedy (the probe's
+        # namespace name in the detail holds that process's pid).
+        why_not = summary["wan"]["why_not"]
+        assert summary["wan"]["shaped"] is False and wan["shaped_interfaces"] == {}
+        assert PROBE_STEPS[verdict.step] in why_not and verdict.remedy in why_not, why_not
+        assert "warning: the workers talk over unshaped loopback" in result.stderr
+        assert why_not in result.stderr and any(why_not in n for n in summary["notes"])
+        # Not compared with the namespaces before: the tests that shape run meanwhile.
+        assert stale_namespaces() == []  # the runner's probe removed its namespace
         return
     assert summary["wan"]["shaped"] is True
     # tc counts every byte that crossed, headers and gloo's own messages included.
@@ -276,3 +287,30 @@ def test_bad_input_is_exit_status_one_with_the_reason(tmp_path):
     assert "schedule 'interleaved' is simulated but not executed live" in interleaved.stderr
     bad_scale = hgsim_live(LIVE_SCENARIOS / "wan-bound-1f1b.yaml", "--scale-model", "hidden=x")
     assert bad_scale.returncode == 1 and "--scale-model: hidden=x" in bad_scale.stderr
+
+
+# ---- validation where the links are not shaped ---------------------------------------------
+
+def test_a_wan_bound_plan_is_refused_where_links_are_not_shaped(tmp_path):
+    """Over unshaped loopback a WAN-bound plan would compare nothing about its WAN: `hgsim
+    validate live` refuses it before measuring or running anything live, giving the WAN's
+    simulated share and why the links are not shaped (--no-shape where they could be, the
+    probe's verdict where they cannot)."""
+    verdict = shaping_probe()
+    yaml_text = (LIVE_SCENARIOS / "wan-bound-1f1b.yaml").read_text()
+    # At 2 Mbit/s a micro-batch's 128 KiB of activations take 0.5 s each way: the WAN is most
+    # of the iteration however slow this machine's cores are today.
+    assert "bandwidth: 20Mbps" in yaml_text
+    scenario_path = tmp_path / "wan-bound-2mbps.yaml"
+    scenario_path.write_text(yaml_text.replace("bandwidth: 20Mbps", "bandwidth: 2Mbps"))
+    args = validate.build_parser().parse_args(
+        [str(scenario_path), "--out", str(tmp_path / "out"), "--repeats", "1"]
+        + (["--no-shape"] if verdict.usable else []))
+    with pytest.raises(LiveError) as refused:
+        validate.run(args, echo=lambda *a: None)
+    message = str(refused.value)
+    assert "this plan's time depends on its WAN links" in message
+    assert ("--no-shape was given" if verdict.usable else verdict.reason) in message
+    share = re.search(r"(\d+)% of the iteration", message)
+    assert share and int(share.group(1)) > 50, message
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["layer-profile-isolated.json"]

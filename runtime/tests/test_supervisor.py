@@ -19,7 +19,7 @@ RUNTIME = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(RUNTIME))
 
 from hgsim_runtime.supervisor import WorkerFailed, WorkerSpec, run_workers  # noqa: E402
-from hgsim_runtime.wan import EmulatedWan, list_namespaces  # noqa: E402
+from hgsim_runtime.wan import EmulatedWan, list_namespaces, shaping_probe  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 PREFIX = f"hgs{os.getpid()}"
@@ -184,7 +184,7 @@ def test_a_program_that_cannot_start_is_a_worker_failure(tmp_path):
         run_workers([worker(tmp_path, 1, SLEEPER), spec], unshaped_wan(), timeout_s=5)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="not root: network namespaces need root")
+@pytest.mark.skipif(not shaping_probe().usable, reason=str(shaping_probe().reason))
 def test_a_crash_inside_the_emulated_wan_leaves_no_namespace(tmp_path):
     links = [{"from": "a", "to": "b", "rate_bps": 8e6, "reverse_rate_bps": 8e6}]
     with pytest.raises(WorkerFailed):

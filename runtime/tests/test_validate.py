@@ -10,15 +10,15 @@ the wrong order, a wrong byte count or a profile of the wrong model is off by fa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from hgsim_runtime import validate
+from hgsim_runtime.wan import shaping_probe
 
 ROOT = Path(__file__).resolve().parents[2]
-IS_ROOT = os.geteuid() == 0
+VERDICT = shaping_probe()
 
 
 def run_validation(tmp_path, name, steps=4):
@@ -28,8 +28,8 @@ def run_validation(tmp_path, name, steps=4):
     return validate.run(args, echo=lambda *a: None)
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="not root: WAN links cannot be shaped, so a WAN-bound "
-                                        "plan has nothing to be validated against")
+@pytest.mark.skipif(not VERDICT.usable, reason=f"a WAN-bound plan has nothing to be validated "
+                                               f"against where {VERDICT.reason}")
 def test_wan_bound_pipeline_simulated_as_run(tmp_path):
     r = run_validation(tmp_path, "wan-bound-1f1b")
     assert r["live"]["shaped"] is True
@@ -45,3 +45,4 @@ def test_compute_bound_pipeline_simulated_as_run(tmp_path):
     for stage in r["stages"]:
         assert abs(stage["compute_s"]["rel_error"]) < 0.3, stage
     assert set(r) >= {"iteration_time_s", "wan_bytes", "stages"}
+

@@ -1,5 +1,6 @@
-"""EmulatedWan: namespaces come and go, the shaper holds its rate, and without
-root everything falls back to unshaped loopback.
+"""EmulatedWan: namespaces come and go, the shaper holds its rate, and where the probe finds
+that links cannot be shaped (not root, capabilities dropped) everything falls back to
+unshaped loopback, saying which step failed and what would make it work.
 
     /usr/bin/python3 -m pytest runtime/tests/test_wan.py -q
 """
@@ -25,17 +26,8 @@ from hgsim_runtime.wan_check import timed_transfer  # noqa: E402
 PREFIX = f"hgt{os.getpid()}"
 
 
-def _namespaces_usable() -> str | None:
-    if os.geteuid() != 0:
-        return "not root: network namespaces need root"
-    try:
-        list_namespaces()
-    except wan_module.WanSetupError as error:
-        return f"`ip netns` does not work here: {error}"
-    return None
-
-
-needs_namespaces = pytest.mark.skipif(_namespaces_usable() is not None, reason=str(_namespaces_usable()))
+VERDICT = wan_module.shaping_probe()
+needs_namespaces = pytest.mark.skipif(not VERDICT.usable, reason=str(VERDICT.reason))
 
 
 def ours(prefix: str = PREFIX) -> list[str]:
@@ -163,13 +155,117 @@ def test_shape_false_falls_back_to_unshaped_loopback():
 
 def test_not_root_falls_back_with_the_reason(monkeypatch):
     monkeypatch.setattr(wan_module.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(wan_module, "_verdict", None)  # the probe runs again, as user 1000
     clusters, links = two_clusters()
     with EmulatedWan(clusters, links) as wan:
         assert wan.shaped is False
-        assert wan.why_not == "not root: links are not shaped"
-    with pytest.raises(wan_module.WanSetupError, match="shape=True"):
+        assert wan.why_not.startswith("links are not shaped: running as root failed: "
+                                      "the effective user id is 1000; to shape links, run as root")
+    with pytest.raises(wan_module.WanSetupError, match="shape=True.*running as root failed"):
         with EmulatedWan(clusters, links, shape=True):
             pass
+
+
+# ----- the probe -------------------------------------------------------------------
+
+def host_network_state() -> tuple[list[str], list[str]]:
+    """This process's namespaces (the probe's is "hg<pid>-probe"; other tests running
+    meanwhile make their own) and the host's interfaces: what a probe must leave as it
+    found them."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = sorted(line.split(":")[1].strip() for line in links.splitlines() if ":" in line)
+    try:
+        namespaces = sorted(n for n in list_namespaces()
+                            if n.startswith((f"hg{os.getpid()}-", f"{PREFIX}-")))
+    except wan_module.WanSetupError:
+        namespaces = []
+    return namespaces, names
+
+
+def test_the_probe_agrees_with_what_the_runner_can_do_and_leaves_nothing():
+    """Usable: a WAN that must be shaped is built. Not usable: it is refused with the probe's
+    reason, and the default falls back with it. Either way nothing is left behind."""
+    before = host_network_state()
+    verdict = wan_module.shaping_probe(fresh=True)
+    assert host_network_state() == before
+    assert wan_module.shaping_probe() is verdict  # once per process
+    clusters, links = two_clusters()
+    if verdict.usable:
+        assert verdict.reason is None
+        with EmulatedWan(clusters, links, prefix=PREFIX, shape=True) as wan:
+            assert wan.shaped
+    else:
+        assert verdict.step in wan_module.PROBE_STEPS and verdict.remedy
+        with pytest.raises(wan_module.WanSetupError) as refused:
+            with EmulatedWan(clusters, links, prefix=PREFIX, shape=True):
+                pass
+        assert verdict.reason in str(refused.value)
+        with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+            assert not wan.shaped and wan.why_not == f"links are not shaped: {verdict.reason}"
+    assert host_network_state() == before
+
+
+# The ctest runs that take capabilities or root away say what they took (runtime/tests/
+# restricted.py): the probe must name the step that this breaks, and the remedy what to grant.
+EXPECTED_STEP = os.environ.get("HGSIM_EXPECT_PROBE_STEP")
+
+
+@pytest.mark.skipif(EXPECTED_STEP is None, reason="HGSIM_EXPECT_PROBE_STEP is set by the "
+                                                 "restricted runs (runtime/tests/restricted.py)")
+def test_the_probe_names_the_step_the_restriction_breaks_and_the_remedy():
+    verdict = wan_module.shaping_probe()
+    assert not verdict.usable
+    assert verdict.step == EXPECTED_STEP, verdict
+    for needed in os.environ["HGSIM_EXPECT_PROBE_REMEDY"].split(","):
+        assert needed in verdict.remedy, verdict.remedy
+
+
+@needs_namespaces
+def test_a_probe_that_fails_half_way_removes_its_namespace(monkeypatch):
+    real_run = wan_module._run
+
+    def no_htb(argv, *, what):
+        if argv[0] == "tc":
+            raise wan_module.WanSetupError(what, "simulated: no HTB in this kernel")
+        return real_run(argv, what=what)
+
+    before = host_network_state()
+    monkeypatch.setattr(wan_module, "_run", no_htb)
+    verdict = wan_module._probe()
+    assert (verdict.usable, verdict.step) == (False, "htb")
+    assert verdict.detail == "simulated: no HTB in this kernel"
+    assert "modprobe sch_htb" in verdict.remedy  # root with every capability: the kernel
+    assert host_network_state() == before
+
+
+@needs_namespaces
+def test_the_probe_retries_a_cleanup_that_failed_once(monkeypatch):
+    real_run = wan_module._run
+    deletes = []
+
+    def first_delete_fails(argv, *, what):
+        if argv[:3] == ["ip", "netns", "delete"]:
+            deletes.append(argv[3])
+            if len(deletes) == 1:
+                raise wan_module.WanSetupError(what, "simulated: device or resource busy")
+        return real_run(argv, what=what)
+
+    before = host_network_state()
+    monkeypatch.setattr(wan_module, "_run", first_delete_fails)
+    assert wan_module._probe().usable
+    assert deletes == [f"hg{os.getpid()}-probe"] * 2
+    assert host_network_state() == before
+
+
+@needs_namespaces
+def test_a_probe_killed_half_way_is_cleaned_up_by_cleanup_stale():
+    dead_probe = "hg99999999-probe"  # above pid_max: no process has this pid
+    subprocess.run(["ip", "netns", "add", dead_probe], check=True)
+    try:
+        assert dead_probe in cleanup_stale()
+        assert dead_probe not in list_namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "delete", dead_probe], capture_output=True)
 
 
 @pytest.mark.parametrize(
