@@ -257,8 +257,8 @@ double Platform::flow_cap(int src, int dst) const {
 
 namespace {
 
-// Names in attribute values, escaped: cluster names are restricted to letters, digits and
-// "-_." (core::as_cluster_name), but the XML must stay well formed whatever they hold.
+// Names in double-quoted attribute values, escaped ('>' may stay: "wan:a->b"). Cluster
+// names are restricted (core::as_cluster_name), but the XML must stay well formed anyway.
 std::string xml(std::string_view text) {
   std::string out;
   for (char c : text) {
@@ -268,9 +268,6 @@ std::string xml(std::string_view text) {
         break;
       case '<':
         out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
         break;
       case '"':
         out += "&quot;";
