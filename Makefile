@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CODECS  := none fp16 bf16 fp8_e4m3 fp8_e5m2 int8 int4 topk randomk powersgd
 FUZZ_INPUTS  := scenario plan trace
 
-.PHONY: all deps configure build demo test sanitize bench fuzz format clean
+.PHONY: all deps configure build demo test sanitize bench notebooks fuzz format clean
 
 all: build
 
@@ -51,8 +51,14 @@ sanitize: deps
 bench: build
 	@$(BUILD_DIR)/bench/hgsim_bench
 
-# Fuzzers of the codecs and of the scenario, plan and trace readers (libFuzzer; needs clang and libclang-rt-14-dev, not in the package list
-# because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,
+# Executes every notebook in notebooks/ against the build (hgsim from PYTHONPATH); the
+# executed copies, with their figures, land in build/<preset>/notebooks/.
+notebooks: build
+	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python /usr/bin/python3 notebooks/run_notebooks.py \
+	  --out $(BUILD_DIR)/notebooks notebooks/*.ipynb
+
+# Fuzzers of the codecs and of the scenario, plan and trace readers (libFuzzer; needs clang
+# and libclang-rt-14-dev, not in the package list because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,
 # seeded from fuzz/corpus/<codec>/; crashes land in build/fuzz/crashes/.
 fuzz:
 	@cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

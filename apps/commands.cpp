@@ -1,8 +1,13 @@
 #include "apps/commands.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <ostream>
 #include <sstream>
 
@@ -13,8 +18,11 @@
 #include "apps/live_command.hpp"
 #include "apps/plan_command.hpp"
 #include "apps/profile_command.hpp"
+#include "apps/results_command.hpp"
 #include "apps/run_point.hpp"
+#include "apps/sweep_command.hpp"
 #include "apps/validate.hpp"
+#include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
 #include "models/transformer.hpp"
@@ -219,8 +227,8 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
            "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
   }
   if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
-  out << "\nSimulated time and throughput need the simulator (issue #3); this summary uses only\n"
-         "datasheet figures and closed-form model math.\n";
+  out << "\nThis summary uses only datasheet figures and closed-form model math; hgsim run "
+         "simulates the iteration.\n";
 }
 
 int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,
@@ -296,7 +304,66 @@ int cmd_models(bool json, std::ostream& out) {
   return kSuccess;
 }
 
-int cmd_gpus(bool json, std::ostream& out) {
+// The kernel model's efficiency curves (validation/compute.md prints them beside their
+// sources): GEMM efficiency over shapes, FlashAttention's over sequence lengths.
+int print_efficiency_curves(std::ostream& out) {
+  const char* gpus[] = {"A100-80GB-SXM", "H100-80GB-SXM", "V100-32GB-SXM", "L40S-48GB"};
+  struct Shape {
+    const char* what;
+    double m, n, k;
+  };
+  const Shape shapes[] = {
+      {"square 512", 512, 512, 512},
+      {"square 1024", 1024, 1024, 1024},
+      {"square 2048", 2048, 2048, 2048},
+      {"square 4096", 4096, 4096, 4096},
+      {"square 8192", 8192, 8192, 8192},
+      {"square 16384", 16384, 16384, 16384},
+      {"GPT-3 175B QKV, tp 8, 2048 tokens", 2048, 4608, 12288},
+      {"GPT-3 175B MLP up, tp 8, 2048 tokens", 2048, 6144, 12288},
+      {"GPT-3 175B MLP down, tp 8, 2048 tokens", 2048, 12288, 6144},
+      {"hidden 1024 QKV, tp 8, 2048 tokens", 2048, 384, 1024},
+      {"hidden 1024 MLP up, tp 1, 2048 tokens", 2048, 4096, 1024},
+      {"hidden 1024 wgrad QKV, tp 8, 2048 tokens", 1024, 384, 2048},
+  };
+  out << "### GEMM efficiency (fraction of the dense bf16 peak), `KernelModel`\n\n| shape (m x n x "
+         "k) |";
+  for (const char* g : gpus) out << " " << g << " |";
+  out << "\n|---|";
+  for (std::size_t i = 0; i < std::size(gpus); ++i) out << "---:|";
+  out << "\n";
+  for (const Shape& s : shapes) {
+    out << "| " << s.what << " (" << s.m << " x " << s.n << " x " << s.k << ") |";
+    for (const char* name : gpus) {
+      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const auto& costs = kernels::kernel_costs_for(g.architecture);
+      out << " " << fixed(kernels::gemm_efficiency(g, costs, s.m, s.n, s.k), 3) << " |";
+    }
+    out << "\n";
+  }
+  out << "\n### FlashAttention efficiency on executed FLOPs, head dimension 128, 16 heads, "
+         "16k tokens per batch\n\n| sequence |";
+  for (const char* g : gpus) out << " " << g << " fwd | bwd |";
+  out << "\n|---:|";
+  for (std::size_t i = 0; i < std::size(gpus); ++i) out << "---:|---:|";
+  out << "\n";
+  for (double seq : {512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0}) {
+    out << "| " << seq << " |";
+    for (const char* name : gpus) {
+      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const auto& costs = kernels::kernel_costs_for(g.architecture);
+      for (bool backward : {false, true})
+        out << " "
+            << fixed(kernels::attention_efficiency(g, costs, 16384 / seq, 16, seq, backward), 3)
+            << " |";
+    }
+    out << "\n";
+  }
+  return kSuccess;
+}
+
+int cmd_gpus(bool json, bool curves, std::ostream& out) {
+  if (curves) return print_efficiency_curves(out);
   if (json) {
     auto opt = [](const auto& q) { return q ? Json(q->value()) : Json(nullptr); };
     Json list = Json::array();
@@ -337,8 +404,24 @@ int cmd_gpus(bool json, std::ostream& out) {
 
 // ---- hgsim run ---------------------------------------------------------------------------
 
-int cmd_run(const std::string& path, const RunOptions& options, bool json, std::ostream& out,
-            std::ostream& err) {
+// `hgsim run --plot FILE`: the iteration's figure, drawn by the Python module (hgsim.plots)
+// from the results and the trace.
+int plot_run(const std::string& scenario, const core::Json& result, const std::string& trace,
+             const std::string& plot_file, std::ostream& out, std::ostream& err) {
+  const std::string result_file = (std::filesystem::temp_directory_path() /
+                                   ("hgsim-run-" + std::to_string(::getpid()) + ".json"))
+                                      .string();
+  std::ofstream(result_file) << result.dump();
+  const int status = run_python({"hgsim.plots",
+                                 {"run", "--result", result_file, "--trace", trace, "--scenario",
+                                  scenario, "--out", plot_file}},
+                                out, err);
+  std::filesystem::remove(result_file);
+  return status == 0 ? kSuccess : kBadInput;
+}
+
+int cmd_run(const std::string& path, RunOptions options, const std::string& plot_file, bool json,
+            std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
   if (!points) return report_bad_input(diags, json, out, err);
@@ -349,6 +432,12 @@ int cmd_run(const std::string& path, const RunOptions& options, bool json, std::
                 "use hgsim sweep " + path + " to run every point");
     return report_bad_input(diags, json, out, err);
   }
+  // The figure's WAN time series comes from the trace: a temporary one unless --trace.
+  const bool temporary_trace = !plot_file.empty() && options.sim.trace_path.empty();
+  if (temporary_trace)
+    options.sim.trace_path = (std::filesystem::temp_directory_path() /
+                              ("hgsim-run-trace-" + std::to_string(::getpid()) + ".json"))
+                                 .string();
   auto result = simulate_point(points->front().checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();
@@ -356,64 +445,10 @@ int cmd_run(const std::string& path, const RunOptions& options, bool json, std::
     out << result->dump(2) << "\n";
   else
     out << sim::format_results(*result);
-  return kSuccess;
-}
-
-int run_points(const std::vector<CheckedPoint>& points, const RunOptions& options, bool json,
-               std::ostream& out, std::ostream& err) {
-  Json list = Json::array();
-  Table t({"point", "settings", "iteration", "tokens/s", "MFU"});
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    core::Diagnostics diags;
-    err << "hgsim sweep: point " << i + 1 << " of " << points.size() << "\n";
-    auto result = simulate_point(points[i].checked, options, diags);
-    if (!result) return report_bad_input(diags, json, out, err);
-    std::string settings;
-    Json s = Json::object();
-    for (const auto& [k, v] : points[i].settings) {
-      settings += k + "=" + v + " ";
-      s[k] = Json::parse(v);
-    }
-    list.push_back({{"settings", s}, {"result", *result}});
-    t.add({std::to_string(i), settings,
-           core::human_duration(core::Seconds((*result)["iteration_time_s"].get<double>())),
-           fixed((*result)["tokens_per_s"].get<double>(), 0),
-           fixed(100 * (*result)["mfu"].get<double>(), 1) + "%"});
-  }
-  if (json)
-    out << Json{{"points", list}}.dump(2) << "\n";
-  else
-    t.print(out);
-  return kSuccess;
-}
-
-// ---- hgsim sweep / plan -----------------------------------------------------------------
-
-int cmd_sweep(const std::string& path, const RunOptions& options, bool json, bool list_only,
-              std::ostream& out, std::ostream& err) {
-  core::Diagnostics diags;
-  auto points = check_scenario_file(path, diags);
-  if (!points) return report_bad_input(diags, json, out, err);
-  err << diags.format();
-  if (!list_only) return run_points(*points, options, json, out, err);
-  if (json) {
-    Json list = Json::array();
-    for (const CheckedPoint& p : *points) {
-      Json settings = Json::object();
-      for (const auto& [k, v] : p.settings) settings[k] = Json::parse(v);
-      list.push_back({{"settings", settings}});
-    }
-    out << Json{{"points", list}}.dump(2) << "\n";
-  } else {
-    out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s")
-        << ", each valid:\n";
-    for (std::size_t i = 0; i < points->size(); ++i) {
-      out << "  " << std::setw(3) << i << "  ";
-      for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
-      out << "\n";
-    }
-  }
-  return kSuccess;
+  if (plot_file.empty()) return kSuccess;
+  const int status = plot_run(path, *result, options.sim.trace_path, plot_file, out, err);
+  if (temporary_trace) std::filesystem::remove(options.sim.trace_path);
+  return status;
 }
 
 }  // namespace
@@ -430,7 +465,6 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string scenario;
   bool json = false;
   bool summary = false;
-  bool list_only = false;
 
   CLI::App* check =
       app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
@@ -444,6 +478,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
   gpus->add_flag("--json", json, "print as JSON");
+  bool curves = false;
+  gpus->add_flag("--efficiency", curves,
+                 "print the compute model's GEMM and attention efficiency curves (markdown)");
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan");
@@ -471,6 +508,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                   "write the execution graph as JSON");
   run->add_flag("--stats", run_options.report_stats,
                 "print how long the simulation took and its peak memory (on stderr)");
+  std::string run_plot;
+  run->add_option("--plot", run_plot,
+                  "draw the iteration (stage time breakdown, WAN throughput over the iteration, "
+                  "memory per stage against capacity) into FILE.png or FILE.svg");
   run->add_flag("--allow-oom", run_options.sim.allow_oom,
                 "simulate a plan even when a stage does not fit in GPU memory");
 
@@ -495,17 +536,17 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan->add_flag("--no-compression", plan_options.no_compression,
                  "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
 
-  CLI::App* sweep =
-      app.add_subcommand("sweep", "Expand a scenario's sweep grid and check every point");
-  sweep->add_option("SCENARIO", scenario, "scenario file")->required();
-  sweep->add_flag("--json", json, "print as JSON");
-  sweep->add_flag("--list", list_only, "only expand and check the points; do not run them");
-  RunOptions sweep_options;
-  sweep->add_option("--layer-profile", sweep_options.layer_profile,
-                    "a layer profile (hgsim-layer-profile/1): every device's compute comes "
-                    "from it, at every point");
+  SweepOptions sweep_options;
+  CLI::App* sweep = add_sweep_command(app, sweep_options);
+  ResultsOptions results_options;
+  CLI::App* results = add_results_command(app, results_options);
 
   // Listed for --help only: run_cli hands them to Python before parsing.
+  app.add_subcommand("plot",
+                     "Draw a sweep database: DB --x AXIS --y METRIC [--color AXIS] --out "
+                     "FILE.png|svg (python3 -m hgsim.plots sweep; arguments pass through)")
+      ->allow_extras()
+      ->prefix_command();
   app.add_subcommand("live",
                      "Run a plan for real with PyTorch and emulated WAN links "
                      "(python3 -m hgsim_runtime.live; arguments pass through)")
@@ -548,11 +589,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   try {
     if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
     if (models_cmd->parsed()) return cmd_models(json, out);
-    if (gpus->parsed()) return cmd_gpus(json, out);
+    if (gpus->parsed()) return cmd_gpus(json, curves, out);
     if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
     if (profile->parsed()) return run_profile_command(profile_options, out, err);
-    if (sweep->parsed()) return cmd_sweep(scenario, sweep_options, json, list_only, out, err);
-    if (run->parsed()) return cmd_run(scenario, run_options, json, out, err);
+    if (sweep->parsed()) return run_sweep_command(sweep_options, out, err);
+    if (results->parsed()) return run_results_command(results_options, out, err);
+    if (run->parsed()) return cmd_run(scenario, run_options, run_plot, json, out, err);
     if (plan->parsed()) {
       plan_options.json = json;
       return cmd_plan(scenario, plan_options, out, err);

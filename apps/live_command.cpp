@@ -1,5 +1,6 @@
 #include "apps/live_command.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,7 +39,28 @@ PythonCommand python_command(int argc, const char* const* argv) {
     return {"hgsim_runtime.live", {argv + 2, argv + argc}};
   if (argc >= 3 && std::strcmp(argv[1], "validate") == 0 && std::strcmp(argv[2], "live") == 0)
     return {"hgsim_runtime.validate", {argv + 3, argv + argc}};
+  if (argc >= 2 && std::strcmp(argv[1], "plot") == 0) {
+    std::vector<std::string> args{"sweep"};
+    args.insert(args.end(), argv + 2, argv + argc);
+    return {"hgsim.plots", args};
+  }
   return {};
+}
+
+int run_python(const PythonCommand& command, std::ostream& out, std::ostream& err) {
+  out.flush();
+  err.flush();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    err << "hgsim: cannot start the Python interpreter for " << command.module << "\n";
+    return kBadInput;
+  }
+  if (pid == 0) ::_exit(exec_python(command, out, err));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kInternalError;
 }
 
 int exec_python(const PythonCommand& command, std::ostream& out, std::ostream& err) {

@@ -1,3 +1,4 @@
+// `hgsim plot ARGS...` runs python3 -m hgsim.plots sweep ARGS... the same way.
 // `hgsim live ARGS...` and `hgsim validate live ARGS...`: the live runner is Python
 // (runtime/hgsim_runtime, torch); these commands replace the hgsim process with
 //   ${HGSIM_PYTHON:-/usr/bin/python3} -m hgsim_runtime.live ARGS...   (resp. .validate)
@@ -22,5 +23,7 @@ PythonCommand python_command(int argc, const char* const* argv);
 // execvp()s the interpreter; returns only when it could not be started (after saying why
 // on `err`), with the exit status to use.
 int exec_python(const PythonCommand& command, std::ostream& out, std::ostream& err);
+// The same in a child process, waiting for it: its exit status.
+int run_python(const PythonCommand& command, std::ostream& out, std::ostream& err);
 
 }  // namespace hgsim::apps

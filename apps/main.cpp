@@ -7,9 +7,18 @@
 #include "apps/commands.hpp"
 #include "core/process.hpp"
 
+#ifdef HGSIM_HAVE_MPI
+namespace hgsim::apps {
+void register_mpi_sweeps();  // apps/sweep_mpi.cpp
+}
+#endif
+
 int main(int argc, char** argv) {
   // Ctrl-C or a kill ends the simulator child too, and removes half-written files.
   hgsim::core::install_termination_handlers();
+#ifdef HGSIM_HAVE_MPI
+  hgsim::apps::register_mpi_sweeps();  // hgsim sweep --mpi
+#endif
   const int status = hgsim::apps::run_cli(argc, argv, std::cout, std::cerr);
   // Output that could not be written (a full disk, /dev/full, a closed pipe) is a failure,
   // not a silent success.

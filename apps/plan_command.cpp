@@ -62,11 +62,13 @@ void print_stages(const core::Plan& plan, const Json& result, std::ostream& out)
 
 }  // namespace
 
-std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags) {
-  static const kernels::RooflineModel roofline;
-  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
+                                    double time_budget_s) {
+  const kernels::KernelModel compute(kernels::calibrations_of(c.scenario));
+  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
   planner::Options options;
   options.progress = &std::cerr;
+  if (time_budget_s > 0) options.time_budget_s = time_budget_s;
   auto r = planner::plan(ctx, options);
   if (!r.best) {
     for (const auto& why : r.why_not)
@@ -101,9 +103,9 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
                   std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
   if (options.no_compression) c.compression = {};
-  static const kernels::RooflineModel roofline;
+  const kernels::KernelModel compute(kernels::calibrations_of(c.scenario));
   const auto wall_start = std::chrono::steady_clock::now();
-  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
   if (!options.evaluate_file.empty()) {
     auto plan = core::load_plan(options.evaluate_file, diags);
     if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) {

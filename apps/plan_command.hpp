@@ -30,7 +30,9 @@ int plan_scenario(CheckedScenario c, const std::string& path, const PlanCommandO
                   std::ostream& out, std::ostream& err);
 
 // The planner's best plan for a scenario with `strategy: auto` (what `hgsim run` plays);
-// nullopt with the reasons in `diags` when no plan fits.
-std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags);
+// nullopt with the reasons in `diags` when no plan fits. `time_budget_s` > 0 bounds the
+// enumeration (hgsim sweep --time-budget); 0 keeps the planner's default.
+std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
+                                    double time_budget_s = 0);
 
 }  // namespace hgsim::apps

@@ -18,12 +18,14 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
     return ChosenPlan{*given, ""};
   }
   if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};
-  auto chosen = auto_plan(c, diags);  // strategy: auto plays the planner's best plan
+  // strategy: auto plays the planner's best plan
+  auto chosen = auto_plan(c, diags, options.planner_time_budget_s);
   if (!chosen) return std::nullopt;
   return ChosenPlan{*chosen, ""};
 }
 
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         const core::Scenario& scenario,
                                                          core::Diagnostics& diags) {
   if (!options.layer_profile.empty()) {
     try {
@@ -35,16 +37,17 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
     }
   }
   // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
-  // without a profile of their own are estimated (roofline on datasheet figures).
+  // without a profile of their own are estimated (the kernel-level model on datasheet figures).
   const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
-  return kernels::compute_model_for(files, diags);
+  return kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
 }
 
 std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                         core::Diagnostics& diags) {
+                                         core::Diagnostics& diags, ChosenPlan* ran) {
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
-  const auto compute = run_compute_model(options, diags);
+  if (ran) *ran = *chosen;
+  const auto compute = run_compute_model(options, c.scenario, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
   // The plan may choose its own recomputation and codecs (the planner's plans do).
   const auto effective = with_plan_choices(c, chosen->plan, chosen->path, diags);

@@ -25,6 +25,7 @@ struct RunOptions {
   std::vector<std::string> profiles;  // measured op profiles; empty: kernels/profiles/
   std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): all compute
   bool report_stats = false;
+  double planner_time_budget_s = 0;  // strategy: auto; 0: the planner's default
   sim::SimulationOptions sim;
 };
 
@@ -43,10 +44,12 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
 // The compute model of a run: the layer profile when one is given, else the measured op
 // profiles (or the shipped ones). Problems with the files go to `diags`.
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
+                                                         const core::Scenario& scenario,
                                                          core::Diagnostics& diags);
 
-// Simulates one checked point; the results JSON (sim/simulate.hpp's contract).
+// Simulates one checked point; the results JSON (sim/simulate.hpp's contract). The plan
+// that ran goes to `ran` when given.
 std::optional<core::Json> simulate_point(const CheckedScenario& c, const RunOptions& options,
-                                         core::Diagnostics& diags);
+                                         core::Diagnostics& diags, ChosenPlan* ran = nullptr);
 
 }  // namespace hgsim::apps

@@ -83,37 +83,40 @@ std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& 
   return points;
 }
 
+SweepPoints::SweepPoints(const core::Node& document, std::string path, core::Diagnostics& diags)
+    : path_(std::move(path)), grid_(document, diags) {
+  parsed_base_ = core::parse_scenario(document, path_, diags);
+  if (parsed_base_) base_ = check_scenario(*parsed_base_, diags);
+  for (const core::Diagnostic& d : diags.all()) seen_.insert(core::format_diagnostic(d));
+  swept_ = !(grid_.size() == 1 && grid_.axis_paths().empty());
+}
+
+std::optional<CheckedPoint> SweepPoints::point(std::size_t k, core::Diagnostics& diags) const {
+  if (!swept_) {
+    if (base_) return CheckedPoint{{}, *base_};
+    return std::nullopt;
+  }
+  const core::SweepPoint point = grid_.point(k);
+  core::Diagnostics local;
+  auto parsed = core::parse_scenario(point.document, path_, local);
+  std::optional<CheckedScenario> checked;
+  if (parsed) {
+    parsed->sweep = parsed_base_ ? parsed_base_->sweep : std::vector<core::SweepAxis>{};
+    checked = check_scenario(*parsed, local);
+  }
+  merge_new(local, label_of(point.settings), seen_, diags);
+  if (!checked || local.has_errors()) return std::nullopt;
+  return CheckedPoint{point.settings, *checked};
+}
+
 std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Node& document,
                                                                  const std::string& path,
                                                                  core::Diagnostics& diags) {
   const int errors_before = diags.error_count();
-
-  // The scenario as written (sweep values not applied) is checked first; its problems are
-  // reported once, and sweep points then only add what their values change.
-  auto base = core::parse_scenario(document, path, diags);
-  std::optional<CheckedScenario> checked_base;
-  if (base) checked_base = check_scenario(*base, diags);
-  std::set<std::string> seen;
-  for (const core::Diagnostic& d : diags.all()) seen.insert(core::format_diagnostic(d));
-
+  const SweepPoints sweep(document, path, diags);
   std::vector<CheckedPoint> points;
-  auto sweep = core::sweep_points(document, diags);
-  const bool swept = !(sweep.size() == 1 && sweep.front().settings.empty());
-  if (!swept) {
-    if (checked_base) points.push_back({{}, *checked_base});
-  } else {
-    for (const core::SweepPoint& point : sweep) {
-      core::Diagnostics local;
-      auto parsed = core::parse_scenario(point.document, path, local);
-      std::optional<CheckedScenario> checked;
-      if (parsed) {
-        parsed->sweep = base ? base->sweep : std::vector<core::SweepAxis>{};
-        checked = check_scenario(*parsed, local);
-      }
-      merge_new(local, label_of(point.settings), seen, diags);
-      if (checked) points.push_back({point.settings, *checked});
-    }
-  }
+  for (std::size_t k = 0; k < sweep.size(); ++k)
+    if (auto p = sweep.point(k, diags)) points.push_back(std::move(*p));
   if (diags.error_count() != errors_before) return std::nullopt;
   return points;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,28 @@ struct CheckedPoint {
   std::vector<std::pair<std::string, std::string>>
       settings;  // sweep (path, value); empty if no sweep
   CheckedScenario checked;
+};
+
+// The points of a scenario document's sweep, each checked when asked for: a sweep of any
+// size is checked and run one point at a time. The scenario as written (sweep values not
+// applied) is checked when this is made; its problems are reported once, and each point
+// then only adds what its values change (named with the point's values).
+class SweepPoints {
+ public:
+  SweepPoints(const core::Node& document, std::string path, core::Diagnostics& diags);
+  std::size_t size() const { return swept_ ? grid_.size() : (base_ ? 1 : 0); }
+  bool swept() const { return swept_; }
+  std::vector<std::string> axis_paths() const { return grid_.axis_paths(); }
+  // Point k (0-based, grid order), checked; nullopt with its problems in `diags`.
+  std::optional<CheckedPoint> point(std::size_t k, core::Diagnostics& diags) const;
+
+ private:
+  std::string path_;
+  core::SweepGrid grid_;
+  std::optional<core::Scenario> parsed_base_;
+  std::optional<CheckedScenario> base_;
+  bool swept_ = false;
+  mutable std::set<std::string> seen_;  // diagnostics reported already
 };
 
 // Loads and checks a scenario file and every point of its sweep. Problems are reported

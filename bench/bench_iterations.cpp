@@ -28,9 +28,9 @@ void BM_Iterations(benchmark::State& state, const std::string& name) {
   }
   auto c = (*points)[point].checked;
   c.scenario.simulation.iterations = iterations;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel kernel_model;
   sim::SimulationInput in{
-      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
+      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &kernel_model};
   sim::SimulationStats stats;
   for (auto _ : state) {
     core::Diagnostics d;

@@ -5,6 +5,7 @@
 // (sim::run_isolated) and reports its own time: the benchmarks use manual time.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "apps/validate.hpp"
@@ -16,8 +17,9 @@ namespace {
 
 using namespace hgsim;
 
-// 16 GPUs in 2 nodes (inline-model.yaml's cluster); each runs `steps` rounds of (compute, send to the next GPU, wait for
-// the previous one's message): 3 activities per GPU per round, half of them transfers.
+// 16 GPUs in 2 nodes (inline-model.yaml's cluster); each runs `steps` rounds of (compute, send to
+// the next GPU, wait for the previous one's message): 3 activities per GPU per round, half of them
+// transfers.
 void BM_EngineSyntheticGraph(benchmark::State& state) {
   const int steps = static_cast<int>(state.range(0));
   core::Diagnostics diags;
@@ -83,9 +85,9 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
     return;
   }
   const auto& c = points->front().checked;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel kernel_model;
   sim::SimulationInput in{
-      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &roofline};
+      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &kernel_model};
   sim::SimulationStats stats;
   for (auto _ : state) {
     core::Diagnostics d;
@@ -98,7 +100,13 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
   }
   state.counters["gpus"] = static_cast<double>(c.scenario.total_gpus());
   state.counters["activities"] = stats.activities;
+  state.counters["graph_nodes"] = stats.graph_nodes;
   state.counters["peak_rss_MiB"] = stats.peak_rss_bytes / (1024.0 * 1024.0);
+  // Memory beside time: what the execution graph holds per node, and the whole child's
+  // peak (graph, SimGrid, results) per activity run.
+  state.counters["graph_bytes_per_node"] = stats.graph_bytes / std::max(stats.graph_nodes, 1.0);
+  state.counters["peak_bytes_per_activity"] =
+      stats.peak_rss_bytes / std::max(stats.activities, 1.0);
 }
 BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_175b_1536_folded, std::string("megatron-175b-1536"))
     ->UseManualTime()
@@ -111,6 +119,12 @@ BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_1t_3072_folded, std::string("megatr
 BENCHMARK_CAPTURE(BM_ScaleScenario, hetero_256_full, std::string("hetero-256-full"))
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+// ASTRA-sim 2.0's GPT-6.7B workload on 512 GPUs, every GPU simulated (18 M activities:
+// minutes, not seconds; run it on its own with --benchmark_filter=astra).
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_512_full, std::string("astra-gpt-6.7b-512"))
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond)
     ->Iterations(1);
 
 }  // namespace

@@ -75,6 +75,23 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
   read_optional(f, "virtual_stages", plan.virtual_stages, count);
   read_optional(f, "sequence_parallel", plan.sequence_parallel,
                 [&](const Node& v, const std::string& p) { return as_bool(v, p, d); });
+  read_optional(f, "grad_reduce", plan.grad_reduce, [&](const Node& v, const std::string& p) {
+    return detail::as_enum<GradReduce>(v, p, d, "gradient reduction");
+  });
+  read_optional(f, "tp_comm_overlap", plan.tp_comm_overlap,
+                [&](const Node& v, const std::string& p) { return as_bool(v, p, d); });
+  read_optional(
+      f, "zero", plan.zero, [&](const Node& v, const std::string& p) -> std::optional<int> {
+        auto n = as_integer(v, p, d);
+        if (n && (*n < 0 || *n > 3)) {
+          d.error(v.where, p, "zero is a ZeRO stage 0, 1, 2 or 3, found " + v.text,
+                  "1 shards the optimizer state (Megatron's distributed optimizer), 2 also the "
+                  "gradients, 3 also the weights");
+          return std::nullopt;
+        }
+        if (!n) return std::nullopt;
+        return static_cast<int>(*n);
+      });
   if (const Node* pipelines = f.required("pipelines")) {
     std::string ppath = f.path_of("pipelines");
     if (!pipelines->is_sequence() || pipelines->items.empty()) {

@@ -79,7 +79,7 @@ void untrack_temporary_file(const std::string& path) {
     }
 }
 
-std::string run_in_child(const std::function<std::string()>& body) {
+Child start_child(const std::function<std::string()>& body) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw ChildFailed(std::string("cannot start the simulator: pipe: ") + std::strerror(errno));
@@ -110,25 +110,33 @@ std::string run_in_child(const std::function<std::string()>& body) {
   }
   track_child(pid);
   ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+std::string finish_child(Child child) {
   std::string text;
   char buffer[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
   }
-  ::close(fds[0]);
+  ::close(child.fd);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  untrack_child(pid);
+  untrack_child(child.pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return text;
   if (WIFSIGNALED(status))
     throw ChildFailed("the simulator process was killed by signal " +
                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
   throw ChildFailed("the simulator process exited with status " +
                     std::to_string(WEXITSTATUS(status)));
+}
+
+std::string run_in_child(const std::function<std::string()>& body) {
+  return finish_child(start_child(body));
 }
 
 }  // namespace hgsim::core

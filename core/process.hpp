@@ -33,4 +33,15 @@ struct ChildFailed : std::runtime_error {
 };
 std::string run_in_child(const std::function<std::string()>& body);
 
+// run_in_child() in two halves, so that several children can run side by side:
+// start_child forks and returns at once; finish_child reads everything the child writes,
+// reaps it and returns its bytes or throws ChildFailed. Every started child must be
+// finished exactly once (a child that is done waits on its pipe until then).
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;  // the read end of the child's pipe
+};
+Child start_child(const std::function<std::string()>& body);
+std::string finish_child(Child child);
+
 }  // namespace hgsim::core

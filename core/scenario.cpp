@@ -28,6 +28,12 @@ std::string to_string(Optimizer v) {
 std::string to_string(Recompute v) {
   return name_of(v);
 }
+std::string to_string(Attention v) {
+  return name_of(v);
+}
+std::string to_string(GradReduce v) {
+  return name_of(v);
+}
 std::string to_string(Schedule v) {
   return name_of(v);
 }
@@ -75,7 +81,7 @@ bool CodecConfig::operator==(const CodecConfig& o) const {
 }
 
 bool SweepAxis::operator==(const SweepAxis& o) const {
-  if (path != o.path || values.size() != o.values.size()) return false;
+  if (path != o.path || zip_group != o.zip_group || values.size() != o.values.size()) return false;
   for (std::size_t i = 0; i < values.size(); ++i)
     if (to_json(values[i]) != to_json(o.values[i])) return false;
   return true;
@@ -165,6 +171,7 @@ class ScenarioReader {
   void read_simulation(const Node& n);
   void read_sweep(const Node& n);
   std::optional<LinkSpec> read_link(const Node& n, const std::string& path);
+  ComputeCalibration read_calibration(const Node& n, const std::string& path);
 
   // Sets `target` from `fields[key]` when present and valid.
   template <class T, class Convert>
@@ -296,6 +303,7 @@ void ScenarioReader::read_training(const Node& n) {
   set_required(f, "precision", t.precision, choice<Precision>("precision"));
   set(f, "optimizer", t.optimizer, choice<Optimizer>("optimizer"));
   set(f, "recompute", t.recompute, choice<Recompute>("recompute mode"));
+  set(f, "attention", t.attention, choice<Attention>("attention kernel"));
   if (const Node* v = f.optional("tokens"))
     t.tokens = parse_token_count(*v, f.path_of("tokens"), d_);
   if (const Node* v = f.optional("iterations"))
@@ -347,6 +355,8 @@ void ScenarioReader::read_clusters(const Node& n) {
       else if (v)
         c.oversubscription = *v;
     }
+    if (const Node* cal = f.optional("calibration"))
+      c.calibration = read_calibration(*cal, f.path_of("calibration"));
     f.reject_unknown();
     if (c.nodes > 0 && c.gpus_per_node > 0) {
       const auto gpus = checked_mul(c.nodes, c.gpus_per_node);
@@ -373,6 +383,36 @@ void ScenarioReader::read_clusters(const Node& n) {
     }
     s_.clusters.push_back(c);
   }
+}
+
+ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::string& path) {
+  ComputeCalibration cal;
+  Fields f(n, path, d_);
+  if (!f.ok()) return cal;
+  auto fraction = [&](const Node& v, const std::string& p) -> std::optional<double> {
+    auto x = as_number(v, p, d_);
+    if (x && !(*x > 0 && *x <= 1)) {
+      d_.error(v.where, p, "an efficiency is a fraction in (0, 1], found " + v.text,
+               "the fraction of the datasheet peak your kernels reach, e.g. 0.62");
+      return std::nullopt;
+    }
+    return x;
+  };
+  auto duration = [&](const Node& v, const std::string& p) -> std::optional<Seconds> {
+    auto t = as_quantity(v, p, d_, parse_duration, "a duration such as 6us");
+    if (t && t->value() < 0) {
+      d_.error(v.where, p, "a per-kernel time cannot be negative, found " + v.text);
+      return std::nullopt;
+    }
+    return t;
+  };
+  set(f, "gemm_efficiency", cal.gemm_efficiency, fraction);
+  set(f, "attention_efficiency", cal.attention_efficiency, fraction);
+  set(f, "memory_efficiency", cal.memory_efficiency, fraction);
+  set(f, "kernel_overhead", cal.kernel_overhead, duration);
+  set(f, "host_dispatch", cal.host_dispatch, duration);
+  f.reject_unknown();
+  return cal;
 }
 
 void ScenarioReader::read_wan(const Node& n) {
@@ -488,15 +528,39 @@ void ScenarioReader::read_compression(const Node& n) {
 void ScenarioReader::read_sweep(const Node& n) {
   Fields f(n, "sweep", d_);
   if (!f.ok()) return;
+  int groups = 0;
+  auto read_axis = [&](const std::string& key, const Node& values, const std::string& prefix,
+                       int group) {
+    if (!values.is_sequence() || values.items.empty()) {
+      d_.error(values.where, child_path(prefix, key),
+               "expected a list of values to sweep, found " + values.describe());
+      return;
+    }
+    s_.sweep.push_back({key, values.items, group});
+  };
+  auto read_group = [&](const Node& g, const std::string& path) {
+    if (!g.is_mapping() || g.entries.empty()) {
+      d_.error(g.where, path,
+               "expected a zip group (a mapping of key paths to lists of equal length), found " +
+                   g.describe(),
+               "e.g. zip: {wan[*].bandwidth: [1Gbps, 10Gbps], wan[*].latency: [50ms, 5ms]}");
+      return;
+    }
+    for (const auto& [key, values] : g.entries) read_axis(key, values, path, groups);
+    ++groups;
+  };
   for (std::size_t i = 0; i < n.entries.size(); ++i) {
     const auto& [key, values] = n.entries[i];
-    std::string path = child_path("sweep", key);
-    if (!values.is_sequence() || values.items.empty()) {
-      d_.error(values.where, path,
-               "expected a list of values to sweep, found " + values.describe());
+    if (key != "zip") {
+      read_axis(key, values, "sweep", -1);
       continue;
     }
-    s_.sweep.push_back({key, values.items});
+    if (values.is_sequence()) {
+      for (std::size_t g = 0; g < values.items.size(); ++g)
+        read_group(values.items[g], "sweep.zip[" + std::to_string(g) + "]");
+    } else {
+      read_group(values, "sweep.zip");
+    }
   }
 }
 
@@ -647,6 +711,9 @@ Json plan_to_json(const Plan& plan) {
            {"grad_sync",
             {{"algorithm", to_string(plan.grad_sync.algorithm)},
              {"bucket", format_size(plan.grad_sync.bucket)}}}};
+  if (plan.zero) out["zero"] = plan.zero;
+  if (plan.grad_reduce != GradReduce::overlap) out["grad_reduce"] = to_string(plan.grad_reduce);
+  if (plan.tp_comm_overlap) out["tp_comm_overlap"] = true;
   if (plan.recompute) out["recompute"] = to_string(*plan.recompute);
   if (plan.compression)
     out["compression"] = {{"wan_activations", codec_json(plan.compression->wan_activations)},
@@ -706,7 +773,8 @@ Json scenario_to_json(const Scenario& s) {
                      {"seq_len", s.training.seq_len},
                      {"precision", to_string(s.training.precision)},
                      {"optimizer", to_string(s.training.optimizer)},
-                     {"recompute", to_string(s.training.recompute)}};
+                     {"recompute", to_string(s.training.recompute)},
+                     {"attention", to_string(s.training.attention)}};
   Json clusters = Json::array();
   for (const Cluster& c : s.clusters)
     clusters.push_back({{"name", c.name},
@@ -715,9 +783,19 @@ Json scenario_to_json(const Scenario& s) {
                         {"gpus_per_node", c.gpus_per_node},
                         {"nvlink", link_json(c.nvlink)},
                         {"nic", link_json(c.nic)}});
-  for (std::size_t i = 0; i < s.clusters.size(); ++i)
+  for (std::size_t i = 0; i < s.clusters.size(); ++i) {
     if (s.clusters[i].oversubscription != 1)
       clusters[i]["oversubscription"] = s.clusters[i].oversubscription;
+    const ComputeCalibration& cal = s.clusters[i].calibration;
+    if (cal.empty()) continue;
+    Json j = Json::object();
+    if (cal.gemm_efficiency) j["gemm_efficiency"] = *cal.gemm_efficiency;
+    if (cal.attention_efficiency) j["attention_efficiency"] = *cal.attention_efficiency;
+    if (cal.memory_efficiency) j["memory_efficiency"] = *cal.memory_efficiency;
+    if (cal.kernel_overhead) j["kernel_overhead"] = format_duration(*cal.kernel_overhead);
+    if (cal.host_dispatch) j["host_dispatch"] = format_duration(*cal.host_dispatch);
+    clusters[i]["calibration"] = j;
+  }
   out["clusters"] = clusters;
   Json wan = Json::array();
   for (const WanLink& w : s.wan) {
@@ -742,11 +820,20 @@ Json scenario_to_json(const Scenario& s) {
   if (s.training.iterations) out["training"]["iterations"] = *s.training.iterations;
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
+    Json zips = Json::array();
     for (const SweepAxis& axis : s.sweep) {
       Json values = Json::array();
       for (const Node& v : axis.values) values.push_back(to_json(v));
-      sweep[axis.path] = values;
+      if (axis.zip_group < 0) {
+        sweep[axis.path] = values;
+        continue;
+      }
+      while (zips.size() <= static_cast<std::size_t>(axis.zip_group))
+        zips.push_back(Json::object());
+      zips[axis.zip_group][axis.path] = values;
     }
+    if (zips.size() == 1) sweep["zip"] = zips.front();
+    if (zips.size() > 1) sweep["zip"] = zips;
     out["sweep"] = sweep;
   }
   return out;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ enum class Norm { layernorm, rmsnorm };
 enum class NetworkModel { flow, lv08 };
 enum class Fidelity { automatic, full, folded };
 enum class PipelineMessages { shared, in_order };
+// How attention runs: `flash` (FlashAttention: one fused kernel, the score matrix never
+// stored) or `standard` (score GEMM, softmax, dropout and value GEMM, scores kept).
+enum class Attention { flash, standard };
+// When data-parallel gradient buckets are reduced: `overlap`, each as soon as the backward
+// has produced it (Megatron-LM's overlapped buckets, PyTorch DDP); `after_backward`, all
+// of them once the stage's whole backward is done (DeepSpeed's default, older stacks).
+enum class GradReduce { overlap, after_backward };
 enum class OuterSyncMethod { none, diloco };
 enum class OuterOptimizer { nesterov };
 
@@ -47,6 +55,8 @@ std::string to_string(Norm);
 std::string to_string(NetworkModel);
 std::string to_string(Fidelity);
 std::string to_string(PipelineMessages);
+std::string to_string(Attention);
+std::string to_string(GradReduce);
 std::string to_string(OuterSyncMethod);
 std::string to_string(OuterOptimizer);
 
@@ -90,6 +100,22 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
+// What a user measured for the cluster's GPU type (`clusters[].calibration`); each present
+// figure replaces the compute model's catalog figure for that GPU type
+// (kernels/kernel_costs.yaml explains each one).
+struct ComputeCalibration {
+  std::optional<double> gemm_efficiency;       // best-shape GEMM rate / datasheet peak
+  std::optional<double> attention_efficiency;  // FlashAttention, forward and backward
+  std::optional<double> memory_efficiency;     // element-wise kernels / datasheet bandwidth
+  std::optional<Seconds> kernel_overhead;      // GPU-side fixed cost per kernel
+  std::optional<Seconds> host_dispatch;        // CPU time to issue one kernel
+  bool empty() const {
+    return !gemm_efficiency && !attention_efficiency && !memory_efficiency && !kernel_overhead &&
+           !host_dispatch;
+  }
+  bool operator==(const ComputeCalibration&) const = default;
+};
+
 struct Cluster {
   std::string name;
   std::string gpu;  // catalog name as written; kernels::resolve_gpus checks it
@@ -100,6 +126,7 @@ struct Cluster {
   // Fabric oversubscription: a node's uplink carries gpus_per_node * nic.bandwidth /
   // oversubscription; 1 is a non-blocking fabric.
   double oversubscription = 1;
+  ComputeCalibration calibration;
   int gpu_count() const { return nodes * gpus_per_node; }
   bool operator==(const Cluster&) const = default;
 };
@@ -217,6 +244,13 @@ struct Plan {
   int micro_batch = 1;             // sequences per micro-batch
   int virtual_stages = 1;          // model chunks per GPU (interleaved only)
   bool sequence_parallel = false;  // Megatron sequence parallelism inside tensor-parallel groups
+  // ZeRO stage: 0 none, 1 optimizer state sharded over the data-parallel copies (Megatron's
+  // distributed optimizer), 2 gradients too, 3 weights too (FSDP full shard).
+  int zero = 0;
+  GradReduce grad_reduce = GradReduce::overlap;
+  // Tensor-parallel collectives overlapped with the GEMMs they feed (Megatron-core's
+  // tp_comm_overlap): only what the GEMMs cannot hide is exposed.
+  bool tp_comm_overlap = false;
   std::vector<Pipeline> pipelines;
   GradSync grad_sync;
   // Choices a plan may make for itself (the planner does): they override the scenario's
@@ -243,6 +277,7 @@ struct Training {
   Precision precision = Precision::bf16;
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
+  Attention attention = Attention::flash;
   // How much training the run is for (`tokens: 1T` or `iterations: 100000`; at most one):
   // results extrapolate time to train from the simulated iterations.
   std::optional<double> tokens;
@@ -250,10 +285,12 @@ struct Training {
   bool operator==(const Training&) const = default;
 };
 
-// One axis of a `sweep:` grid: a key path (`wan[*].bandwidth`) and its values.
+// One axis of a `sweep:` grid: a key path (`wan[*].bandwidth`) and its values. Axes of one
+// `zip:` group (same `zip_group` >= 0) vary together: their i-th values make one setting.
 struct SweepAxis {
   std::string path;
   std::vector<Node> values;
+  int zip_group = -1;  // -1: an axis of the cartesian product of its own
   bool operator==(const SweepAxis& o) const;
 };
 
@@ -341,10 +378,39 @@ struct SweepPoint {
   Node document;  // the scenario document with these values set and `sweep:` removed
 };
 
-// The cartesian product of the document's `sweep:` axes, in the order the axes are
-// written (the last axis varies fastest). A value keeps its own position, so an error in
-// it is reported on the sweep's line. Bad paths are reported; no axes gives one point.
-// Each point is then parsed and checked like a scenario of its own.
+// The points of a document's `sweep:` grid, one at a time (a grid of a million points is
+// never held whole). The grid is the cartesian product of its dimensions in the order
+// they are written, the last varying fastest; a dimension is one axis (`path: [values]`)
+// or one `zip:` group (axes of equal length that vary together; `zip:` holds one mapping
+// of axes, or a list of such mappings for several groups). Point k (0-based) is the
+// mixed-radix digit string of k. A value keeps its own position, so an error in it is
+// reported on the sweep's line. Bad paths and zip groups of unequal lengths are reported
+// (and leave the grid empty); no axes gives one point.
+class SweepGrid {
+ public:
+  SweepGrid(const Node& document, Diagnostics& diags);
+  std::size_t size() const { return size_; }
+  SweepPoint point(std::size_t k) const;
+  // The axis paths in the order written (the keys of every point's settings).
+  std::vector<std::string> axis_paths() const;
+
+ private:
+  struct Axis {
+    std::string path;
+    const Node* values = nullptr;  // into document_
+  };
+  struct Dimension {
+    std::vector<Axis> axes;  // one, or a zip group's
+    std::size_t length = 0;
+  };
+  std::shared_ptr<const Node> document_;  // the document as written (the values live here)
+  Node base_;                             // the document without `sweep:`
+  std::vector<Dimension> dimensions_;
+  std::size_t size_ = 1;
+};
+
+// Every point of the grid, in grid order. Each point is then parsed and checked like a
+// scenario of its own.
 std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags);
 
 }  // namespace hgsim::core

@@ -96,75 +96,138 @@ bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const N
 
 }  // namespace
 
-std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
-  Node base = document;
-  const Node* sweep = document.find("sweep");
-  if (Node* s = base.find("sweep")) *s = Node{};  // drop the grid from every point
-  if (sweep == nullptr || !sweep->is_mapping() || sweep->entries.empty())
-    return {SweepPoint{{}, base}};
+SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
+    : document_(std::make_shared<const Node>(document)), base_(document) {
+  if (Node* s = base_.find("sweep")) *s = Node{};  // drop the grid from every point
+  const Node* sweep = document_->find("sweep");
+  if (sweep == nullptr || !sweep->is_mapping() || sweep->entries.empty()) return;
 
-  struct Axis {
-    std::string path;
-    std::vector<Segment> segments;
-    const Node* values;
-  };
-  std::vector<Axis> axes;
-  for (std::size_t i = 0; i < sweep->entries.size(); ++i) {
-    const auto& [path, values] = sweep->entries[i];
+  // One axis checked against the base document; false (reported) when it cannot be swept.
+  auto check_axis = [&](const std::string& path, const Node& values, const SourceLocation& at,
+                        const std::string& key_path) {
     auto segments = split_path(path);
-    std::string key_path = child_path("sweep", path);
     if (!segments) {
-      diags.error(sweep->key_locations[i], key_path, "'" + path + "' is not a key path",
+      diags.error(at, key_path, "'" + path + "' is not a key path",
                   "write keys joined by '.', with [N] or [*] for lists, e.g. wan[*].bandwidth");
-      continue;
+      return false;
     }
     if (segments->front().key == "sweep" || segments->front().key == "name") {
-      diags.error(sweep->key_locations[i], key_path,
-                  "'" + segments->front().key + "' cannot be swept");
-      continue;
+      diags.error(at, key_path, "'" + segments->front().key + "' cannot be swept");
+      return false;
     }
-    if (!values.is_sequence() || values.items.empty()) continue;  // reported by the scenario reader
-    Node probe = base;
+    if (!values.is_sequence() || values.items.empty()) return false;  // the scenario reader says
+    Node probe = base_;
     std::string why;
     if (!apply(probe, *segments, 0, values.items.front(), why)) {
-      diags.error(sweep->key_locations[i], key_path, "cannot sweep '" + path + "': " + why);
+      diags.error(at, key_path, "cannot sweep '" + path + "': " + why);
+      return false;
+    }
+    return true;
+  };
+  // A zip group: axes of one length that vary together.
+  auto add_group = [&](const Node& group, const std::string& group_path) {
+    if (!group.is_mapping() || group.entries.empty()) return false;  // the scenario reader says
+    Dimension dim;
+    bool ok = true;
+    for (std::size_t i = 0; i < group.entries.size(); ++i) {
+      const auto& [path, values] = group.entries[i];
+      const std::string key_path = child_path(group_path, path);
+      if (!check_axis(path, values, group.key_locations[i], key_path)) {
+        ok = false;
+        continue;
+      }
+      if (dim.axes.empty()) dim.length = values.items.size();
+      if (values.items.size() != dim.length) {
+        diags.error(group.key_locations[i], key_path,
+                    "a zip group's axes vary together, so they need as many values each: '" + path +
+                        "' has " + std::to_string(values.items.size()) + ", '" +
+                        dim.axes.front().path + "' has " + std::to_string(dim.length),
+                    "give every axis of the group the same number of values, or move '" + path +
+                        "' out of the zip group to combine it with every value");
+        ok = false;
+        continue;
+      }
+      dim.axes.push_back({path, &values});
+    }
+    if (ok && !dim.axes.empty()) dimensions_.push_back(std::move(dim));
+    return ok;
+  };
+
+  bool ok = true;
+  for (std::size_t i = 0; i < sweep->entries.size(); ++i) {
+    const auto& [path, values] = sweep->entries[i];
+    if (path == "zip") {
+      if (values.is_sequence()) {
+        for (std::size_t g = 0; g < values.items.size(); ++g)
+          ok = add_group(values.items[g], "sweep.zip[" + std::to_string(g) + "]") && ok;
+      } else {
+        ok = add_group(values, "sweep.zip") && ok;
+      }
       continue;
     }
-    axes.push_back({path, *segments, &values});
+    if (!check_axis(path, values, sweep->key_locations[i], child_path("sweep", path))) {
+      ok = false;
+      continue;
+    }
+    dimensions_.push_back({{{path, &values}}, values.items.size()});
   }
-
+  if (!ok) {
+    dimensions_.clear();
+    size_ = 0;
+    return;
+  }
   // The grid's size before any point is made: a product of a few long lists is huge.
   const std::int64_t limit = limits().sweep_points;
   std::int64_t count = 1;
-  for (const Axis& axis : axes)
-    count = checked_mul(count, static_cast<std::int64_t>(axis.values->items.size()))
-                .value_or(INT64_MAX);
+  for (const Dimension& d : dimensions_)
+    count = checked_mul(count, static_cast<std::int64_t>(d.length)).value_or(INT64_MAX);
   if (count > limit) {
     std::string product;
-    for (const Axis& axis : axes)
-      product += (product.empty() ? "" : " x ") + std::to_string(axis.values->items.size());
+    for (const Dimension& d : dimensions_)
+      product += (product.empty() ? "" : " x ") + std::to_string(d.length);
     diags.error(sweep->where, "sweep",
                 "the sweep grid has " +
                     (count == INT64_MAX ? std::string("more than 2^63") : std::to_string(count)) +
                     " points (" + product + ")",
                 "split the sweep into several files, or " +
                     limit_hint("HGSIM_MAX_SWEEP_POINTS", static_cast<double>(limit)));
-    return {SweepPoint{{}, base}};
+    dimensions_.clear();
+    size_ = 0;
+    return;
   }
-  std::vector<SweepPoint> points{SweepPoint{{}, base}};
-  for (const Axis& axis : axes) {
-    std::vector<SweepPoint> next;
-    for (const SweepPoint& point : points) {
-      for (const Node& value : axis.values->items) {
-        SweepPoint p = point;
-        std::string why;
-        apply(p.document, axis.segments, 0, value, why);
-        p.settings.emplace_back(axis.path, to_json(value).dump());
-        next.push_back(std::move(p));
-      }
+  size_ = static_cast<std::size_t>(count);
+}
+
+std::vector<std::string> SweepGrid::axis_paths() const {
+  std::vector<std::string> out;
+  for (const Dimension& d : dimensions_)
+    for (const Axis& a : d.axes) out.push_back(a.path);
+  return out;
+}
+
+SweepPoint SweepGrid::point(std::size_t k) const {
+  // Mixed radix, the last dimension fastest: digit i is (k / product of later lengths) % n_i.
+  std::vector<std::size_t> digit(dimensions_.size());
+  std::size_t rest = k;
+  for (std::size_t i = dimensions_.size(); i-- > 0;) {
+    digit[i] = rest % dimensions_[i].length;
+    rest /= dimensions_[i].length;
+  }
+  SweepPoint p{{}, base_};
+  for (std::size_t i = 0; i < dimensions_.size(); ++i)
+    for (const Axis& axis : dimensions_[i].axes) {
+      const Node& value = axis.values->items[digit[i]];
+      std::string why;
+      apply(p.document, *split_path(axis.path), 0, value, why);  // checked in the constructor
+      p.settings.emplace_back(axis.path, to_json(value).dump());
     }
-    points = std::move(next);
-  }
+  return p;
+}
+
+std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
+  const SweepGrid grid(document, diags);
+  std::vector<SweepPoint> points;
+  for (std::size_t k = 0; k < grid.size(); ++k) points.push_back(grid.point(k));
   return points;
 }
 

@@ -1,19 +1,207 @@
 #include "kernels/compute_model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <mutex>
 #include <stdexcept>
+#include <tuple>
 
+#include "core/document.hpp"
 #include "models/transformer.hpp"
+
+namespace hgsim::embedded {
+extern const std::string_view kernel_costs_yaml;  // kernels/kernel_costs.yaml
+}  // namespace hgsim::embedded
 
 namespace hgsim::kernels {
 
 using core::Bytes;
-using core::Flops;
+using core::Diagnostics;
+using core::Node;
 using core::Seconds;
+
+// ---- the constants file ---------------------------------------------------------------------
 
 namespace {
 
-core::FlopsPerSecond matmul_rate(const GpuSpec& gpu, core::Precision precision) {
+std::optional<KernelCosts::Tile> parse_tile(const Node& n, const std::string& path,
+                                            Diagnostics& diags) {
+  if (!n.is_sequence() || n.items.size() != 2) {
+    diags.error(n.where, path, "expected a tile [rows, columns], found " + n.describe());
+    return std::nullopt;
+  }
+  auto m = core::as_positive_count(n.items[0], core::index_path(path, 0), diags);
+  auto c = core::as_positive_count(n.items[1], core::index_path(path, 1), diags);
+  if (!m || !c) return std::nullopt;
+  return KernelCosts::Tile{double(*m), double(*c)};
+}
+
+std::optional<double> parse_fraction(const Node* n, const std::string& path, Diagnostics& diags) {
+  if (n == nullptr) return std::nullopt;
+  auto v = core::as_number(*n, path, diags);
+  if (v && (*v <= 0 || *v > 1)) {
+    diags.error(n->where, path, "an efficiency is a fraction in (0, 1], found " + n->text);
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<Seconds> parse_seconds(const Node* n, const std::string& path, Diagnostics& diags) {
+  if (n == nullptr) return std::nullopt;
+  if (!n->is_scalar()) {
+    diags.error(n->where, path, "expected a duration such as 2us, found " + n->describe());
+    return std::nullopt;
+  }
+  auto parsed = core::parse_duration(n->text);
+  if (!parsed) diags.error(n->where, path, parsed.error);
+  return parsed.value;
+}
+
+KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& diags) {
+  KernelCosts c;
+  core::Fields f(row, path, diags);
+  if (!f.ok()) return c;
+  static const std::vector<std::string> names{"volta", "turing", "ampere", "ada", "hopper"};
+  if (const Node* n = f.required("architecture"))
+    if (auto a = core::as_choice(*n, f.path_of("architecture"), diags, names, "architecture"))
+      c.architecture =
+          static_cast<Architecture>(std::find(names.begin(), names.end(), *a) - names.begin());
+  auto fraction = [&](const char* key, double& out) {
+    if (auto v = parse_fraction(f.required(key), f.path_of(key), diags)) out = *v;
+  };
+  fraction("gemm_efficiency", c.gemm_efficiency);
+  fraction("attention_forward_efficiency", c.attention_forward_efficiency);
+  fraction("attention_backward_efficiency", c.attention_backward_efficiency);
+  fraction("memory_efficiency", c.memory_efficiency);
+  if (const Node* n = f.required("tiles")) {
+    if (!n->is_sequence() || n->items.empty())
+      diags.error(n->where, f.path_of("tiles"), "expected a list of tiles, found " + n->describe());
+    else
+      for (std::size_t i = 0; i < n->items.size(); ++i)
+        if (auto t = parse_tile(n->items[i], core::index_path(f.path_of("tiles"), i), diags))
+          c.tiles.push_back(*t);
+  }
+  if (const Node* n = f.required("tile_saturation"))
+    if (auto t = parse_tile(*n, f.path_of("tile_saturation"), diags)) c.tile_saturation = *t;
+  if (const Node* n = f.required("attention_block"))
+    if (auto b = core::as_positive_count(*n, f.path_of("attention_block"), diags))
+      c.attention_block = *b;
+  if (auto s = parse_seconds(f.required("kernel_overhead"), f.path_of("kernel_overhead"), diags))
+    c.kernel_overhead = *s;
+  if (auto s = parse_seconds(f.required("host_dispatch"), f.path_of("host_dispatch"), diags))
+    c.host_dispatch = *s;
+  if (const Node* n = f.required("source"))
+    c.source = core::as_string(*n, f.path_of("source"), diags).value_or("");
+  f.reject_unknown();
+  return c;
+}
+
+}  // namespace
+
+std::vector<KernelCosts> parse_kernel_costs(std::string_view yaml_text, const std::string& file,
+                                            Diagnostics& diags) {
+  std::vector<KernelCosts> rows;
+  std::optional<Node> document = core::parse_yaml(yaml_text, file, diags);
+  if (!document) return rows;
+  core::Fields top(*document, "", diags);
+  const Node* list = top.required("architectures");
+  top.reject_unknown();
+  if (list == nullptr) return rows;
+  if (!list->is_sequence()) {
+    diags.error(list->where, "architectures", "expected a list, found " + list->describe());
+    return rows;
+  }
+  for (std::size_t i = 0; i < list->items.size(); ++i)
+    rows.push_back(parse_row(list->items[i], core::index_path("architectures", i), diags));
+  return rows;
+}
+
+const std::vector<KernelCosts>& kernel_costs() {
+  static const std::vector<KernelCosts> rows = [] {
+    Diagnostics diags;
+    auto parsed =
+        parse_kernel_costs(embedded::kernel_costs_yaml, "kernels/kernel_costs.yaml", diags);
+    if (diags.has_errors())
+      throw std::logic_error("the embedded kernels/kernel_costs.yaml is invalid:\n" +
+                             diags.format());
+    return parsed;
+  }();
+  return rows;
+}
+
+const KernelCosts& kernel_costs_for(Architecture architecture) {
+  for (const KernelCosts& c : kernel_costs())
+    if (c.architecture == architecture) return c;
+  throw std::logic_error("kernels/kernel_costs.yaml has no row for " + to_string(architecture));
+}
+
+std::map<std::string, Calibration> calibrations_of(const core::Scenario& s) {
+  std::map<std::string, Calibration> out;
+  for (const core::Cluster& c : s.clusters) {
+    if (c.calibration.empty()) continue;
+    if (const GpuSpec* g = find_gpu(c.gpu)) out.emplace(g->name, c.calibration);
+  }
+  return out;
+}
+
+// ---- efficiencies -----------------------------------------------------------------------------
+
+namespace {
+
+// 2 Tm Tn / (Tm + Tn): FLOPs per operand element a tile loads per step along K.
+double tile_intensity(const KernelCosts::Tile& t) {
+  return 2 * t.m * t.n / (t.m + t.n);
+}
+
+// Fraction of the SMs' slots that `blocks` thread blocks keep busy over their waves.
+double wave_efficiency(double blocks, int sms) {
+  if (sms <= 0 || blocks <= 0) return 1;
+  return blocks / (sms * std::ceil(blocks / sms));
+}
+
+// The fraction of the causal score matrix FlashAttention computes: the blocks on or below
+// the diagonal, (n + 1) / 2n of n x n blocks.
+double causal_fraction(double seq_len, double block) {
+  const double n = std::max(1.0, std::ceil(seq_len / block));
+  return (n + 1) / (2 * n);
+}
+
+// Smallest depth of one split of K when cuBLAS splits K to fill the SMs (an assumption:
+// deeper splits keep each block's main loop long enough to pipeline).
+constexpr double kMinSplitDepth = 256;
+
+}  // namespace
+
+double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return costs.gemm_efficiency;
+  const double saturation = tile_intensity(costs.tile_saturation);
+  double best = 0;
+  for (const KernelCosts::Tile& tile : costs.tiles) {
+    const double rows = std::ceil(m / tile.m), columns = std::ceil(n / tile.n);
+    const double tile_quantization = (m * n) / (rows * tile.m * columns * tile.n);
+    const double tiles = rows * columns;
+    double splits = 1;
+    if (gpu.sms > 0 && tiles < gpu.sms)
+      splits = std::max(1.0, std::min(std::floor(gpu.sms / tiles), std::floor(k / kMinSplitDepth)));
+    const double reuse = std::min(1.0, tile_intensity(tile) / saturation);
+    best = std::max(best, tile_quantization * wave_efficiency(tiles * splits, gpu.sms) * reuse);
+  }
+  return costs.gemm_efficiency * best;
+}
+
+double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
+                            double heads, double seq_len, bool backward) {
+  const double base =
+      backward ? costs.attention_backward_efficiency : costs.attention_forward_efficiency;
+  const double blocks = sequences * heads * std::ceil(seq_len / costs.attention_block);
+  return base * wave_efficiency(blocks, gpu.sms);
+}
+
+// ---- the model ----------------------------------------------------------------------------------
+
+namespace {
+
+core::FlopsPerSecond rate_for(const GpuSpec& gpu, core::Precision precision) {
   const auto rate = math_rate(gpu, precision);
   if (!rate) {
     // resolve_gpus refuses such scenarios before anything is costed.
@@ -22,63 +210,189 @@ core::FlopsPerSecond matmul_rate(const GpuSpec& gpu, core::Precision precision) 
   return rate->rate;
 }
 
-// Element-wise traffic of one layer's forward: every stored activation is written once
-// and read once more by the next kernel. Counted without the attention scores (flash-style
-// attention never materialises them), which is the `selective` activation set.
-Bytes forward_memory_traffic(const LayerWork& work) {
-  models::ActivationSetup setup;
-  setup.precision = work.precision;
-  setup.recompute = core::Recompute::selective;
-  setup.tp = work.tp;
-  setup.sequence_parallel = work.sequence_parallel;
-  const Bytes activations =
-      models::activation_bytes_per_layer(*work.model, work.sequences, work.seq_len, setup);
-  const Bytes weights = models::weight_bytes(
-      models::layer_parameters(*work.model) / std::max(work.tp, 1), work.precision);
-  return 2.0 * activations + weights;
+bool is_gemm(const std::string& op) {
+  return op == "gemm" || op == "gemm_dgrad" || op == "gemm_wgrad";
+}
+
+bool is_attention_core(const OpCall& c) {
+  return c.op == "attention" || c.op == "bmm" || c.op == "softmax" || c.op == "dropout";
+}
+
+LayerShape shape_of(const LayerWork& work) {
+  LayerShape shape;
+  shape.model = work.model;
+  shape.sequences = work.sequences;
+  shape.seq_len = work.seq_len;
+  shape.tp = work.tp;
+  shape.sequence_parallel = work.sequence_parallel;
+  shape.precision = work.precision;
+  shape.attention = work.attention;
+  return shape;
 }
 
 }  // namespace
 
-PhaseTimes RooflineModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
-  const auto rate = efficiency_.matmul * matmul_rate(gpu, work.precision);
-  const auto bandwidth = efficiency_.memory * gpu.memory_bandwidth;
-  const double t = std::max(work.tp, 1);
-  const Flops forward_flops =
-      models::layer_forward_flops(*work.model, work.sequences, work.seq_len) / t;
-  const Flops recompute_flops =
-      models::layer_recompute_flops(*work.model, work.sequences, work.seq_len, work.recompute) / t;
-  const Bytes traffic = forward_memory_traffic(work);
-  const Seconds forward = forward_flops / rate + traffic / bandwidth;
-  // Backward: twice the FLOPs (input and weight gradients) and twice the traffic.
-  const Seconds backward = 2.0 * forward;
-  Seconds recompute(0);
-  if (work.recompute == core::Recompute::full) recompute = forward;
-  if (work.recompute == core::Recompute::selective) recompute = recompute_flops / rate;
-  return {forward, backward, recompute};
+// ---- the cache -----------------------------------------------------------------------------
+
+namespace {
+
+// Everything a layer's or the logits' time depends on, by value.
+using WorkKey = std::tuple<std::string, int, int, int, int, int, int, int, int, bool, bool, bool,
+                           double, int, int, bool, int, int, int, bool>;
+
+WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
+  const core::ModelConfig& m = *w.model;
+  return {gpu.name,
+          m.hidden,
+          m.heads,
+          m.kv_heads,
+          m.ffn_hidden,
+          m.vocab,
+          m.max_positions,
+          static_cast<int>(m.activation),
+          static_cast<int>(m.norm),
+          m.bias,
+          m.dropout,
+          m.tied_embeddings,
+          w.sequences,
+          w.seq_len,
+          w.tp,
+          w.sequence_parallel,
+          static_cast<int>(w.precision),
+          static_cast<int>(w.recompute),
+          static_cast<int>(w.attention),
+          logits};
 }
 
-PhaseTimes RooflineModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
-  const auto rate = efficiency_.matmul * matmul_rate(gpu, work.precision);
-  const auto bandwidth = efficiency_.memory * gpu.memory_bandwidth;
-  const double t = std::max(work.tp, 1);
-  const Flops forward_flops =
-      models::logits_forward_flops(*work.model, work.sequences, work.seq_len) / t;
-  // The fp32 logits are written, read by the softmax and written back as gradients.
-  const Bytes traffic =
-      3.0 * models::logits_buffer_bytes(*work.model, work.sequences, work.seq_len, work.tp);
-  const Seconds forward = forward_flops / rate + traffic / bandwidth;
-  return {forward, 2.0 * forward, Seconds(0)};
+}  // namespace
+
+struct KernelModel::Cache {
+  std::mutex mutex;
+  std::map<WorkKey, PhaseTimes> times;
+};
+
+KernelModel::KernelModel() : cache_(std::make_shared<Cache>()) {}
+
+KernelModel::KernelModel(std::map<std::string, Calibration> calibrations)
+    : calibrations_(std::move(calibrations)), cache_(std::make_shared<Cache>()) {}
+
+KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
+  KernelCosts c = kernel_costs_for(gpu.architecture);
+  const auto it = calibrations_.find(gpu.name);
+  if (it == calibrations_.end()) return c;
+  const Calibration& cal = it->second;
+  if (cal.gemm_efficiency) c.gemm_efficiency = *cal.gemm_efficiency;
+  if (cal.attention_efficiency)
+    c.attention_forward_efficiency = c.attention_backward_efficiency = *cal.attention_efficiency;
+  if (cal.memory_efficiency) c.memory_efficiency = *cal.memory_efficiency;
+  if (cal.kernel_overhead) c.kernel_overhead = *cal.kernel_overhead;
+  if (cal.host_dispatch) c.host_dispatch = *cal.host_dispatch;
+  return c;
 }
 
-Seconds RooflineModel::optimizer_step(const GpuSpec& gpu, double parameters,
-                                      core::Precision precision, core::Optimizer optimizer) const {
+namespace {
+
+// One kernel's GPU time under `costs` (the function every other one sums).
+double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall& op,
+                      core::Precision precision) {
+  const double bandwidth = costs.memory_efficiency * gpu.memory_bandwidth.value();
+  const double memory = op.bytes / bandwidth;
+  const auto& s = op.shape;
+  double math = 0;
+  if (is_gemm(op.op)) {
+    const double rate = rate_for(gpu, precision).value();
+    math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0], s[1], s[2]));
+  } else if (op.op == "bmm" || op.op == "attention" || op.op == "attention_backward") {
+    // fp8 training (Transformer Engine) keeps attention in 16-bit.
+    const auto attention_precision =
+        precision == core::Precision::fp8 ? core::Precision::bf16 : precision;
+    const double rate = rate_for(gpu, attention_precision).value();
+    if (op.op == "bmm") {
+      math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0] * s[1], s[2], s[3]));
+    } else {
+      const bool backward = op.op == "attention_backward";
+      const double executed = op.flops * causal_fraction(s[3], costs.attention_block);
+      math = executed / (rate * attention_efficiency(gpu, costs, s[0], s[1], s[3], backward));
+    }
+  }
+  return std::max(math, memory) + op.kernels * costs.kernel_overhead.value();
+}
+
+double phase_seconds(const GpuSpec& gpu, const KernelCosts& costs, const std::vector<OpCall>& ops,
+                     core::Precision precision) {
+  double gpu_time = 0, kernels = 0;
+  for (const OpCall& op : ops) {
+    gpu_time += kernel_seconds(gpu, costs, op, precision);
+    kernels += op.kernels;
+  }
+  return std::max(gpu_time, kernels * costs.host_dispatch.value());
+}
+
+}  // namespace
+
+Seconds KernelModel::op_time(const GpuSpec& gpu, const OpCall& op,
+                             core::Precision precision) const {
+  return Seconds(kernel_seconds(gpu, costs_for(gpu), op, precision));
+}
+
+Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
+                                core::Precision precision) const {
+  return Seconds(phase_seconds(gpu, costs_for(gpu), ops, precision));
+}
+
+PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
+  const WorkKey key = work_key(gpu, work, false);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (auto it = cache_->times.find(key); it != cache_->times.end()) return it->second;
+  }
+  const KernelCosts costs = costs_for(gpu);
+  const PhaseOps ops = layer_ops(shape_of(work));
+  PhaseTimes t;
+  t.forward = Seconds(phase_seconds(gpu, costs, ops.forward, work.precision));
+  t.backward = Seconds(phase_seconds(gpu, costs, ops.backward, work.precision));
+  t.recompute = Seconds(0);
+  if (work.recompute == core::Recompute::full) t.recompute = t.forward;
+  if (work.recompute == core::Recompute::selective) {
+    // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
+    std::vector<OpCall> core_ops;
+    for (const OpCall& c : ops.forward)
+      if (is_attention_core(c)) core_ops.push_back(c);
+    t.recompute = Seconds(phase_seconds(gpu, costs, core_ops, work.precision));
+  }
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->times.emplace(key, t);
+  return t;
+}
+
+PhaseTimes KernelModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
+  const WorkKey key = work_key(gpu, work, true);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (auto it = cache_->times.find(key); it != cache_->times.end()) return it->second;
+  }
+  const KernelCosts costs = costs_for(gpu);
+  const PhaseOps ops = logits_ops(shape_of(work));
+  const PhaseTimes t{Seconds(phase_seconds(gpu, costs, ops.forward, work.precision)),
+                     Seconds(phase_seconds(gpu, costs, ops.backward, work.precision)), Seconds(0)};
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->times.emplace(key, t);
+  return t;
+}
+
+Seconds KernelModel::optimizer_step(const GpuSpec& gpu, double parameters,
+                                    core::Precision precision, core::Optimizer optimizer) const {
   // The update reads the gradient and the optimizer state and writes the state and the
   // weights back: the state twice, the gradient and the weights once each.
+  const KernelCosts costs = costs_for(gpu);
   const auto per_parameter = models::bytes_per_parameter(precision, optimizer);
   const Bytes traffic(
       parameters * (2 * per_parameter.optimizer + per_parameter.gradients + per_parameter.weights));
-  return traffic / (efficiency_.memory * gpu.memory_bandwidth);
+  return traffic / (costs.memory_efficiency * gpu.memory_bandwidth) + costs.kernel_overhead;
+}
+
+std::string KernelModel::provenance(const GpuSpec& gpu) const {
+  return calibrations_.count(gpu.name) ? "calibrated" : "estimated";
 }
 
 }  // namespace hgsim::kernels

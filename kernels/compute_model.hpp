@@ -2,18 +2,28 @@
 // layer and the optimizer step. The one source of truth for compute time: the simulator's
 // workload generator and the planner's cost model both call it.
 //
-// RooflineModel is the estimate used where no measured profile exists: each phase costs
-// its matmul FLOPs at a fixed fraction of the GPU's datasheet math rate plus its memory
-// traffic at a fixed fraction of the datasheet memory bandwidth (kernels run one after
-// another, so the two add rather than overlap). Results built on it say "estimated".
-// Measured profiles (issue #4) implement the same interface.
+// KernelModel is the estimate used where no measured profile exists. It prices the kernels
+// a layer launches (kernels/layer_ops.hpp lists them, forward and backward): each kernel
+// costs max(its FLOPs at a shape-dependent efficiency, its bytes at the memory bandwidth)
+// plus a fixed overhead, and a phase cannot go faster than the framework issues its
+// kernels from the CPU. GEMM efficiency follows tile and wave quantization against the
+// GPU's SM count; attention is FlashAttention unless training.attention says standard.
+// Every constant per GPU family is in kernels/kernel_costs.yaml with its source. Results
+// built on it say "estimated". Measured profiles (kernels/profile.hpp) implement the same interface
+// and fall back to KernelModel::op_time for the ops they lack.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/scenario.hpp"
 #include "core/units.hpp"
 #include "kernels/gpu_catalog.hpp"
+#include "kernels/layer_ops.hpp"
 
 namespace hgsim::kernels {
 
@@ -26,6 +36,7 @@ struct LayerWork {
   bool sequence_parallel = false;
   core::Precision precision = core::Precision::bf16;
   core::Recompute recompute = core::Recompute::none;
+  core::Attention attention = core::Attention::flash;
 };
 
 struct PhaseTimes {
@@ -49,27 +60,70 @@ class ComputeModel {
   virtual std::string provenance(const GpuSpec& gpu) const = 0;
 };
 
-struct RooflineEfficiency {
-  // Fraction of the datasheet math rate that large transformer matmuls reach. 0.7 is
-  // between what cuBLAS reaches on large bf16 GEMMs on A100/H100 (75-85%) and the ~55% MFU
-  // of Megatron-LM's end-to-end runs, which also pay communication and bubbles.
-  double matmul = 0.7;
-  // Fraction of the datasheet memory bandwidth that element-wise kernels reach.
-  double memory = 0.8;
+// One architecture's kernel constants (a row of kernels/kernel_costs.yaml).
+struct KernelCosts {
+  Architecture architecture = Architecture::ampere;
+  double gemm_efficiency = 0.8;  // best-shape GEMM rate / datasheet peak
+  struct Tile {
+    double m = 128, n = 128;
+  };
+  std::vector<Tile> tiles;  // the GEMM library's tile sizes
+  Tile tile_saturation;     // tiles at least this intense run at gemm_efficiency
+  double attention_forward_efficiency = 0.6;
+  double attention_backward_efficiency = 0.5;
+  double attention_block = 128;  // query rows per FlashAttention thread block
+  double memory_efficiency = 0.85;
+  core::Seconds kernel_overhead{2e-6};  // GPU-side fixed cost per kernel
+  core::Seconds host_dispatch{5e-6};    // CPU time to issue one kernel
+  std::string source;
 };
 
-class RooflineModel final : public ComputeModel {
+// The embedded kernels/kernel_costs.yaml, parsed once (throws std::logic_error if invalid).
+const std::vector<KernelCosts>& kernel_costs();
+std::vector<KernelCosts> parse_kernel_costs(std::string_view yaml_text, const std::string& file,
+                                            core::Diagnostics& diags);
+const KernelCosts& kernel_costs_for(Architecture architecture);
+
+// What a user measured on one GPU type (`clusters[].calibration`): each present figure
+// replaces the catalog's for that GPU type only.
+using Calibration = core::ComputeCalibration;
+
+// The scenario's calibrations by GPU name (resolve_gpus has checked that clusters of one
+// GPU type agree). Clusters whose GPU is unknown are skipped.
+std::map<std::string, Calibration> calibrations_of(const core::Scenario& s);
+
+// The efficiency a GEMM of m x n x k reaches on `gpu` (tile and wave quantization, times the
+// architecture's best-shape efficiency): what validation/compute.md plots.
+double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k);
+// FlashAttention's efficiency on the FLOPs it executes (causal blocks skipped).
+double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
+                            double heads, double seq_len, bool backward);
+
+class KernelModel final : public ComputeModel {
  public:
-  explicit RooflineModel(RooflineEfficiency efficiency = {}) : efficiency_(efficiency) {}
+  KernelModel();
+  // Calibrations by GPU name (GpuSpec::name): they apply to that GPU type only.
+  explicit KernelModel(std::map<std::string, Calibration> calibrations);
   PhaseTimes layer(const GpuSpec& gpu, const LayerWork& work) const override;
   PhaseTimes logits(const GpuSpec& gpu, const LayerWork& work) const override;
   core::Seconds optimizer_step(const GpuSpec& gpu, double parameters, core::Precision precision,
                                core::Optimizer optimizer) const override;
-  std::string provenance(const GpuSpec&) const override { return "estimated"; }
-  const RooflineEfficiency& efficiency() const { return efficiency_; }
+  std::string provenance(const GpuSpec& gpu) const override;
+
+  // One kernel's time on the GPU (without host dispatch): the unit everything sums.
+  core::Seconds op_time(const GpuSpec& gpu, const OpCall& op, core::Precision precision) const;
+  // A phase: the kernels' GPU time, or the CPU's issue time if that is longer.
+  core::Seconds phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
+                           core::Precision precision) const;
+  // The constants in force for `gpu`: its architecture's row with its calibration applied.
+  KernelCosts costs_for(const GpuSpec& gpu) const;
 
  private:
-  RooflineEfficiency efficiency_;
+  std::map<std::string, Calibration> calibrations_;
+  // Layer and logits times already computed, by GPU, model shape and work (the planner
+  // asks for the same few shapes thousands of times). Shared by copies; thread-safe.
+  struct Cache;
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace hgsim::kernels

@@ -142,6 +142,8 @@ void parse_identity(core::Fields& f, GpuSpec& gpu, Diagnostics& diags) {
   if (const Node* n = f.required("compute_capability"))
     gpu.compute_capability = as_compute_capability(*n, f.path_of("compute_capability"), diags)
                                  .value_or(ComputeCapability{});
+  if (const Node* n = f.optional("sms"))
+    gpu.sms = core::as_positive_count(*n, f.path_of("sms"), diags).value_or(0);
   if (const Node* n = f.required("source"))
     gpu.source = core::as_string(*n, f.path_of("source"), diags).value_or("");
 }
@@ -365,6 +367,38 @@ std::optional<MathRate> math_rate(const GpuSpec& gpu, Precision precision) {
                       " matmuls through fp32 math there)"};
 }
 
+namespace {
+
+// A calibration describes a GPU type (the compute model keys it by GPU): two clusters of
+// one type must not calibrate it differently.
+void check_calibration(const core::Scenario& s, std::size_t index, const GpuSpec& gpu,
+                       Diagnostics& diags) {
+  const core::Cluster& cluster = s.clusters[index];
+  for (std::size_t j = 0; j < index; ++j) {
+    const core::Cluster& other = s.clusters[j];
+    const GpuSpec* other_gpu = find_gpu(other.gpu);
+    if (other_gpu != &gpu || other.calibration == cluster.calibration) continue;
+    if (cluster.calibration.empty() || other.calibration.empty()) {
+      // One calibrated cluster calibrates the type: the other gets it too; say so.
+      const std::size_t calibrated = cluster.calibration.empty() ? j : index;
+      const std::size_t plain = calibrated == j ? index : j;
+      const std::string path =
+          core::child_path(core::index_path("clusters", calibrated), "calibration");
+      diags.warning(s.where(path), path,
+                    "the calibration of " + gpu.name + " also applies to cluster '" +
+                        s.clusters[plain].name + "', which has the same GPU type");
+      continue;
+    }
+    const std::string path = core::child_path(core::index_path("clusters", index), "calibration");
+    diags.error(s.where(path), path,
+                "cluster '" + cluster.name + "' calibrates " + gpu.name +
+                    " differently from cluster '" + other.name + "'",
+                "a calibration describes a GPU type; give it once, or the same figures");
+  }
+}
+
+}  // namespace
+
 void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
   const std::vector<std::string> names = gpu_names();
   for (std::size_t i = 0; i < s.clusters.size(); ++i) {
@@ -381,6 +415,7 @@ void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
     }
     check_precision(s, cluster, *gpu, diags);
     check_intra_node_bandwidth(s, cluster_path, cluster, *gpu, diags);
+    check_calibration(s, i, *gpu, diags);
   }
 }
 

@@ -42,7 +42,8 @@ struct GpuSpec {
   std::vector<std::string> aliases;  // e.g. "a100", "a100-80gb"
   Architecture architecture = Architecture::ampere;
   ComputeCapability compute_capability;
-  core::Bytes memory;                     // nominal capacity (NVIDIA's "80GB" = 80 GiB)
+  int sms = 0;         // streaming multiprocessors; 0 = unknown (no wave quantization)
+  core::Bytes memory;  // nominal capacity (NVIDIA's "80GB" = 80 GiB)
   core::BytesPerSecond memory_bandwidth;  // datasheet figure
   // NVLink as the datasheet gives it: total of both directions over all of the GPU's links.
   // Absent: no NVLink.

@@ -11,6 +11,11 @@ const std::vector<std::string>& op_names() {
                                               "gemm_wgrad",
                                               "attention",
                                               "attention_backward",
+                                              "bmm",
+                                              "softmax",
+                                              "softmax_backward",
+                                              "dropout",
+                                              "dropout_backward",
                                               "layernorm",
                                               "layernorm_backward",
                                               "rmsnorm",
@@ -32,7 +37,7 @@ OpCall make_op(const std::string& op, std::vector<double> shape, double e) {
       throw std::invalid_argument("op " + op + " takes a shape of " + std::to_string(rank) +
                                   " numbers, got " + std::to_string(shape.size()));
   };
-  OpCall c{op, shape, 0, 0, Bound::memory};
+  OpCall c{op, shape, 0, 0, Bound::memory, 1};
   const auto& s = shape;
   if (op == "gemm" || op == "gemm_dgrad" || op == "gemm_wgrad") {
     need(3);
@@ -43,10 +48,28 @@ OpCall make_op(const std::string& op, std::vector<double> shape, double e) {
     need(5);  // sequences, heads, kv_heads, seq, head_dim
     c.bound = Bound::compute;
     const double q = s[0] * s[1] * s[3] * s[4], kv = s[0] * s[2] * s[3] * s[4];
-    const double scores = s[0] * s[1] * s[3] * s[3];
     const bool backward = op == "attention_backward";
+    // FLOPs by the papers' convention (no causal discount); FlashAttention reads Q, K, V
+    // and writes O (forward), reads Q, K, V, O, dO and writes dQ, dK, dV (backward), plus
+    // the fp32 row statistics, 4 bytes per query row and head.
+    const double rows = s[0] * s[1] * s[3];
     c.flops = 4 * s[0] * s[1] * s[3] * s[3] * s[4] * (backward ? 2 : 1);
-    c.bytes = backward ? e * (4 * q + 4 * kv) + 2 * e * scores : e * (2 * q + 2 * kv) + e * scores;
+    c.bytes = backward ? e * (6 * q + 4 * kv) + 8 * rows : e * (2 * q + 2 * kv) + 4 * rows;
+    c.kernels = backward ? 3 : 1;
+  } else if (op == "bmm") {
+    need(4);  // batch, m, n, k
+    c.bound = Bound::compute;
+    c.flops = 2 * s[0] * s[1] * s[2] * s[3];
+    c.bytes = e * s[0] * (s[1] * s[3] + s[3] * s[2] + s[1] * s[2]);
+  } else if (op == "softmax" || op == "dropout") {
+    need(1);
+    c.flops = (op == "softmax" ? 5 : 1) * s[0];
+    // read the scores, write the result (and, for dropout, a one-byte mask)
+    c.bytes = 2 * e * s[0] + (op == "dropout" ? s[0] : 0);
+  } else if (op == "softmax_backward" || op == "dropout_backward") {
+    need(1);
+    c.flops = (op == "softmax_backward" ? 4 : 1) * s[0];
+    c.bytes = op == "softmax_backward" ? 3 * e * s[0] : 2 * e * s[0] + s[0];
   } else if (op == "layernorm" || op == "rmsnorm") {
     need(2);
     c.flops = 7 * s[0] * s[1];
@@ -142,7 +165,18 @@ PhaseOps layer_ops(const LayerShape& l) {
   fwd(norm, {norm_tokens, d.hidden});
   fwd("gemm", qkv_gemm);
   if (rotary) fwd("rope", rope);
-  fwd("attention", attention);
+  const double batch_heads = d.sequences * d.heads;
+  const double scores = batch_heads * d.seq * d.seq;
+  const bool flash = l.attention == core::Attention::flash;
+  const bool attention_dropout = m.dropout;
+  if (flash) {
+    fwd("attention", attention);
+  } else {
+    fwd("bmm", {batch_heads, d.seq, d.seq, d.head_dim});  // Q K^T
+    fwd("softmax", {scores});
+    if (attention_dropout) fwd("dropout", {scores});
+    fwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // P V
+  }
   fwd("gemm", out_gemm);
   fwd("add", {norm_tokens * d.hidden});
   fwd(norm, {norm_tokens, d.hidden});
@@ -165,7 +199,16 @@ PhaseOps layer_ops(const LayerShape& l) {
   bwd(norm + "_backward", {norm_tokens, d.hidden});
   bwd("add", {norm_tokens * d.hidden});
   linear_backward(out_gemm);
-  bwd("attention_backward", attention);
+  if (flash) {
+    bwd("attention_backward", attention);
+  } else {
+    bwd("bmm", {batch_heads, d.seq, d.seq, d.head_dim});  // dP = dO V^T
+    bwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // dV = P^T dO
+    if (attention_dropout) bwd("dropout_backward", {scores});
+    bwd("softmax_backward", {scores});
+    bwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // dQ = dS K
+    bwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // dK = dS^T Q
+  }
   if (rotary) bwd("rope", rope);
   linear_backward(qkv_gemm);
   bwd(norm + "_backward", {norm_tokens, d.hidden});

@@ -6,7 +6,13 @@
 // a/k query/kv heads on this GPU = heads / tp, max(kv_heads / tp, 1), f = ffn_hidden / tp):
 //   gemm, gemm_dgrad, gemm_wgrad   {m, n, k} of the forward Y[m,n] = X[m,k] W[k,n];
 //                                  dgrad is dX = dY W^T, wgrad is dW = X^T dY (same FLOPs)
-//   attention, attention_backward  {sequences, a, k, seq_len, d} (causal)
+//   attention, attention_backward  {sequences, a, k, seq_len, d} (causal, FlashAttention:
+//                                  the score matrix never leaves the SM; forward one kernel,
+//                                  backward three: dO.O, the main kernel, dQ's conversion)
+//   bmm                            {batch, m, n, k}: batched GEMM of standard attention
+//                                  (scores Q K^T per head, and the scores times V)
+//   softmax[_backward], dropout[_backward]  {elements}: standard attention's passes over
+//                                  the score matrix (Megatron's fused scale-mask-softmax)
 //   layernorm[_backward], rmsnorm[_backward]  {T, h}
 //   gelu[_backward]                {T * f}      swiglu[_backward] {T, f}
 //   add                            {elements}   (the residual, forward and backward)
@@ -14,9 +20,15 @@
 //   cross_entropy                  {T, vocab / tp} (forward and gradient in one pass)
 //   adam                           {parameters}
 // Shapes are doubles: a data-parallel slice may hold a fractional number of sequences.
-// Not modelled: dropout, bias adds (fused into the GEMM epilogue on GPUs), the permutes
-// between the QKV GEMM and attention, and the tensor-parallel collectives (the simulator
-// costs those on its links).
+// Kernels per layer (what the compute model charges a fixed overhead for) are the ops
+// listed, each one kernel unless `kernels` says more: with FlashAttention and a GPT layer
+// 10 forward (norm, QKV GEMM, attention, output GEMM, bias-dropout-add, norm, up GEMM,
+// GeLU, down GEMM, bias-dropout-add; one more, rope, for rotary models) and 16 backward
+// (two GEMMs per linear, three attention kernels, two norms, GeLU, two residual adds; rope
+// again for rotary models), as Megatron-LM launches them with its fused
+// bias-GeLU, bias-dropout-add and softmax kernels. Not modelled: the permutes between the
+// QKV GEMM and attention, and the tensor-parallel collectives (the simulator costs those
+// on its links).
 #pragma once
 
 #include <string>
@@ -35,6 +47,7 @@ struct OpCall {
   double flops = 0;
   double bytes = 0;  // bytes read and written once, at `element_bytes` per element
   Bound bound = Bound::memory;
+  int kernels = 1;  // kernels the op launches
   double work() const { return bound == Bound::compute ? flops : bytes; }
 };
 
@@ -50,6 +63,7 @@ struct LayerShape {
   // Megatron sequence parallelism: norms and residual adds run on tokens / tp.
   bool sequence_parallel = false;
   core::Precision precision = core::Precision::bf16;
+  core::Attention attention = core::Attention::flash;
 };
 
 struct PhaseOps {

@@ -24,7 +24,7 @@
 // times by datasheet ratios: compute-bound ops by the source's over the target's math rate
 // for the precision (kernels/gpu_catalog.hpp's precision policy), memory-bound ops by the
 // ratio of memory bandwidths. Its provenance is `estimated`. Without any GPU profile the
-// RooflineModel answers (also `estimated`).
+// KernelModel answers (also `estimated`).
 #pragma once
 
 #include <filesystem>
@@ -102,7 +102,7 @@ class ProfileModel final : public ComputeModel {
  public:
   // `profiles` must not be empty. GPUs that neither have a profile nor can be transferred
   // to (no GPU profile at all) go to `fallback`.
-  explicit ProfileModel(std::vector<Profile> profiles, RooflineEfficiency fallback = {});
+  explicit ProfileModel(std::vector<Profile> profiles, KernelModel fallback = {});
 
   PhaseTimes layer(const GpuSpec& gpu, const LayerWork& work) const override;
   PhaseTimes logits(const GpuSpec& gpu, const LayerWork& work) const override;
@@ -124,15 +124,18 @@ class ProfileModel final : public ComputeModel {
 
  private:
   std::vector<std::unique_ptr<ProfileDatabase>> databases_;
-  RooflineModel fallback_;
+  KernelModel fallback_;
 };
 
 // The compute model the simulator and planner should use: a ProfileModel over the given
-// profile files, or the RooflineModel when the list is empty. A file that cannot be read
+// profile files, or the KernelModel when the list is empty. A file that cannot be read
 // or is not a valid profile is an error in `diags` (key path = JSON path, file = the
-// profile); then the RooflineModel is returned so the caller can still go on if it wants.
-std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& profile_files,
-                                                core::Diagnostics& diags);
+// profile); then the KernelModel is returned so the caller can still go on if it wants.
+// `calibrations` (by GPU name, from clusters[].calibration) apply to the GPU types the
+// profiles do not measure: a measured profile is the better calibration.
+std::unique_ptr<ComputeModel> compute_model_for(
+    const std::vector<std::string>& profile_files, core::Diagnostics& diags,
+    std::map<std::string, Calibration> calibrations = {});
 
 // The profiles shipped in kernels/profiles/ (absolute paths, sorted), found from the source
 // tree the binary was built from; empty if that tree is gone.

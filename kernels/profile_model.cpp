@@ -38,13 +38,6 @@ double rate_of(const GpuSpec& gpu, core::Precision precision) {
   return rate->rate.value();
 }
 
-// The roofline estimate of one op (an op a profile does not have).
-double roofline_op_time(const GpuSpec& gpu, const OpCall& call, core::Precision precision,
-                        const RooflineEfficiency& eff) {
-  if (call.bound == Bound::compute) return call.flops / (eff.matmul * rate_of(gpu, precision));
-  return call.bytes / (eff.memory * gpu.memory_bandwidth.value());
-}
-
 // The measured time of `call` in `precision` from one database. When the profile lacks that
 // dtype, another measured dtype of the op stands in: compute-bound ops scaled by the ratio
 // of the device's peaks for the two dtypes (measured peaks, else `gpu`'s datasheet), memory-
@@ -95,8 +88,8 @@ GpuSpec device_as_gpu(const ProfileDevice& device) {
   return g;
 }
 
-ProfileModel::ProfileModel(std::vector<Profile> profiles, RooflineEfficiency fallback)
-    : fallback_(fallback) {
+ProfileModel::ProfileModel(std::vector<Profile> profiles, KernelModel fallback)
+    : fallback_(std::move(fallback)) {
   for (Profile& p : profiles) databases_.push_back(std::make_unique<ProfileDatabase>(std::move(p)));
 }
 
@@ -126,7 +119,7 @@ ProfileModel::Source ProfileModel::source_for(const GpuSpec& gpu) const {
 
 std::string ProfileModel::provenance(const GpuSpec& gpu) const {
   const Source s = source_for(gpu);
-  if (!s.measured) return "estimated";
+  if (!s.measured) return fallback_.provenance(gpu);
   return "measured:" + std::filesystem::path(s.database->profile().file).filename().string();
 }
 
@@ -136,13 +129,13 @@ Seconds ProfileModel::ops_time(const GpuSpec& gpu, const std::vector<OpCall>& op
   double total = 0;
   for (const OpCall& call : ops) {
     if (!s.database) {
-      total += roofline_op_time(gpu, call, precision, fallback_.efficiency());
+      total += fallback_.op_time(gpu, call, precision).value();
       continue;
     }
     const GpuSpec& measured_on = s.profiled_gpu ? *s.profiled_gpu : gpu;
     auto t = measured_time(*s.database, measured_on, call, precision);
     if (!t) {
-      total += roofline_op_time(gpu, call, precision, fallback_.efficiency());
+      total += fallback_.op_time(gpu, call, precision).value();
       continue;
     }
     if (s.profiled_gpu) {  // roofline transfer
@@ -158,8 +151,9 @@ Seconds ProfileModel::ops_time(const GpuSpec& gpu, const std::vector<OpCall>& op
 
 PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   if (!source_for(gpu).database) return fallback_.layer(gpu, work);
-  const LayerShape shape{work.model, work.sequences,         work.seq_len,
-                         work.tp,    work.sequence_parallel, work.precision};
+  const LayerShape shape{work.model,    work.sequences,         work.seq_len,
+                         work.tp,       work.sequence_parallel, work.precision,
+                         work.attention};
   const PhaseOps ops = layer_ops(shape);
   PhaseTimes t;
   t.forward = ops_time(gpu, ops.forward, work.precision);
@@ -169,7 +163,8 @@ PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const 
     // Selective recomputation repeats the attention core (Korthikanti et al. 2022).
     std::vector<OpCall> attention;
     for (const OpCall& c : ops.forward)
-      if (c.op == "attention") attention.push_back(c);
+      if (c.op == "attention" || c.op == "bmm" || c.op == "softmax" || c.op == "dropout")
+        attention.push_back(c);
     t.recompute = ops_time(gpu, attention, work.precision);
   }
   return t;
@@ -177,8 +172,9 @@ PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const 
 
 PhaseTimes ProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
   if (!source_for(gpu).database) return fallback_.logits(gpu, work);
-  const LayerShape shape{work.model, work.sequences,         work.seq_len,
-                         work.tp,    work.sequence_parallel, work.precision};
+  const LayerShape shape{work.model,    work.sequences,         work.seq_len,
+                         work.tp,       work.sequence_parallel, work.precision,
+                         work.attention};
   const PhaseOps ops = logits_ops(shape);
   return {ops_time(gpu, ops.forward, work.precision), ops_time(gpu, ops.backward, work.precision),
           Seconds(0)};
@@ -192,7 +188,8 @@ Seconds ProfileModel::optimizer_step(const GpuSpec& gpu, double parameters,
 }
 
 std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& profile_files,
-                                                core::Diagnostics& diags) {
+                                                core::Diagnostics& diags,
+                                                std::map<std::string, Calibration> calibrations) {
   std::vector<Profile> profiles;
   for (const std::string& file : profile_files) {
     try {
@@ -202,8 +199,9 @@ std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& 
                   "profiles are written by 'hgsim profile' (format hgsim-profile/1)");
     }
   }
-  if (profiles.empty() || diags.has_errors()) return std::make_unique<RooflineModel>();
-  return std::make_unique<ProfileModel>(std::move(profiles));
+  if (profiles.empty() || diags.has_errors())
+    return std::make_unique<KernelModel>(std::move(calibrations));
+  return std::make_unique<ProfileModel>(std::move(profiles), KernelModel(std::move(calibrations)));
 }
 
 std::vector<std::string> shipped_profiles() {

@@ -191,7 +191,10 @@ Bytes pipeline_boundary_bytes(const ModelConfig& m, double sequences, int seq_le
 // (norm inputs, the inputs of the QKV and first MLP matrices, dropout masks after the
 // row-parallel matrices) is replicated, unless sequence parallelism (sec. 4.2.2) splits it
 // over t along the sequence. Selective recomputation (sec. 5) drops the attention core;
-// full recomputation keeps only the layer's input (sec. 4.3). For GPT this reproduces
+// full recomputation keeps only the layer's input (sec. 4.3). FlashAttention (the default
+// attention) never stores the score matrix: the attention core costs only its row
+// statistics, which makes the no-recomputation figure about that of selective
+// recomputation. With `attention: standard`, for GPT this reproduces
 // Table 2: sbh(34 + 5as/h); sbh(10 + 24/t + 5as/ht); sbh/t (34 + 5as/h); sbh(10 + 24/t);
 // 34sbh/t; 2sbh (2sbh/t with sequence parallelism).
 
@@ -240,7 +243,12 @@ Bytes activation_bytes_per_layer(const ModelConfig& m, double sequences, int seq
     return Bytes(e * seq_len * sequences * hidden(m) * replicated_share);
   }
   const LayerActivationBytes parts = layer_activation_parts(m, sequences, seq_len, e);
-  const double attention_core = setup.recompute == Recompute::selective ? 0 : parts.attention_core;
+  // FlashAttention keeps only the softmax's fp32 log-sum-exp per query row and head (it
+  // regenerates dropout from the RNG state): 4 a s b bytes, split over t.
+  const double flash_statistics = 4.0 * m.heads * seq_len * sequences;
+  double attention_core =
+      setup.attention == core::Attention::flash ? flash_statistics : parts.attention_core;
+  if (setup.recompute == Recompute::selective) attention_core = 0;
   return Bytes(parts.replicated * replicated_share + (parts.tensor_parallel + attention_core) / t);
 }
 
@@ -272,7 +280,7 @@ BytesPerParameter bytes_per_parameter(Precision precision, core::Optimizer optim
   const double moments = optimizer == core::Optimizer::sgd ? 1 : 2;
   BytesPerParameter per;
   per.weights = mixed ? 2 : 4;
-  per.gradients = mixed ? 2 : 4;
+  per.gradients = precision == Precision::fp16 ? 2 : 4;
   per.optimizer = (mixed ? 4 : 0) + 4 * moments;
   return per;
 }
@@ -282,11 +290,15 @@ Bytes weight_bytes(double parameters, Precision precision) {
 }
 
 Bytes gradient_bytes(double parameters, Precision precision) {
-  return Bytes(parameters * bytes_per_parameter(precision, core::Optimizer::adam).gradients);
+  return Bytes(parameters * bytes_per_parameter(precision, core::Optimizer::adam).weights);
 }
 
 Bytes optimizer_bytes(double parameters, Precision precision, core::Optimizer optimizer) {
   return Bytes(parameters * bytes_per_parameter(precision, optimizer).optimizer);
+}
+
+double zero_traffic_factor(int zero) {
+  return zero >= 3 ? 1.5 : 1.0;
 }
 
 // ---- memory of a pipeline stage -------------------------------------------------------
@@ -305,6 +317,8 @@ StageSpec stage_spec(const core::Plan& plan, std::size_t pipeline, std::size_t s
   spec.dp = st.dp;
   spec.micro_batch = plan.micro_batch;
   spec.sequence_parallel = plan.sequence_parallel;
+  spec.zero = plan.zero;
+  spec.zero_shards = st.dp * line.replicas;
   return spec;
 }
 
@@ -357,8 +371,8 @@ double stage_parameters(const ModelConfig& m, const StageSpec& stage) {
   return params / std::max(stage.tp, 1);
 }
 
-// Peak memory of one GPU: weights, gradients and optimizer state of its parameters (no
-// ZeRO sharding), the activations of the layers in flight for a micro-batch of
+// Peak memory of one GPU: weights, gradients and optimizer state of its parameters (sharded
+// as the plan's ZeRO stage says), the activations of the layers in flight for a micro-batch of
 // micro_batch / dp sequences, and on the last stage the fp32 logits of one micro-batch
 // (the last stage runs each micro-batch's backward right after its forward). Not counted:
 // the embedding's and the first stage's input activations, temporary buffers (the
@@ -373,11 +387,18 @@ StageMemory stage_memory(const ModelConfig& m, const core::Training& training,
   setup.recompute = training.recompute;
   setup.tp = stage.tp;
   setup.sequence_parallel = stage.sequence_parallel;
+  setup.attention = training.attention;
 
+  // ZeRO shards over the stage's data-parallel copies; stage 3 also holds the gathered
+  // weights of the layer it computes and of the one it prefetches.
+  const BytesPerParameter per = bytes_per_parameter(training.precision, training.optimizer);
+  const double shards = std::max(stage.zero_shards, 1);
+  const double layer_params = layer_parameters(m) / std::max(stage.tp, 1);
   StageMemory memory;
-  memory.weights = weight_bytes(params, training.precision);
-  memory.gradients = gradient_bytes(params, training.precision);
-  memory.optimizer = optimizer_bytes(params, training.precision, training.optimizer);
+  memory.weights = Bytes(params * per.weights / (stage.zero >= 3 ? shards : 1) +
+                         (stage.zero >= 3 ? 2 * layer_params * per.weights : 0));
+  memory.gradients = Bytes(params * per.gradients / (stage.zero >= 2 ? shards : 1));
+  memory.optimizer = Bytes(params * per.optimizer / (stage.zero >= 1 ? shards : 1));
   memory.activations = activation_bytes_per_layer(m, sequences, training.seq_len, setup) *
                        layer_activations_in_flight(stage);
   if (stage.stage_index == stage.stages - 1) {

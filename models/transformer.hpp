@@ -76,6 +76,8 @@ struct ActivationSetup {
   core::Recompute recompute = core::Recompute::none;
   int tp = 1;                      // tensor-parallel degree t
   bool sequence_parallel = false;  // Megatron sequence parallelism inside the tp group
+  // FlashAttention keeps no score matrix, only its fp32 row statistics (4 a s b bytes).
+  core::Attention attention = core::Attention::flash;
 };
 
 // Bytes one GPU keeps from the forward of one layer until its backward, for b sequences of
@@ -94,12 +96,24 @@ struct BytesPerParameter {
   double total() const { return weights + gradients + optimizer; }
 };
 
-// Bytes each parameter costs in training (Rajbhandari et al. 2020, ZeRO, sec. 3.1): mixed-
-// precision Adam 2 + 2 + 12 = 16; fp32 Adam 4 + 4 + 8; SGD with momentum 2 + 2 + 8 mixed,
-// 4 + 4 + 4 in fp32. AdamW is Adam. fp8 is mixed precision with 16-bit weight copies.
+// Bytes each parameter costs in training, as Megatron-LM keeps them (theoretical_memory_usage.py:
+// 18 bytes per parameter for bf16 Adam): 2 bytes of bf16 weights, 4 of fp32 main gradients
+// (Megatron accumulates and reduces bf16 gradients in fp32) and 12 of optimizer state (fp32
+// master copy and two moments, Rajbhandari et al. 2020, sec. 3.1). fp16 keeps 16-bit
+// gradients (Megatron's default for fp16): 2 + 2 + 12 = 16. fp32 Adam 4 + 4 + 8; SGD with
+// momentum keeps one moment. AdamW is Adam. fp8 (Transformer Engine) keeps bf16 weights and
+// costs what bf16 does.
 BytesPerParameter bytes_per_parameter(core::Precision precision, core::Optimizer optimizer);
 core::Bytes weight_bytes(double parameters, core::Precision precision);
+// Bytes of the gradients the data-parallel reduction moves: one element per parameter.
 core::Bytes gradient_bytes(double parameters, core::Precision precision);
+
+// Data-parallel traffic per step under a ZeRO stage, in units of a ring all-reduce of the
+// gradients (2 (n - 1) / n of their bytes per member). ZeRO-1 and -2 reduce-scatter the
+// gradients and all-gather the updated weights: (n - 1) / n each, the all-reduce's volume
+// (1). ZeRO-3 all-gathers the weights once more (forward and backward each gather them;
+// the post-step gather is not needed): RS + 2 AG = 1.5 all-reduces.
+double zero_traffic_factor(int zero);
 core::Bytes optimizer_bytes(double parameters, core::Precision precision,
                             core::Optimizer optimizer);
 
@@ -117,6 +131,11 @@ struct StageSpec {
   int dp = 1;           // splits each micro-batch inside the stage
   int micro_batch = 1;  // sequences per micro-batch, before the dp split
   bool sequence_parallel = false;
+  // ZeRO stage (0-3) and the data-parallel copies of this stage's parameters it shards
+  // over: 1 the optimizer state (Megatron's distributed optimizer), 2 the gradients too,
+  // 3 the weights too (FSDP full shard).
+  int zero = 0;
+  int zero_shards = 1;
 };
 
 // The spec of stage `stage` of pipeline `pipeline` of a plan.
@@ -130,7 +149,7 @@ int micro_batches_in_flight(const StageSpec& stage);
 double layer_activations_in_flight(const StageSpec& stage);
 
 struct StageMemory {
-  core::Bytes weights;
+  core::Bytes weights;  // with ZeRO-3: this GPU's shard plus two gathered layers
   core::Bytes gradients;
   core::Bytes optimizer;
   core::Bytes activations;  // layer activations in flight, plus the logits on the last stage

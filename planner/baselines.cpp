@@ -20,25 +20,14 @@ compress::CompressionSpecs no_compression() {
   return {};
 }
 
-// Simulates a baseline's plan under `compression` and fills in the result.
+// Records the baseline's plan; run_baselines() simulates every recorded plan side by side
+// (under the baseline's own `compression`) and fills in the results.
 void verify(const Context& ctx, const Options& options, Baseline& b, const core::Plan& plan,
             double analytic_s) {
-  Context with = ctx;
-  with.compression = b.compression;
-  core::Diagnostics diags;
-  Candidate c{plan, analytic_s, describe(ctx, plan)};
-  auto v = simulate_candidate(with, c, options, diags);
+  (void)options;
   b.plan = plan;
   b.analytic_s = analytic_s;
-  b.description = c.description;
-  if (!v) {
-    b.feasible = false;
-    b.why = "cannot be simulated: " + diags.format();
-    return;
-  }
-  b.feasible = true;
-  b.simulated_s = v->simulated_s;
-  b.result = std::move(v->result);
+  b.description = describe(ctx, plan);
 }
 
 std::vector<int> uniform_layers(int layers, int stages) {
@@ -388,23 +377,59 @@ std::vector<Baseline> run_baselines(const Context& ctx, const Options& options) 
   out.push_back(pipeline_uniform(ctx, options));
   out.push_back(metis_like(ctx, options));
   out.push_back(dtfm(ctx, options));
+  // Every baseline that found a plan is simulated, side by side.
+  std::vector<Context> contexts;
+  std::vector<Candidate> candidates;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const Baseline& b = out[i];
+    if (!b.plan || !b.why.empty()) continue;
+    Context with = ctx;
+    with.compression = b.compression;
+    contexts.push_back(with);
+    candidates.push_back({*b.plan, b.analytic_s, b.description});
+    which.push_back(i);
+  }
+  std::vector<const Context*> context_of;
+  for (const Context& c : contexts) context_of.push_back(&c);
+  std::vector<core::Diagnostics> diags;
+  auto results = simulate_candidates(context_of, candidates, options, diags);
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    Baseline& b = out[which[k]];
+    if (!results[k]) {
+      b.feasible = false;
+      b.why = "cannot be simulated: " + diags[k].format();
+      continue;
+    }
+    b.feasible = true;
+    b.simulated_s = results[k]->simulated_s;
+    b.result = std::move(results[k]->result);
+  }
   return out;
 }
 
 std::string adopt_faster_baselines(const Context& ctx, const Options& options,
                                    const std::vector<Baseline>& baselines, SearchResult& result) {
-  std::string adopted;
+  // Every baseline faster than the best plan is simulated with the scenario's codecs, side
+  // by side; then they are taken in order, as one at a time would.
+  std::vector<Candidate> candidates;
+  std::vector<const Baseline*> of;
   for (const Baseline& b : baselines) {
     if (!b.feasible || !b.plan) continue;
     if (result.best && b.simulated_s >= result.best->simulated_s) continue;
-    core::Diagnostics diags;
-    Candidate c{*b.plan, estimate(ctx, *b.plan).iteration_s, describe(ctx, *b.plan)};
-    auto v = simulate_candidate(ctx, c, options, diags);
-    if (!v) continue;
-    if (!result.best || v->simulated_s < result.best->simulated_s) {
-      result.verified.push_back(*v);
-      result.best = std::move(*v);
-      adopted = b.name;
+    candidates.push_back({*b.plan, estimate(ctx, *b.plan).iteration_s, describe(ctx, *b.plan)});
+    of.push_back(&b);
+  }
+  std::vector<core::Diagnostics> diags;
+  auto results = simulate_candidates(ctx, candidates, options, diags);
+  std::string adopted;
+  for (std::size_t k = 0; k < of.size(); ++k) {
+    if (result.best && of[k]->simulated_s >= result.best->simulated_s) continue;
+    if (!results[k]) continue;
+    if (!result.best || results[k]->simulated_s < result.best->simulated_s) {
+      result.verified.push_back(*results[k]);
+      result.best = std::move(*results[k]);
+      adopted = of[k]->name;
     }
   }
   return adopted;

@@ -32,9 +32,10 @@ kernels::LayerWork layer_work(const Context& ctx, int tp, int dp, int micro_batc
   work.sequences = static_cast<double>(micro_batch) / dp;
   work.seq_len = ctx.scenario->training.seq_len;
   work.tp = tp;
-  work.sequence_parallel = false;
+  work.sequence_parallel = false;  // plan_skeleton's choice
   work.precision = ctx.scenario->training.precision;
   work.recompute = ctx.scenario->training.recompute;
+  work.attention = ctx.scenario->training.attention;
   return work;
 }
 
@@ -471,7 +472,8 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       }
     double seg_time = 0;
     if (total_members > 1) {
-      const double per_ring = models::gradient_bytes(params, training.precision).value() / rings;
+      const double per_ring = models::gradient_bytes(params, training.precision).value() *
+                              models::zero_traffic_factor(plan.zero) / rings;
       const int buckets =
           std::max(1, static_cast<int>(std::ceil(per_ring / plan.grad_sync.bucket.value())));
       const double bytes = per_ring / buckets;

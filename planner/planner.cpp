@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
@@ -362,7 +364,13 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   plan.schedule = schedule;
   plan.micro_batch = micro_batch;
   plan.virtual_stages = schedule == core::Schedule::interleaved ? virtual_stages : 1;
+  // Megatron's distributed optimizer (zero 1) costs no time in hgsim's model (reduce-scatter
+  // + all-gather move what the all-reduce they replace moves) and only saves memory, so
+  // every plan takes it. ZeRO-3 costs half as much data-parallel traffic again; the planner
+  // does not choose it. Sequence parallelism would be free too, but the live runner does
+  // not execute it (runtime/hgsim_runtime/plan.py), so the planner's plans leave it off.
   plan.sequence_parallel = false;
+  plan.zero = 1;
   // Hierarchical: inside a cluster it is the ring; across clusters it crosses the WAN
   // 2(k - 1) times per bucket instead of 2(n - 1), and folded fidelity can play it.
   plan.grad_sync.algorithm = core::GradSyncAlgorithm::hierarchical;
@@ -433,34 +441,104 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
       [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
 }
 
-std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
-                                           const Options& options, core::Diagnostics& diags) {
+namespace {
+
+// A candidate ready to simulate: checked like `hgsim run` checks a plan, with the plan's own
+// choices of recomputation and codecs applied (held here so that the input's pointers stay
+// valid).
+struct Prepared {
+  Candidate candidate;
+  core::Scenario effective;
+  sim::SimulationInput in;
+  sim::SimulationOptions options;
+};
+
+std::unique_ptr<Prepared> prepare(const Context& ctx, const Candidate& candidate,
+                                  const Options& options, core::Diagnostics& diags) {
   const int before = diags.error_count();
   core::check_plan(candidate.plan, *ctx.scenario, ctx.model->layers, "", diags);
   models::check_plan_against_model(candidate.plan, *ctx.model, *ctx.scenario, "", diags);
-  if (diags.error_count() != before) return std::nullopt;
-  // The plan's own choices of recomputation and codecs, as hgsim run applies them.
-  const core::Scenario effective = core::with_plan_choices(*ctx.scenario, candidate.plan);
-  sim::SimulationInput in;
-  in.scenario = &effective;
-  in.plan = &candidate.plan;
-  in.plan_path = "";
-  in.model = ctx.model;
-  in.compression = specs_for(ctx, candidate.plan);
-  in.compute = ctx.compute;
-  sim::SimulationOptions sim_options;
-  sim_options.fidelity_from_cli = true;
-  sim_options.fidelity = used_gpus(candidate.plan) <= options.full_fidelity_max_gpus
-                             ? core::Fidelity::full
-                             : core::Fidelity::folded;
-  auto result = sim::simulate(in, sim_options, diags);
-  if (!result) return std::nullopt;
+  if (diags.error_count() != before) return nullptr;
+  auto p = std::make_unique<Prepared>();
+  p->candidate = candidate;
+  p->effective = core::with_plan_choices(*ctx.scenario, candidate.plan);
+  p->in.scenario = &p->effective;
+  p->in.plan = &p->candidate.plan;
+  p->in.plan_path = "";
+  p->in.model = ctx.model;
+  p->in.compression = specs_for(ctx, candidate.plan);
+  p->in.compute = ctx.compute;
+  p->options.fidelity_from_cli = true;
+  p->options.fidelity = used_gpus(candidate.plan) <= options.full_fidelity_max_gpus
+                            ? core::Fidelity::full
+                            : core::Fidelity::folded;
+  return p;
+}
+
+Verified verified(Candidate candidate, core::Json result) {
   Verified v;
-  v.candidate = candidate;
-  v.simulated_s = (*result)["iteration_time_s"].get<double>();
-  v.fidelity = (*result)["simulator"]["fidelity"].get<std::string>();
-  v.result = std::move(*result);
+  v.candidate = std::move(candidate);
+  v.simulated_s = result["iteration_time_s"].get<double>();
+  v.fidelity = result["simulator"]["fidelity"].get<std::string>();
+  v.result = std::move(result);
   return v;
+}
+
+int parallel_jobs(const Options& options) {
+  if (options.jobs > 0) return options.jobs;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
+                                           const Options& options, core::Diagnostics& diags) {
+  auto p = prepare(ctx, candidate, options, diags);
+  if (!p) return std::nullopt;
+  auto result = sim::simulate(p->in, p->options, diags);
+  if (!result) return std::nullopt;
+  return verified(candidate, std::move(*result));
+}
+
+std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,
+                                                         const std::vector<Candidate>& candidates,
+                                                         const Options& options,
+                                                         std::vector<core::Diagnostics>& diags) {
+  return simulate_candidates(std::vector<const Context*>(candidates.size(), &ctx), candidates,
+                             options, diags);
+}
+
+std::vector<std::optional<Verified>> simulate_candidates(
+    const std::vector<const Context*>& contexts, const std::vector<Candidate>& candidates,
+    const Options& options, std::vector<core::Diagnostics>& diags) {
+  diags.assign(candidates.size(), {});
+  std::vector<std::unique_ptr<Prepared>> prepared;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (auto p = prepare(*contexts[i], candidates[i], options, diags[i])) {
+      prepared.push_back(std::move(p));
+      which.push_back(i);
+    }
+  std::vector<sim::SimulationInput> inputs;
+  std::vector<sim::SimulationOptions> sim_options;
+  for (const auto& p : prepared) {
+    inputs.push_back(p->in);
+    sim_options.push_back(p->options);
+  }
+  std::vector<core::Diagnostics> sim_diags;
+  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options));
+  std::vector<std::optional<Verified>> out(candidates.size());
+  for (std::size_t k = 0; k < prepared.size(); ++k) {
+    const std::size_t i = which[k];
+    for (const auto& d : sim_diags[k].all()) {
+      if (d.severity == core::Severity::error)
+        diags[i].error(d.where, d.key_path, d.message, d.hint);
+      else
+        diags[i].warning(d.where, d.key_path, d.message, d.hint);
+    }
+    if (results[k]) out[i] = verified(prepared[k]->candidate, std::move(*results[k]));
+  }
+  return out;
 }
 
 SearchResult plan(const Context& ctx, const Options& options) {
@@ -470,22 +548,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
   choose_recompute_and_codecs(ctx, r.family_best);
   for (auto& c : r.ranked)
     if (c.description.empty()) c.description = describe(ctx, c.plan);
-  for (const Candidate& c : r.ranked) {
-    if (static_cast<int>(r.verified.size()) >= std::max(options.verify, 1)) break;
-    core::Diagnostics diags;
-    auto v = simulate_candidate(ctx, c, options, diags);
-    if (!v) {
-      if (options.progress)
-        *options.progress << "hgsim plan: a candidate could not be simulated (a planner bug):\n"
-                          << diags.format();
-      continue;
-    }
-    if (options.progress && r.search_s + seconds_since(start) > 2)
-      *options.progress << "hgsim plan: verified " << r.verified.size() + 1 << " of "
-                        << options.verify << ": " << v->simulated_s << " s simulated, "
-                        << c.analytic_s << " s analytic\n";
-    r.verified.push_back(std::move(*v));
-  }
+  const int want = std::max(options.verify, 1);
   // Hedge: the best plan of each other family (set of clusters used) within 1.5 x of the
   // best analytic time is simulated too, up to K more.
   // The best family of each cluster count first (one cluster, two, ...), then the rest.
@@ -503,21 +566,70 @@ SearchResult plan(const Context& ctx, const Options& options) {
     if (std::find_if(hedges.begin(), hedges.end(),
                      [&](const Candidate& h) { return h.plan == c.plan; }) == hedges.end())
       hedges.push_back(c);
-  int extra = 0;
-  for (const Candidate& c : hedges) {
-    if (extra >= options.verify || r.ranked.empty()) break;
-    if (c.analytic_s > 1.5 * r.ranked.front().analytic_s) continue;
-    bool seen = false;
-    for (const Verified& v : r.verified) seen = seen || v.candidate.plan == c.plan;
-    if (seen) continue;
-    Candidate described = c;
-    described.description = describe(ctx, c.plan);
-    core::Diagnostics diags;
-    if (auto v = simulate_candidate(ctx, described, options, diags)) {
-      r.verified.push_back(std::move(*v));
-      ++extra;
+  auto eligible_hedge = [&](const Candidate& c) {
+    if (r.ranked.empty() || c.analytic_s > 1.5 * r.ranked.front().analytic_s) return false;
+    for (const Verified& v : r.verified)
+      if (v.candidate.plan == c.plan) return false;
+    return true;
+  };
+
+  // The best `want` by the analytic model and the hedges are simulated side by side, one
+  // child process each (the simulator forks one per simulation anyway); a candidate that
+  // cannot be simulated (a planner bug) gives its place to the next.
+  std::size_t next_ranked = 0, next_hedge = 0;
+  int ranked_done = 0, hedges_done = 0;
+  std::vector<Verified> from_ranked, from_hedges;
+  for (;;) {
+    std::vector<Candidate> batch;
+    std::vector<bool> is_hedge;
+    auto planned = [&](const core::Plan& plan) {
+      for (const Candidate& c : batch)
+        if (c.plan == plan) return true;
+      for (const Verified& v : from_ranked)
+        if (v.candidate.plan == plan) return true;
+      return false;
+    };
+    for (int k = ranked_done; k < want && next_ranked < r.ranked.size(); ++k) {
+      batch.push_back(r.ranked[next_ranked++]);
+      is_hedge.push_back(false);
     }
+    for (int k = hedges_done; k < want && next_hedge < hedges.size();) {
+      const Candidate& c = hedges[next_hedge++];
+      if (!eligible_hedge(c) || planned(c.plan)) continue;
+      Candidate described = c;
+      described.description = describe(ctx, c.plan);
+      batch.push_back(described);
+      is_hedge.push_back(true);
+      ++k;
+    }
+    if (batch.empty()) break;
+    std::vector<core::Diagnostics> diags;
+    auto results = simulate_candidates(ctx, batch, options, diags);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!results[i]) {
+        if (!is_hedge[i] && options.progress)
+          *options.progress << "hgsim plan: a candidate could not be simulated (a planner bug):\n"
+                            << diags[i].format();
+        continue;
+      }
+      if (is_hedge[i]) {
+        from_hedges.push_back(std::move(*results[i]));
+        ++hedges_done;
+      } else {
+        from_ranked.push_back(std::move(*results[i]));
+        ++ranked_done;
+      }
+    }
+    if ((ranked_done >= want || next_ranked >= r.ranked.size()) &&
+        (hedges_done >= want || next_hedge >= hedges.size()))
+      break;
   }
+  for (auto& v : from_ranked) r.verified.push_back(std::move(v));
+  for (auto& v : from_hedges) r.verified.push_back(std::move(v));
+  if (options.progress && r.search_s + seconds_since(start) > 2)
+    for (const Verified& v : r.verified)
+      *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "
+                        << v.candidate.analytic_s << " s analytic\n";
   for (const Verified& v : r.verified)
     if (!r.best || v.simulated_s < r.best->simulated_s) r.best = v;
   r.verify_s = seconds_since(start);

@@ -31,6 +31,7 @@ struct Options {
   int shapes_per_cluster = 4;       // stage shapes tried per cluster
   int top_per_group = 3;            // configurations per group kept for mixtures
   int full_fidelity_max_gpus = 64;  // verification: full fidelity up to this, folded above
+  int jobs = 0;  // simulations verified side by side, one child process each (0: one per core)
 };
 
 struct Candidate {
@@ -76,6 +77,17 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
 // simulates it; nullopt with the problems in `diags` when it cannot run.
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
                                            const Options& options, core::Diagnostics& diags);
+
+// simulate_candidate() for several candidates side by side (options.jobs child processes at
+// a time); `diags` gets one entry per candidate.
+std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,
+                                                         const std::vector<Candidate>& candidates,
+                                                         const Options& options,
+                                                         std::vector<core::Diagnostics>& diags);
+// The same, each candidate with its own context (baselines simulate under their own codecs).
+std::vector<std::optional<Verified>> simulate_candidates(
+    const std::vector<const Context*>& contexts, const std::vector<Candidate>& candidates,
+    const Options& options, std::vector<core::Diagnostics>& diags);
 
 // A line for people: "2 pipelines: beijing(tp2 x4) > shanghai(tp4 x2), 8 replicas, ..."
 std::string describe(const Context& ctx, const core::Plan& plan);

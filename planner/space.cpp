@@ -95,7 +95,8 @@ int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
   for (std::uint64_t v :
        {std::uint64_t(spec.tp), std::uint64_t(spec.dp), std::uint64_t(spec.micro_batch),
         std::uint64_t(spec.schedule), std::uint64_t(spec.virtual_stages), std::uint64_t(in_flight),
-        std::uint64_t(first), std::uint64_t(last)})
+        std::uint64_t(first), std::uint64_t(last), std::uint64_t(spec.zero),
+        std::uint64_t(spec.zero_shards), std::uint64_t(spec.sequence_parallel)})
     key = key * 1000003 + v;
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const double capacity = ctx_.gpus[cluster]->memory.value();
@@ -141,6 +142,9 @@ std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& li
       spec.tp = shape.tp;
       spec.dp = shape.dp;
       spec.micro_batch = micro_batch;
+      // As plan_skeleton chooses: the distributed optimizer, no sequence parallelism.
+      spec.zero = 1;
+      spec.zero_shards = group.replicas * shape.dp;
       StageShape s;
       s.per_layer_s = c.forward_s + c.backward_s;
       s.max_layers = limits.max_layers(shape.cluster, spec);

@@ -1,5 +1,5 @@
 // _hgsim: the hgsim Python module's compiled half (python/hgsim/__init__.py re-exports it).
-// The API is the interface contract of issue #7; README.md's "Python module" shows it.
+// README.md's "Python module" section documents this API.
 #include <pybind11/pybind11.h>
 
 #include "compress/codec.hpp"

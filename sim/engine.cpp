@@ -1,6 +1,7 @@
 #include "sim/engine.hpp"
 
 #include <simgrid/kernel/ProfileBuilder.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
 #include <unistd.h>
@@ -57,10 +58,15 @@ sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
   return link;
 }
 
-// The same zones and routes platform_xml() writes.
+// The zones and routes platform_xml() writes, but for the fabric: here each cluster is a
+// star zone of its node zones, so that a route between nodes is the NICs and the node
+// uplinks alone. The XML names the fabric (a fat pipe that never limits a flow) because
+// SimGrid's XML forbids empty routes between zones. Leaving it out is what lets SimGrid's
+// selective update stay local: a fat pipe is still a constraint of the solver, so every
+// flow crossing it joined one connected component with every other flow of the cluster,
+// and each flow starting or ending re-solved them all (measured: README, Performance).
 struct SimgridPlatform {
   std::vector<sg::Host*> hosts;
-  sg::Host* timer = nullptr;
 
   explicit SimgridPlatform(const Platform& p) {
     std::vector<sg::Link*> links(p.links.size(), nullptr);
@@ -72,10 +78,8 @@ struct SimgridPlatform {
       const ClusterInfo& cluster = p.clusters[c];
       if (cluster.nodes.empty()) continue;
       const std::string& name = cluster.spec->name;
-      auto* zone = sg::create_full_zone(name);
+      auto* zone = sg::create_star_zone(name);
       zone->set_parent(root);
-      std::vector<sg::NetZone*> node_zones;
-      std::vector<NetPoint*> node_gateways;
       for (int n : cluster.nodes) {
         const Node& node = p.nodes[n];
         auto* nz = sg::create_full_zone(name + "/n" + std::to_string(node.index));
@@ -97,39 +101,23 @@ struct SimgridPlatform {
                         in_route(links, {{p.devices[a].nic, false}}), false);
         }
         nz->seal();
-        node_zones.push_back(nz);
-        node_gateways.push_back(gw);
-        if (node.uplink >= 0) links[node.uplink] = create_link(zone, p.links[node.uplink]);
+        // Out of the node and into it: the node's uplink when the fabric is oversubscribed,
+        // nothing else (the fabric is non-blocking).
+        std::vector<Hop> up, down;
+        if (node.uplink >= 0) {
+          links[node.uplink] = create_link(zone, p.links[node.uplink]);
+          up.push_back({node.uplink, true});
+          down.push_back({node.uplink, false});
+        }
+        zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, in_route(links, up), false);
+        zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, in_route(links, down), false);
       }
-      links[cluster.fabric] = create_link(zone, p.links[cluster.fabric]);
       auto* gateway_zone = sg::create_empty_zone(name + "/gateway");
       gateway_zone->set_parent(zone);
       NetPoint* cluster_gw = gateway_zone->create_router(name + "/gw");
       gateway_zone->seal();
-      // Every route between nodes crosses the fabric (a fat pipe: SimGrid forbids empty
-      // routes), and the node uplinks when the fabric is oversubscribed.
-      auto uplink = [&](std::size_t i, bool up) {
-        const int l = p.nodes[cluster.nodes[i]].uplink;
-        std::vector<Hop> hops;
-        if (l >= 0 && up) hops.push_back({l, true});
-        hops.push_back({cluster.fabric, true});
-        if (l >= 0 && !up) hops.push_back({l, false});
-        return hops;
-      };
-      for (std::size_t a = 0; a < node_zones.size(); ++a) {
-        for (std::size_t b = 0; b < node_zones.size(); ++b) {
-          if (a == b) continue;
-          auto hops = uplink(a, true);
-          for (const Hop& h : uplink(b, false))
-            if (h.link != cluster.fabric) hops.push_back(h);
-          zone->add_route(node_zones[a]->get_netpoint(), node_zones[b]->get_netpoint(),
-                          node_gateways[a], node_gateways[b], in_route(links, hops), false);
-        }
-        zone->add_route(node_zones[a]->get_netpoint(), gateway_zone->get_netpoint(),
-                        node_gateways[a], cluster_gw, in_route(links, uplink(a, true)), false);
-        zone->add_route(gateway_zone->get_netpoint(), node_zones[a]->get_netpoint(), cluster_gw,
-                        node_gateways[a], in_route(links, uplink(a, false)), false);
-      }
+      zone->add_route(gateway_zone->get_netpoint(), nullptr, cluster_gw, nullptr, {}, false);
+      zone->add_route(nullptr, gateway_zone->get_netpoint(), nullptr, cluster_gw, {}, false);
       zone->seal();
       cluster_zones[c] = zone;
       cluster_gateways[c] = cluster_gw;
@@ -144,8 +132,6 @@ struct SimgridPlatform {
                         cluster_gateways[a], cluster_gateways[b],
                         in_route(links, p.wan_routes[a][b]), false);
       }
-    // Delays run here: a host far faster than any bound, so they never slow each other.
-    timer = root->create_host("hgsim/timer", 1e30);
     root->seal();
   }
 };
@@ -227,11 +213,13 @@ class Runner {
       exec->set_flops_amount(n.amount * flops_per_second);
       start(exec, id);
     } else if (n.op == Op::delay) {
-      auto exec = sg::Exec::init();
-      exec->set_host(simgrid_.timer);
-      exec->set_flops_amount(n.amount * flops_per_second);
-      exec->set_bound(flops_per_second);
-      start(exec, id);
+      // A delay uses no resource: a timer of SimGrid's kernel, outside the solver (an
+      // activity on a timer host was a solver variable, and every concurrent delay on that
+      // host one component with it).
+      simgrid::kernel::timer::Timer::set(sg::Engine::get_clock() + n.amount, [this, id] {
+        finish(id);
+        drain();
+      });
     } else {
       int flows = 1;
       if (n.flows > 1 && platform_.crosses_wan(n.device, n.peer))
@@ -347,11 +335,7 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
   if (start_time_s > 0) {
     // The first phase starts start_time_s into the bandwidth traces: the clock runs there
     // with nothing else to do.
-    auto wait = sg::Exec::init();
-    wait->set_host(simgrid.timer);
-    wait->set_flops_amount(start_time_s * flops_per_second);
-    wait->set_bound(flops_per_second);
-    wait->start();
+    simgrid::kernel::timer::Timer::set(start_time_s, [] {});
     engine.run();
   }
   for (std::size_t k = 0; k < order.size(); ++k) {

@@ -1,8 +1,10 @@
 #include "sim/simulate.hpp"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -259,14 +261,18 @@ core::Json run_child(const SimulationInput& in, const SimulationOptions& options
       {"wan_activations", codec_json(in.compression.wan_activations, work.activation_codec)},
       {"wan_gradients", codec_json(in.compression.wan_gradients, work.gradient_codec)},
       {"codec_time_s", codec_seconds}};
-  const bool roofline = std::all_of(compute_provenance.begin(), compute_provenance.end(),
-                                    [](const auto& kv) { return kv.second == "estimated"; });
+  const bool estimated_only = std::all_of(compute_provenance.begin(), compute_provenance.end(),
+                                          [](const auto& kv) { return kv.second == "estimated"; });
   result["provenance"] = {
       {"compute", compute_provenance},
       {"compute_model",
-       roofline ? "estimated: roofline on datasheet peaks (kernels/compute_model.hpp: matmuls "
-                  "at 70% of peak FLOP/s, element-wise traffic at 80% of memory bandwidth)"
-                : "measured profiles where named, roofline transfer elsewhere"},
+       estimated_only
+           ? "estimated: kernel-level model on datasheet peaks (kernels/compute_model.hpp "
+             "KernelModel: per kernel max(FLOP time at a tile- and wave-quantized "
+             "efficiency, memory time) + launch overhead; constants and their sources in "
+             "kernels/kernel_costs.yaml)"
+           : "per GPU type as in provenance.compute (measured profile, calibration, or "
+             "the kernel-level model on datasheet peaks)"},
       {"codec",
        "estimated: compress::code_transfer (encoded sizes; codec time on datasheet "
        "memory bandwidth)"},
@@ -337,43 +343,57 @@ void check_memory(const SimulationInput& in, core::Diagnostics& diags) {
 
 }  // namespace
 
-core::Json run_isolated(const std::function<core::Json()>& body) {
+namespace {
+
+// The child's side of run_isolated: under the memory limit, `body`'s value or why it failed,
+// as JSON text.
+std::string isolated_body(const std::function<core::Json()>& body) {
+  // The child may not take more than the memory limit: past it an allocation fails
+  // (reported below) instead of the machine swapping. Address-sanitized builds reserve
+  // terabytes of address space, so they run without it.
+#if !defined(__SANITIZE_ADDRESS__)
+  // On top of what the process already maps (a Python process with torch maps GBs).
+  unsigned long long mapped_pages = 0;
+  if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%llu", &mapped_pages) != 1) mapped_pages = 0;
+    std::fclose(statm);
+  }
+  const auto limit = static_cast<rlim_t>(core::limits().memory_bytes) +
+                     static_cast<rlim_t>(mapped_pages) * ::sysconf(_SC_PAGESIZE);
+  struct rlimit memory {
+    limit, limit
+  };
+  ::setrlimit(RLIMIT_AS, &memory);
+#endif
+  core::Json out;
+  try {
+    out = {{"value", body()}};
+  } catch (const std::bad_alloc&) {
+    const double limit_bytes = core::limits().memory_bytes;
+    out = {{"failure", "the simulation ran out of memory (it may use " +
+                           core::human_size(core::Bytes(limit_bytes)) +
+                           "); use --fidelity folded to simulate identical replicas and "
+                           "tensor-parallel groups once; " +
+                           core::limit_hint("HGSIM_MAX_MEMORY_BYTES", limit_bytes)}};
+  } catch (const std::exception& e) {
+    out = {{"failure", e.what()}};
+  }
+  // Text that is not UTF-8 (a name from a damaged input) is replaced, never thrown on.
+  return out.dump(-1, ' ', false, core::Json::error_handler_t::replace);
+}
+
+core::Child start_isolated(const std::function<core::Json()>& body) {
+  try {
+    return core::start_child([&body] { return isolated_body(body); });
+  } catch (const core::ChildFailed& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+core::Json finish_isolated(core::Child child) {
   std::string text;
   try {
-    text = core::run_in_child([&] {
-    // The child may not take more than the memory limit: past it an allocation fails
-    // (reported below) instead of the machine swapping. Address-sanitized builds reserve
-    // terabytes of address space, so they run without it.
-#if !defined(__SANITIZE_ADDRESS__)
-      // On top of what the process already maps (a Python process with torch maps GBs).
-      unsigned long long mapped_pages = 0;
-      if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
-        if (std::fscanf(statm, "%llu", &mapped_pages) != 1) mapped_pages = 0;
-        std::fclose(statm);
-      }
-      const auto limit = static_cast<rlim_t>(core::limits().memory_bytes) +
-                         static_cast<rlim_t>(mapped_pages) * ::sysconf(_SC_PAGESIZE);
-      struct rlimit memory {
-        limit, limit
-      };
-      ::setrlimit(RLIMIT_AS, &memory);
-#endif
-      core::Json out;
-      try {
-        out = {{"value", body()}};
-      } catch (const std::bad_alloc&) {
-        const double limit_bytes = core::limits().memory_bytes;
-        out = {{"failure", "the simulation ran out of memory (it may use " +
-                               core::human_size(core::Bytes(limit_bytes)) +
-                               "); use --fidelity folded to simulate identical replicas and "
-                               "tensor-parallel groups once; " +
-                               core::limit_hint("HGSIM_MAX_MEMORY_BYTES", limit_bytes)}};
-      } catch (const std::exception& e) {
-        out = {{"failure", e.what()}};
-      }
-      // Text that is not UTF-8 (a name from a damaged input) is replaced, never thrown on.
-      return out.dump(-1, ' ', false, core::Json::error_handler_t::replace);
-    });
+    text = core::finish_child(child);
   } catch (const core::ChildFailed& e) {
     throw std::runtime_error(std::string(e.what()) +
                              " before giving a result (a bug in hgsim: please report it)");
@@ -383,6 +403,60 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
   if (out.contains("failure")) throw std::runtime_error(out["failure"].get<std::string>());
   return out["value"];
 }
+
+}  // namespace
+
+core::Json run_isolated(const std::function<core::Json()>& body) {
+  return finish_isolated(start_isolated(body));
+}
+
+std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
+                                             int jobs) {
+  jobs = std::max(jobs, 1);
+  std::vector<IsolatedResult> results(bodies.size());
+  std::vector<core::Child> running(bodies.size());
+  std::size_t started = 0;
+  auto start_next = [&] {
+    try {
+      running[started] = start_isolated(bodies[started]);
+    } catch (const std::exception& e) {
+      results[started].failure = e.what();
+    }
+    ++started;
+  };
+  while (started < bodies.size() && static_cast<int>(started) < jobs) start_next();
+  // Collected in order; a child that finishes early waits on its pipe until read.
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    if (running[i].pid >= 0) {
+      try {
+        results[i].value = finish_isolated(running[i]);
+      } catch (const std::exception& e) {
+        results[i].failure = e.what();
+      }
+    }
+    if (started < bodies.size()) start_next();
+  }
+  return results;
+}
+
+namespace {
+
+std::optional<core::Json> interpret(const core::Json& out, core::Diagnostics& diags,
+                                    SimulationStats* stats) {
+  if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
+  if (!out.contains("result")) return std::nullopt;
+  if (stats) {
+    const auto& st = out["stats"];
+    stats->wall_s = st["wall_s"];
+    stats->peak_rss_bytes = st["peak_rss_bytes"];
+    stats->graph_nodes = st["graph_nodes"];
+    stats->activities = st["activities"];
+    stats->graph_bytes = st["graph_bytes"];
+  }
+  return out["result"];
+}
+
+}  // namespace
 
 std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
                                    core::Diagnostics& diags, SimulationStats* stats) {
@@ -395,17 +469,33 @@ std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOp
     diags.error({}, "", std::string("simulation failed: ") + e.what());
     return std::nullopt;
   }
-  if (out.contains("diagnostics")) replay_diagnostics(out["diagnostics"], diags);
-  if (!out.contains("result")) return std::nullopt;
-  if (stats) {
-    const auto& st = out["stats"];
-    stats->wall_s = st["wall_s"];
-    stats->peak_rss_bytes = st["peak_rss_bytes"];
-    stats->graph_nodes = st["graph_nodes"];
-    stats->activities = st["activities"];
-    stats->graph_bytes = st["graph_bytes"];
+  return interpret(out, diags, stats);
+}
+
+std::vector<std::optional<core::Json>> simulate_all(const std::vector<SimulationInput>& inputs,
+                                                    const std::vector<SimulationOptions>& options,
+                                                    std::vector<core::Diagnostics>& diags,
+                                                    int jobs) {
+  diags.resize(inputs.size());
+  std::vector<std::optional<core::Json>> results(inputs.size());
+  std::vector<std::function<core::Json()>> bodies;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!options[i].allow_oom) check_memory(inputs[i], diags[i]);
+    if (diags[i].has_errors()) continue;
+    bodies.push_back([&, i] { return run_child(inputs[i], options[i]); });
+    which.push_back(i);
   }
-  return out["result"];
+  const auto outs = run_isolated_all(bodies, jobs);
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    const std::size_t i = which[k];
+    if (!outs[k].failure.empty()) {
+      diags[i].error({}, "", "simulation failed: " + outs[k].failure);
+      continue;
+    }
+    results[i] = interpret(outs[k].value, diags[i], nullptr);
+  }
+  return results;
 }
 
 std::string format_results(const core::Json& r) {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compress/codec_spec.hpp"
 #include "core/diagnostics.hpp"
@@ -62,12 +63,30 @@ struct SimulationStats {
 // it dies.
 core::Json run_isolated(const std::function<core::Json()>& body);
 
+// What one body of run_isolated_all gave: its value, or why it failed.
+struct IsolatedResult {
+  core::Json value;
+  std::string failure;  // empty when it succeeded
+};
+// Runs every body in its own child process, at most `jobs` at once, and returns their
+// results in order (the children are independent: on a machine with several cores they
+// run side by side).
+std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
+                                             int jobs);
+
 // Simulates one iteration in a child process (SimGrid allows one engine per process).
 // Returns the results JSON; problems (a plan that does not fit in memory without
 // allow_oom, a WAN that does not join the clusters, a plan folding cannot handle, the
 // simulator failing) go to `diags`.
 std::optional<core::Json> simulate(const SimulationInput& in, const SimulationOptions& options,
                                    core::Diagnostics& diags, SimulationStats* stats = nullptr);
+
+// simulate() for several inputs at once, each in its own child process, at most `jobs` at a
+// time; `diags` gets one entry per input. The results are those simulate() gives.
+std::vector<std::optional<core::Json>> simulate_all(const std::vector<SimulationInput>& inputs,
+                                                    const std::vector<SimulationOptions>& options,
+                                                    std::vector<core::Diagnostics>& diags,
+                                                    int jobs);
 
 // The short table a person reads at a glance.
 std::string format_results(const core::Json& results);

@@ -178,6 +178,7 @@ class Builder {
   // ---- costs ----------------------------------------------------------------------------
 
   const kernels::GpuSpec& gpu_of(const Group& g) const { return *in_.gpus[g.cluster]; }
+  int group_index(const Group& g) const { return static_cast<int>(&g - groups_.data()); }
 
   kernels::LayerWork layer_work(const core::Stage& stage) const {
     kernels::LayerWork work;
@@ -188,6 +189,7 @@ class Builder {
     work.sequence_parallel = plan_->sequence_parallel;
     work.precision = in_.scenario->training.precision;
     work.recompute = in_.scenario->training.recompute;
+    work.attention = in_.scenario->training.attention;
     return work;
   }
 
@@ -234,7 +236,10 @@ class Builder {
           for (const PipeOp& op : order) {
             OpNodes nodes = emit_op(groups_[g], pipeline.stages[st], op, st == p - 1, stream);
             ops_[{g, op.forward, op.micro_batch, op.chunk}] = nodes;
-            if (!op.forward) last_backward_[{g, op.chunk}] = nodes.done;
+            if (!op.forward) {
+              last_backward_[{g, op.chunk}] = nodes.done;
+              final_backward_[g] = nodes.done;  // ops come in schedule order
+            }
           }
           last_op_[g] = stream;
         }
@@ -287,9 +292,24 @@ class Builder {
     };
     const double share = models::attention_share_of_layer(*model_, in_.scenario->training.seq_len);
     const double bytes = slice_bytes(stage);
-    auto tp_collective = [&](bool reduce_scatter_gather, const std::string& label) {
-      if (stage.tp <= 1) return;
-      tp_comm(g, stage, bytes, reduce_scatter_gather, label, mb, at);
+    // A block's compute and the tensor-parallel collective after it. With tp_comm_overlap
+    // they run side by side (Megatron-core splits the GEMM and pipelines the collective
+    // with it): the block costs the longer of the two, the ideal overlap.
+    auto block = [&](double seconds, Work kind, const std::string& label) {
+      if (!plan_->tp_comm_overlap || stage.tp <= 1) {
+        compute(seconds, kind, label);
+        if (stage.tp > 1) tp_comm(g, stage, bytes, false, label, mb, at);
+        return;
+      }
+      std::vector<NodeId> comm = at;
+      compute(seconds, kind, label);
+      tp_comm(g, stage, bytes, false, label, mb, comm);
+      for (std::size_t d = 0; d < at.size(); ++d) {
+        NodeId j = graph.join();
+        graph.edge(at[d], j);
+        graph.edge(comm[d], j);
+        at[d] = j;
+      }
     };
 
     if (op.forward) {
@@ -298,37 +318,43 @@ class Builder {
       } else {
         for (int l = 0; l < layers; ++l) {
           const std::string layer = what + " layer " + std::to_string(l);
-          compute(share * times.forward.value(), Work::forward, layer + " attention");
-          tp_collective(false, layer + " attention");
-          compute((1 - share) * times.forward.value(), Work::forward, layer + " mlp");
-          tp_collective(false, layer + " mlp");
+          block(share * times.forward.value(), Work::forward, layer + " attention");
+          block((1 - share) * times.forward.value(), Work::forward, layer + " mlp");
         }
       }
       if (logits) compute(logit_times.forward.value(), Work::forward, what + " logits");
     } else {
       if (logits) compute(logit_times.backward.value(), Work::backward, what + " logits");
       const bool full_recompute = work.recompute == core::Recompute::full;
+      // The last micro-batch's backward hands each layer's gradients to the data-parallel
+      // buckets as it finishes the layer (grad_reduce: overlap): keep where each layer ends.
+      const bool last_micro_batch =
+          op.micro_batch == plan_->pipelines[g.pipeline].micro_batches - 1;
+      auto& layer_ends = layer_ends_[{group_index(g), op.chunk}];
+      if (last_micro_batch) layer_ends.assign(layers, {});
       if (stage.tp <= 1) {
         if (times.recompute.value() > 0)
           compute(layers * times.recompute.value(), Work::recompute, what + " recompute");
-        compute(layers * times.backward.value(), Work::backward, what);
+        if (!last_micro_batch) {
+          compute(layers * times.backward.value(), Work::backward, what);
+        } else {
+          for (int l = layers - 1; l >= 0; --l) {
+            compute(times.backward.value(), Work::backward, what + " layer " + std::to_string(l));
+            layer_ends[l] = at;
+          }
+        }
       } else {
         for (int l = layers - 1; l >= 0; --l) {
           const std::string layer = what + " layer " + std::to_string(l);
           if (full_recompute) {
-            compute(share * times.recompute.value(), Work::recompute,
-                    layer + " recompute attention");
-            tp_collective(false, layer + " recompute attention");
-            compute((1 - share) * times.recompute.value(), Work::recompute,
-                    layer + " recompute mlp");
-            tp_collective(false, layer + " recompute mlp");
+            block(share * times.recompute.value(), Work::recompute, layer + " recompute attention");
+            block((1 - share) * times.recompute.value(), Work::recompute, layer + " recompute mlp");
           } else if (times.recompute.value() > 0) {
             compute(times.recompute.value(), Work::recompute, layer + " recompute");
           }
-          compute((1 - share) * times.backward.value(), Work::backward, layer + " mlp");
-          tp_collective(false, layer + " mlp");
-          compute(share * times.backward.value(), Work::backward, layer + " attention");
-          tp_collective(false, layer + " attention");
+          block((1 - share) * times.backward.value(), Work::backward, layer + " mlp");
+          block(share * times.backward.value(), Work::backward, layer + " attention");
+          if (last_micro_batch) layer_ends[l] = at;
         }
       }
     }
@@ -535,22 +561,47 @@ class Builder {
     for (int g : holders) rings = std::min(rings, stage_of(groups_[g]).tp);
     const double grad_bytes =
         models::gradient_bytes(segment_parameters(seg), in_.scenario->training.precision).value();
-    const double per_ring = grad_bytes / rings;
+    // ZeRO-3's weight gathers ride on the gradient stream (FSDP prefetches them).
+    const double per_ring = grad_bytes * models::zero_traffic_factor(plan_->zero) / rings;
     const int buckets =
         std::max(1, static_cast<int>(std::ceil(per_ring / plan_->grad_sync.bucket.value())));
-    for (int b = 0; b < buckets; ++b, ++bucket_number)
+    buckets_ = buckets;
+    for (int b = 0; b < buckets; ++b, ++bucket_number) {
+      bucket_ = b;
       sync_bucket(seg, holders, rings, per_ring / buckets, bucket_number);
+    }
   }
 
   const core::Stage& stage_of(const Group& g) const {
     return plan_->pipelines[g.pipeline].stages[g.stage];
   }
 
+  // When bucket `bucket_` of `buckets_` of the segment is ready on one device of group g.
+  // overlap: once the last micro-batch's backward has finished the bucket's lowest layer
+  // (buckets fill from the segment's last layer down); after_backward: once the stage's
+  // whole backward is done.
   NodeId ready_node(int g, const Segment& seg, int device_index) {
     const auto [stage, chunk] = seg.holders[groups_[g].pipeline];
-    (void)stage;
+    NodeId ready = last_backward_.at({g, chunk});
+    if (plan_->grad_reduce == core::GradReduce::overlap) {
+      int chunk_first = 0;
+      while (chunk_first < model_->layers &&
+             holder(groups_[g].pipeline, chunk_first) != std::pair{stage, chunk})
+        ++chunk_first;
+      const int covered = static_cast<int>(
+          std::ceil(double(bucket_ + 1) * seg.layers / std::max(buckets_, 1) - 1e-9));
+      const int lowest = seg.first_layer + seg.layers - std::max(covered, 1);
+      const auto it = layer_ends_.find({g, chunk});
+      const int local = lowest - chunk_first;
+      if (it != layer_ends_.end() && local >= 0 && local < int(it->second.size()) &&
+          device_index < int(it->second[local].size()))
+        ready = it->second[local][device_index];
+    }
     NodeId j = w_.graph.join();
-    w_.graph.edge(last_backward_.at({g, chunk}), j);
+    w_.graph.edge(ready, j);
+    // after_backward: no bucket leaves before the stage's whole backward is done.
+    if (plan_->grad_reduce == core::GradReduce::after_backward)
+      w_.graph.edge(final_backward_.at(g), j);
     const int device = groups_[g].devices[device_index];
     if (auto it = dp_stream_.find(device); it != dp_stream_.end()) w_.graph.edge(it->second, j);
     return j;
@@ -717,8 +768,13 @@ class Builder {
   std::vector<Group> placed_;  // every group of the full placement (folded or not)
   std::map<OpKey, OpNodes> ops_;
   std::map<std::pair<int, int>, NodeId> last_backward_;  // (group, chunk)
-  std::map<int, std::vector<NodeId>> last_op_;           // group -> per device
-  std::map<int, NodeId> dp_stream_;                      // device -> last gradient sync node
+  std::map<int, NodeId> final_backward_;                 // group: its last backward op
+  // (group, chunk): per local layer, where the last micro-batch's backward of it ends on
+  // each device of the group.
+  std::map<std::pair<int, int>, std::vector<std::vector<NodeId>>> layer_ends_;
+  int bucket_ = 0, buckets_ = 1;  // the bucket sync_bucket is building, of its segment's
+  std::map<int, std::vector<NodeId>> last_op_;  // group -> per device
+  std::map<int, NodeId> dp_stream_;             // device -> last gradient sync node
   std::map<int, int> cluster_members_;
   std::map<int, NodeId> cluster_ready_;
   std::map<int, std::vector<int>> cluster_groups_;

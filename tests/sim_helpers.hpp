@@ -9,6 +9,7 @@
 #include "apps/validate.hpp"
 #include "core/document.hpp"
 #include "kernels/compute_model.hpp"
+#include "sim/simulate.hpp"
 
 namespace hgsim::testing {
 
@@ -67,6 +68,27 @@ inline std::string pipeline_scenario(const std::string& schedule, int stages, in
   for (int s = 0; s < stages; ++s)
     yaml += "        - {cluster: c, layers: " + std::to_string(8 / stages) + "}\n";
   return yaml;
+}
+
+// Simulates a checked scenario's plan with `compute` at the given fidelity (the CLI's
+// choice of fidelity, not the automatic one); the results JSON, or an iteration time of -1
+// with a test failure when the simulation refuses.
+inline core::Json simulate_plan(const apps::CheckedScenario& c,
+                                const kernels::ComputeModel& compute,
+                                core::Fidelity fidelity = core::Fidelity::full) {
+  sim::SimulationInput in;
+  in.scenario = &c.scenario;
+  in.plan = &c.scenario.strategy.plan;
+  in.model = &c.model;
+  in.compression = c.compression;
+  in.compute = &compute;
+  sim::SimulationOptions options;
+  options.fidelity = fidelity;
+  options.fidelity_from_cli = true;
+  core::Diagnostics diags;
+  auto result = sim::simulate(in, options, diags);
+  EXPECT_TRUE(result) << diags.format();
+  return result ? *result : core::Json{{"iteration_time_s", -1}};
 }
 
 }  // namespace hgsim::testing

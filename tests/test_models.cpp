@@ -7,6 +7,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/document.hpp"
 #include "core/scenario.hpp"
@@ -254,6 +256,7 @@ class ActivationTable2 : public ::testing::TestWithParam<Shape> {
     setup.recompute = recompute;
     setup.tp = tp;
     setup.sequence_parallel = sequence_parallel;
+    setup.attention = core::Attention::standard;  // Korthikanti et al. store the scores
     return activation_bytes_per_layer(model(), x.b, static_cast<int>(x.s), setup).value();
   }
 };
@@ -294,10 +297,38 @@ TEST(Activations, SwigluGqaWithoutDropout) {
   const double expected =
       4 * sbh + 4 * sbh + 2 * sbh + 4 * sbh * k / a + 2 * sbh + 6 * s * b * f + 2 * a * s * s * b;
   ActivationSetup setup;
+  setup.attention = core::Attention::standard;
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 4096, setup).value(), expected);
   setup.recompute = Recompute::selective;
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 4096, setup).value(),
                    expected - 2 * a * s * s * b);
+  // FlashAttention keeps the fp32 log-sum-exp of each query row and head instead.
+  setup.recompute = Recompute::none;
+  setup.attention = core::Attention::flash;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 4096, setup).value(),
+                   expected - 2 * a * s * s * b + 4 * a * s * b);
+}
+
+// Megatron-LM's compute_activation_memory (theoretical_memory_usage.py, "Table 2 of
+// Korthikanti et al." with sequence parallelism and selective recomputation):
+// s b h (18 + 4 f / h) per layer, divided by t. Written out independently here.
+TEST(Activations, MegatronTheoreticalFormulaWithSequenceParallelism) {
+  for (const auto& [h, a, t, s, b] : std::vector<std::tuple<int, int, int, int, int>>{
+           {12288, 96, 8, 2048, 1}, {4096, 32, 2, 4096, 2}, {2048, 16, 4, 2048, 4}}) {
+    const core::ModelConfig m = gpt(1, h, a);
+    ActivationSetup setup;
+    setup.precision = Precision::bf16;
+    setup.tp = t;
+    setup.sequence_parallel = true;
+    setup.recompute = Recompute::selective;
+    const double megatron = double(s) * b * h * (18 + 4.0 * m.ffn_hidden / h) / t;
+    EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, s, setup).value(), megatron) << h;
+    // With FlashAttention and no recomputation only the 4 a s b / t statistics are added.
+    setup.recompute = Recompute::none;
+    EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, s, setup).value(),
+                     megatron + 4.0 * a * s * b / t)
+        << h;
+  }
 }
 
 TEST(Activations, Fp32DoublesEveryTensorButNotTheMasks) {
@@ -305,6 +336,7 @@ TEST(Activations, Fp32DoublesEveryTensorButNotTheMasks) {
   const double s = 512, b = 2, h = 1024, a = 16;
   ActivationSetup setup;
   setup.precision = Precision::fp32;
+  setup.attention = core::Attention::standard;
   // 16-bit: 32sbh + 4as^2b in tensors, 2sbh + as^2b in masks.
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 512, setup).value(),
                    2 * (32 * s * b * h + 4 * a * s * s * b) + 2 * s * b * h + a * s * s * b);
@@ -318,12 +350,14 @@ TEST(Activations, LogitsBufferIsFp32AndVocabParallel) {
 
 // ---- weights, gradients, optimizer ----------------------------------------------------------
 
-TEST(OptimizerState, ZeroPaperBytesPerParameter) {
+TEST(OptimizerState, MegatronAndZeroPaperBytesPerParameter) {
+  // Megatron-LM's theoretical_memory_usage.py: 18 bytes per parameter for bf16 (fp32 main
+  // gradients); the ZeRO paper's 16 (2 + 2 + 12) for fp16.
   const BytesPerParameter adam_mixed = bytes_per_parameter(Precision::bf16, core::Optimizer::adam);
   EXPECT_EQ(adam_mixed.weights, 2);
-  EXPECT_EQ(adam_mixed.gradients, 2);
+  EXPECT_EQ(adam_mixed.gradients, 4);
   EXPECT_EQ(adam_mixed.optimizer, 12);
-  EXPECT_EQ(adam_mixed.total(), 16);
+  EXPECT_EQ(adam_mixed.total(), 18);
   EXPECT_EQ(bytes_per_parameter(Precision::fp16, core::Optimizer::adamw).total(), 16);
   const BytesPerParameter adam_fp32 = bytes_per_parameter(Precision::fp32, core::Optimizer::adam);
   EXPECT_EQ(adam_fp32.weights, 4);
@@ -391,6 +425,7 @@ class TinyPipeline : public ::testing::Test {
     t.precision = Precision::bf16;
     t.optimizer = core::Optimizer::adam;
     t.recompute = Recompute::none;
+    t.attention = core::Attention::standard;  // the scores are kept (5as^2b below)
     return t;
   }();
   StageSpec stage(int index) const {
@@ -415,12 +450,12 @@ TEST_F(TinyPipeline, FirstStageHoldsEmbeddingsAndTwoMicroBatches) {
   EXPECT_EQ(stage_parameters(model, stage(0)), params);
   const StageMemory memory = stage_memory(model, training, stage(0));
   EXPECT_EQ(memory.weights.value(), 2 * params);
-  EXPECT_EQ(memory.gradients.value(), 2 * params);
+  EXPECT_EQ(memory.gradients.value(), 4 * params);  // fp32 main gradients
   EXPECT_EQ(memory.optimizer.value(), 12 * params);
   // p - r = 2 micro-batches in flight through 2 layers.
   EXPECT_EQ(memory.activations.value(), 2 * 2 * kLayerActivations);
-  EXPECT_EQ(memory.total.value(), 16 * params + 4 * kLayerActivations);
-  EXPECT_EQ(memory.total.value(), 2054144);
+  EXPECT_EQ(memory.total.value(), 18 * params + 4 * kLayerActivations);
+  EXPECT_EQ(memory.total.value(), 2270976);
 }
 
 TEST_F(TinyPipeline, LastStageHoldsHeadCopyFinalNormAndLogits) {
@@ -430,8 +465,8 @@ TEST_F(TinyPipeline, LastStageHoldsHeadCopyFinalNormAndLogits) {
   const StageMemory memory = stage_memory(model, training, stage(1));
   const double logits = 4.0 * 16 * 2 * 100;  // fp32 s b V
   EXPECT_EQ(memory.activations.value(), 1 * 2 * kLayerActivations + logits);
-  EXPECT_EQ(memory.total.value(), 16 * params + 2 * kLayerActivations + logits);
-  EXPECT_EQ(memory.total.value(), 1876480);
+  EXPECT_EQ(memory.total.value(), 18 * params + 2 * kLayerActivations + logits);
+  EXPECT_EQ(memory.total.value(), 1876480 + 2 * params);
 }
 
 TEST_F(TinyPipeline, TensorAndDataParallelSplitTheStage) {
@@ -454,8 +489,43 @@ TEST_F(TinyPipeline, PlanGivesTheSameStages) {
   pipeline.micro_batches = 4;
   pipeline.stages = {core::Stage{"lab", 1, 1, 2}, core::Stage{"lab", 1, 1, 2}};
   plan.pipelines = {pipeline};
-  EXPECT_EQ(stage_memory(model, training, plan, 0, 0).total.value(), 2054144);
-  EXPECT_EQ(stage_memory(model, training, plan, 0, 1).total.value(), 1876480);
+  EXPECT_EQ(stage_memory(model, training, plan, 0, 0).total.value(), 2270976);
+  EXPECT_EQ(stage_memory(model, training, plan, 0, 1).total.value(),
+            stage_memory(model, training, stage(1)).total.value());
+}
+
+// Megatron-LM's compute_weight_and_optimizer_memory: 18 bytes per parameter, or
+// 6 + 12 / d with the distributed optimizer (ZeRO-1) over d data-parallel ranks.
+TEST_F(TinyPipeline, ZeroStagesShardOverTheDataParallelCopies) {
+  StageSpec spec = stage(0);
+  spec.dp = 4;
+  spec.micro_batch = 8;
+  spec.zero_shards = 4;
+  const double params = stage_parameters(model, spec);
+  auto state = [&](int zero) {
+    spec.zero = zero;
+    const StageMemory m = stage_memory(model, training, spec);
+    return m.weights.value() + m.gradients.value() + m.optimizer.value();
+  };
+  EXPECT_DOUBLE_EQ(state(0), 18 * params);
+  EXPECT_DOUBLE_EQ(state(1), (6 + 12.0 / 4) * params);
+  EXPECT_DOUBLE_EQ(state(2), (2 + 16.0 / 4) * params);
+  // ZeRO-3: every byte sharded, plus two gathered layers of bf16 weights.
+  EXPECT_DOUBLE_EQ(state(3), 18.0 / 4 * params + 2 * 2 * kLayerParams);
+}
+
+TEST_F(TinyPipeline, PlanZeroReachesTheStage) {
+  core::Plan plan;
+  plan.micro_batch = 2;
+  plan.zero = 1;
+  core::Pipeline pipeline;
+  pipeline.replicas = 3;
+  pipeline.micro_batches = 4;
+  pipeline.stages = {core::Stage{"lab", 1, 2, 2}, core::Stage{"lab", 1, 2, 2}};
+  plan.pipelines = {pipeline};
+  const StageSpec spec = stage_spec(plan, 0, 0);
+  EXPECT_EQ(spec.zero, 1);
+  EXPECT_EQ(spec.zero_shards, 6);  // dp 2 inside the stage, 3 replicas
 }
 
 TEST_F(TinyPipeline, SinglePipelineStageHoldsEverythingOnce) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "compress/codec.hpp"
 #include "compress/codec_cost.hpp"
@@ -27,19 +28,7 @@ using testing::FixedTimes;
 using testing::kTinyModel;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = core::Fidelity::full;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? *result : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute);
 }
 
 // Islands: one cluster each, `gpus` GPUs in one node; a 1 Gbit/s, 10 ms WAN between them
@@ -236,6 +225,31 @@ TEST(OuterSync, StreamingOverlapsEachFragmentWithTheNextInnerStep) {
   const double t_whole = sim::outer_all_reduce_time(2, 1, S0 + S1, kWan, kNvlink);
   EXPECT_NEAR(b["outer_sync"]["exposed_s"].get<double>(), 2 * t_whole, 1e-9);
   EXPECT_GT(b["outer_sync"]["exposed_s"].get<double>(), o["exposed_s"].get<double>());
+}
+
+TEST(OuterSync, TraceRecordsTheFirstPhasePlayed) {
+  // H = 1: every iteration is a sync phase, so the first phase played is not the plain step.
+  auto c = checked(
+      islands_scenario(2, 2, "{method: diloco, inner_steps: 1}", "simulation: {iterations: 3}\n"));
+  const FixedTimes compute(1e-3);
+  sim::SimulationInput in;
+  in.scenario = &c.scenario;
+  in.plan = &c.scenario.strategy.plan;
+  in.model = &c.model;
+  in.compression = c.compression;
+  in.compute = &compute;
+  sim::SimulationOptions options;
+  options.trace_path = ::testing::TempDir() + "outer-sync-trace.json";
+  core::Diagnostics diags;
+  auto result = sim::simulate(in, options, diags);
+  ASSERT_TRUE(result) << diags.format();
+  EXPECT_EQ((*result)["outer_sync"]["count"], 3);
+  std::ifstream file(options.trace_path);
+  const Json trace = Json::parse(file);
+  bool outer = false;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("name", "").find("outer sync") != std::string::npos) outer = true;
+  EXPECT_TRUE(outer);
 }
 
 // ---- iterations over time ---------------------------------------------------------------------

@@ -158,7 +158,7 @@ compression: {wan_activations: int8, wan_gradients: int8}
 
 TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
   auto c = checked(kTwoClusters);
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
   planner::Options options;
   const auto r = planner::search(ctx, options);
@@ -175,9 +175,32 @@ TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
   RecordProperty("worst_relative_error", std::to_string(worst));
 }
 
+// Verification in parallel child processes gives what one at a time gives, candidate for
+// candidate (the simulation is deterministic; only where it runs changes).
+TEST(PlannerSearch, ParallelVerificationEqualsSequential) {
+  auto c = checked(kTwoClusters);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  planner::Options one;
+  one.jobs = 1;
+  planner::Options three = one;
+  three.jobs = 3;
+  const auto a = planner::plan(ctx, one);
+  const auto b = planner::plan(ctx, three);
+  ASSERT_TRUE(a.best && b.best);
+  ASSERT_EQ(a.verified.size(), b.verified.size());
+  ASSERT_GE(a.verified.size(), 2u);
+  for (std::size_t k = 0; k < a.verified.size(); ++k) {
+    EXPECT_EQ(planner::describe(ctx, a.verified[k].candidate.plan),
+              planner::describe(ctx, b.verified[k].candidate.plan));
+    EXPECT_EQ(a.verified[k].simulated_s, b.verified[k].simulated_s);
+  }
+  EXPECT_EQ(a.best->simulated_s, b.best->simulated_s);
+}
+
 TEST(PlannerSearch, EveryCandidatePassesThePlanChecks) {
   auto c = checked(kTwoClusters);
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
   const auto r = planner::search(ctx, planner::Options{});
   ASSERT_FALSE(r.ranked.empty());
@@ -257,7 +280,7 @@ std::vector<core::Pipeline> all_pipelines(const core::Scenario& s, const std::ve
 TEST(PlannerSearch, WithinTwoPercentOfExhaustiveSearch) {
   auto c = checked(kTwoClusters);
   const auto& s = c.scenario;
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(s, c.model, c.compression, roofline);
   const int L = c.model.layers;
   std::vector<planner::Candidate> all;
@@ -381,9 +404,10 @@ TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
   EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("more GPUs"), std::string::npos) << r.err;
 
-  // Activations bind: long sequences on a small model; full recomputation would fit.
+  // Activations bind: long sequences on a small model with standard attention (the s x s
+  // scores kept); full recomputation would fit.
   std::string act = std::string(kTwoClusters);
-  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536");
+  act.replace(act.find("seq_len: 2048"), 13, "seq_len: 65536, attention: standard");
   act.replace(act.find("hidden: 2048"), 12, "hidden: 4096");
   const fs::path tight = temp_file("tight.yaml", act);
   auto t = cli({"plan", tight.c_str()});

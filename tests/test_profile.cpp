@@ -220,7 +220,7 @@ TEST(Profile, WithoutGpuProfilesTheRooflineAnswers) {
   LayerWork work;
   work.model = &m;
   work.seq_len = 1024;
-  const RooflineModel roofline;
+  const KernelModel roofline;
   EXPECT_EQ(model.layer(gpu("A100-80GB-SXM"), work).forward,
             roofline.layer(gpu("A100-80GB-SXM"), work).forward);
   EXPECT_EQ(model.provenance(gpu("A100-80GB-SXM")), "estimated");

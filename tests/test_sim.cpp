@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <stdexcept>
 
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
@@ -33,19 +35,7 @@ using testing::FixedTimes;
 
 Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
          core::Fidelity fidelity = core::Fidelity::full) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = fidelity;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? *result : Json{{"iteration_time_s", -1}};
+  return testing::simulate_plan(c, compute, fidelity);
 }
 
 using testing::kTinyModel;
@@ -108,6 +98,35 @@ std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
          ", latency: " + latency +
          "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
          "      stages:\n        - {cluster: c, layers: 8}\n";
+}
+
+// run_isolated_all: every body in its own process, results in the bodies' order whatever
+// order the children finish in, a failing body reported as its own failure only.
+TEST(SimIsolation, ChildrenSideBySideReturnInOrderAndFailAlone) {
+  std::vector<std::function<Json()>> bodies;
+  for (int i = 0; i < 7; ++i)
+    bodies.push_back([i]() -> Json {
+      // The later bodies finish first; body 3 throws; each answers with its own pid.
+      ::usleep(static_cast<useconds_t>((7 - i) * 20000));
+      if (i == 3) throw std::runtime_error("body three fails");
+      return Json{{"i", i}, {"pid", static_cast<long>(::getpid())}};
+    });
+  for (int jobs : {1, 3, 16}) {
+    const auto out = sim::run_isolated_all(bodies, jobs);
+    ASSERT_EQ(out.size(), bodies.size());
+    std::set<long> pids;
+    for (int i = 0; i < 7; ++i) {
+      if (i == 3) {
+        EXPECT_NE(out[i].failure.find("body three fails"), std::string::npos) << out[i].failure;
+        continue;
+      }
+      EXPECT_TRUE(out[i].failure.empty()) << out[i].failure;
+      EXPECT_EQ(out[i].value["i"].get<int>(), i) << "jobs " << jobs;
+      pids.insert(out[i].value["pid"].get<long>());
+    }
+    EXPECT_EQ(pids.size(), 6u) << "each body runs in a process of its own";
+    EXPECT_EQ(pids.count(static_cast<long>(::getpid())), 0u);
+  }
 }
 
 sim::Platform one_gpu_per_node(const core::Scenario& s, int n) {
@@ -294,8 +313,8 @@ TEST(SimLinks, InOrderPipelineMessagesStreamWhileTheReceiverComputes) {
   const double f = tau / 8;
   const FixedTimes compute(f / 4);  // 4 layers per stage
   const double shared = run(checked(yaml), compute)["iteration_time_s"];
-  const double in_order =
-      run(checked(yaml + "simulation: {pipeline_messages: in_order}\n"), compute)["iteration_time_s"];
+  const double in_order = run(checked(yaml + "simulation: {pipeline_messages: in_order}\n"),
+                              compute)["iteration_time_s"];
   EXPECT_NEAR(in_order, 2 * m * tau + 6 * f + 2 * m * L, 0.02 * in_order);
   EXPECT_GT(shared, in_order);
 }
@@ -325,7 +344,7 @@ std::string fold_case(const std::string& schedule, const std::string& stages, in
 }
 
 TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"two clusters, tp 2, two replicas, hierarchical sync",
        fold_case("1f1b",
@@ -360,7 +379,7 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
 }
 
 TEST(SimFidelity, SameInputGivesByteIdenticalResults) {
-  const kernels::RooflineModel roofline;
+  const kernels::KernelModel roofline;
   auto c = checked(fold_case("1f1b",
                              "        - {cluster: a, tp: 2, layers: 5}\n"
                              "        - {cluster: b, tp: 2, layers: 3}\n",

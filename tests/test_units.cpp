@@ -138,7 +138,7 @@ TEST(Units, CanonicalFormatting) {
 
 TEST(Units, FormattingRoundTripsExactlyOnRandomValues) {
   std::mt19937_64 rng(std::random_device{}());
-  // Each quantity over the range the parser accepts (core/units.cpp: 1kbps to 1000Tbps,
+  // Each quantity over the range the parser accepts (core/units.cpp: 1kbps to 1EB/s,
   // up to 24h, 1KFLOPS up): values outside it are refused, so they cannot round-trip.
   auto within = [&](double lo, double hi) {
     return std::pow(10.0,

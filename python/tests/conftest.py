@@ -13,7 +13,7 @@ def examples():
     return EXAMPLES
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def hgsim_binary():
     path = os.environ.get("HGSIM_BINARY", str(ROOT / "build" / "release" / "apps" / "hgsim"))
     if not os.access(path, os.X_OK):

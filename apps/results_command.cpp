@@ -1,0 +1,361 @@
+#include "apps/results_command.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands.hpp"
+#include "core/document.hpp"
+#include "core/units.hpp"
+
+namespace hgsim::apps {
+namespace {
+
+using core::Json;
+
+const std::vector<std::string> kColumns = {"point",        "status", "error",  "iteration_time_s",
+                                           "tokens_per_s", "mfu",    "wall_s", "finished_at"};
+
+// ---- --where -----------------------------------------------------------------------------
+
+struct Token {
+  enum class Kind { name, number, text, op, open, close, end } kind;
+  std::string text;
+  double number = 0;
+  std::size_t column = 0;  // 1-based
+};
+
+bool name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
+bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
+         c == ']' || c == '*' || c == '-';
+}
+
+std::vector<Token> tokenize(const std::string& e) {
+  std::vector<Token> out;
+  std::size_t i = 0;
+  auto fail = [&](std::size_t at, const std::string& what) -> WhereError {
+    return WhereError("--where, column " + std::to_string(at + 1) + ": " + what);
+  };
+  while (i < e.size()) {
+    const char c = e[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    const std::size_t start = i;
+    if (c == '(' || c == ')') {
+      out.push_back(
+          {c == '(' ? Token::Kind::open : Token::Kind::close, std::string(1, c), 0, start + 1});
+      ++i;
+    } else if (c == '\'' || c == '"') {
+      std::string text;
+      ++i;
+      while (i < e.size() && e[i] != c) text += e[i++];
+      if (i == e.size())
+        throw fail(start, "the text starting here has no closing " + std::string(1, c));
+      ++i;
+      out.push_back({Token::Kind::text, text, 0, start + 1});
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && i + 1 < e.size() &&
+                std::isdigit(static_cast<unsigned char>(e[i + 1])))) {
+      std::size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(e.substr(i), &used);
+      } catch (const std::exception&) {
+        throw fail(start, "not a number");
+      }
+      i += used;
+      if (i < e.size() && name_char(e[i]))
+        throw fail(start, "'" + e.substr(start, i - start + 1) +
+                              "...' is not a number; quote text: '10Gbps'");
+      out.push_back({Token::Kind::number, e.substr(start, used), v, start + 1});
+    } else if (name_start(c)) {
+      while (i < e.size() && name_char(e[i])) ++i;
+      out.push_back({Token::Kind::name, e.substr(start, i - start), 0, start + 1});
+    } else {
+      static const char* ops[] = {"==", "!=", "<>", "<=", ">=", "=", "<", ">"};
+      bool matched = false;
+      for (const char* op : ops) {
+        if (e.compare(i, std::strlen(op), op) == 0) {
+          out.push_back({Token::Kind::op, op, 0, start + 1});
+          i += std::strlen(op);
+          matched = true;
+          break;
+        }
+      }
+      if (!matched) throw fail(start, std::string("unexpected '") + c + "'");
+    }
+  }
+  out.push_back({Token::Kind::end, "", 0, e.size() + 1});
+  return out;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+class WhereParser {
+ public:
+  WhereParser(const std::string& expr, const std::vector<std::string>& axes)
+      : tokens_(tokenize(expr)), axes_(axes) {}
+
+  WhereSql parse() {
+    WhereSql out;
+    out.sql = expr(out);
+    if (peek().kind != Token::Kind::end) throw error(peek(), "expected 'and', 'or' or the end");
+    return out;
+  }
+
+ private:
+  const Token& peek() const { return tokens_[pos_]; }
+  const Token& next() { return tokens_[pos_++]; }
+  bool keyword(const char* word) const {
+    return peek().kind == Token::Kind::name && lower(peek().text) == word;
+  }
+  WhereError error(const Token& t, const std::string& what) const {
+    return WhereError("--where, column " + std::to_string(t.column) + ": " +
+                      (t.kind == Token::Kind::end ? "at the end" : "at '" + t.text + "'") + ": " +
+                      what);
+  }
+
+  std::string expr(WhereSql& out) {
+    std::string sql = conjunction(out);
+    while (keyword("or")) {
+      next();
+      sql = "(" + sql + " OR " + conjunction(out) + ")";
+    }
+    return sql;
+  }
+  std::string conjunction(WhereSql& out) {
+    std::string sql = unary(out);
+    while (keyword("and")) {
+      next();
+      sql = "(" + sql + " AND " + unary(out) + ")";
+    }
+    return sql;
+  }
+  std::string unary(WhereSql& out) {
+    if (keyword("not")) {
+      next();
+      return "(NOT " + unary(out) + ")";
+    }
+    if (peek().kind == Token::Kind::open) {
+      next();
+      std::string sql = expr(out);
+      if (peek().kind != Token::Kind::close) throw error(peek(), "expected ')'");
+      next();
+      return sql;
+    }
+    return comparison(out);
+  }
+  std::string comparison(WhereSql& out) {
+    const std::string left = operand(out);
+    if (keyword("is")) {
+      next();
+      bool negated = false;
+      if (keyword("not")) {
+        next();
+        negated = true;
+      }
+      if (!keyword("null")) throw error(peek(), "expected 'null' after 'is'");
+      next();
+      return "(" + left + (negated ? " IS NOT NULL)" : " IS NULL)");
+    }
+    if (peek().kind != Token::Kind::op)
+      throw error(peek(), "expected a comparison (= != < <= > >=) or 'is null'");
+    std::string op = next().text;
+    if (op == "==") op = "=";
+    if (op == "<>") op = "!=";
+    const std::string right = operand(out);
+    return "(" + left + " " + op + " " + right + ")";
+  }
+  std::string operand(WhereSql& out) {
+    const Token& t = next();
+    switch (t.kind) {
+      case Token::Kind::number:
+        out.params.push_back({SqlValue::Kind::number, "", t.number});
+        return "?";
+      case Token::Kind::text:
+        out.params.push_back({SqlValue::Kind::text, t.text, 0});
+        return "?";
+      case Token::Kind::name: {
+        if (std::find(kColumns.begin(), kColumns.end(), t.text) != kColumns.end())
+          return t.text;  // one of a fixed list of column names
+        if (std::find(axes_.begin(), axes_.end(), t.text) != axes_.end()) {
+          // JSON path of the key, bound as a parameter: '$."wan[*].bandwidth"'
+          out.params.push_back({SqlValue::Kind::text, "$.\"" + t.text + "\"", 0});
+          return "json_extract(settings, ?)";
+        }
+        std::string known;
+        for (const auto& c : kColumns) known += (known.empty() ? "" : ", ") + c;
+        for (const auto& a : axes_) known += ", " + a;
+        throw error(t, "not a column or an axis of this sweep; names: " + known);
+      }
+      default:
+        throw error(t, "expected a number, 'text', a column or an axis");
+    }
+  }
+
+  std::vector<Token> tokens_;
+  const std::vector<std::string>& axes_;
+  std::size_t pos_ = 0;
+};
+
+// ---- output ------------------------------------------------------------------------------
+
+std::string csv_cell(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string number_text(const std::optional<double>& v) {
+  return v ? Json(*v).dump() : "";
+}
+
+// An axis value as a cell: text without its quotes, anything else as JSON.
+std::string value_text(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+}  // namespace
+
+WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes) {
+  return WhereParser(expr, axes).parse();
+}
+
+CLI::App* add_results_command(CLI::App& app, ResultsOptions& o) {
+  CLI::App* results =
+      app.add_subcommand("results", "Print a sweep database's points (table, CSV or JSON)");
+  results->add_option("DB", o.db, "a sweep database (hgsim sweep --db)")->required();
+  auto* csv = results->add_flag("--csv", o.csv,
+                                "CSV: point, one column per axis, status, iteration_time_s, "
+                                "tokens_per_s, mfu, wall_s, finished_at, error");
+  results->add_flag("--json", o.json, "JSON: {\"sweep\": {...}, \"points\": [...]}")->excludes(csv);
+  results->add_option("--where", o.where,
+                      "only the points where EXPR holds, e.g. \"status = 'ok' and mfu > 0.3 "
+                      "and wan[*].bandwidth = '10Gbps'\" (columns, axis paths, = != < <= > >=, "
+                      "is null, and, or, not, parentheses)");
+  return results;
+}
+
+int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.db, ec)) {
+    err << "hgsim results: " << o.db << ": no such file\n  hgsim sweep SCENARIO writes "
+        << "SCENARIO's sweep database (<name>.sweep.sqlite beside it, or --db FILE)\n";
+    return kBadInput;
+  }
+  try {
+    ResultsDb db(o.db, false);
+    if (!db.is_sweep_db()) {
+      err << "hgsim results: " << o.db
+          << " is not a sweep database (no points table; hgsim sweep writes them)\n";
+      return kBadInput;
+    }
+    const auto info = db.sweep();
+    std::vector<std::string> axes;
+    if (info) axes = Json::parse(info->axes).get<std::vector<std::string>>();
+    WhereSql where;
+    if (!o.where.empty()) {
+      try {
+        where = compile_where(o.where, axes);
+      } catch (const WhereError& e) {
+        err << "hgsim results: " << e.what() << "\n";
+        return kBadInput;
+      }
+    }
+    if (o.json) {
+      Json sweep = nullptr;
+      if (info)
+        sweep = {{"scenario_file", info->scenario_file},
+                 {"scenario", Json::parse(info->scenario)},
+                 {"hgsim_version", info->hgsim_version},
+                 {"options", Json::parse(info->options)},
+                 {"axes", axes},
+                 {"points", info->points},
+                 {"started_at", info->started_at}};
+      out << "{\"sweep\": " << sweep.dump() << ",\n\"points\": [";
+      bool first = true;
+      db.for_each(where.sql, where.params, [&](const PointRow& r) {
+        auto opt = [](const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); };
+        auto parsed = [](const std::string& t) {
+          return t.empty() ? Json(nullptr) : Json::parse(t);
+        };
+        Json j{{"point", r.point},
+               {"settings", Json::parse(r.settings)},
+               {"status", r.status},
+               {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
+               {"iteration_time_s", opt(r.iteration_time_s)},
+               {"tokens_per_s", opt(r.tokens_per_s)},
+               {"mfu", opt(r.mfu)},
+               {"plan", parsed(r.plan)},
+               {"result", parsed(r.result)},
+               {"finished_at", r.finished_at},
+               {"wall_s", r.wall_s},
+               {"scenario_hash", r.scenario_hash}};
+        out << (first ? "\n" : ",\n") << j.dump();
+        first = false;
+      });
+      out << "\n]}\n";
+      return kSuccess;
+    }
+    if (o.csv) {
+      out << "point";
+      for (const auto& a : axes) out << "," << csv_cell(a);
+      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
+      db.for_each(where.sql, where.params, [&](const PointRow& r) {
+        const Json settings = Json::parse(r.settings);
+        out << r.point;
+        for (const auto& a : axes)
+          out << "," << csv_cell(settings.contains(a) ? value_text(settings[a]) : "");
+        out << "," << r.status << "," << number_text(r.iteration_time_s) << ","
+            << number_text(r.tokens_per_s) << "," << number_text(r.mfu) << ","
+            << Json(r.wall_s).dump() << "," << r.finished_at << "," << csv_cell(r.error) << "\n";
+      });
+      return kSuccess;
+    }
+    std::size_t rows = 0;
+    db.for_each(where.sql, where.params, [&](const PointRow& r) {
+      const Json settings = Json::parse(r.settings);
+      out << std::setw(5) << r.point << "  ";
+      for (const auto& [k, v] : settings.items()) out << k << "=" << value_text(v) << "  ";
+      if (r.status == "ok")
+        out << "ok  " << core::human_duration(core::Seconds(*r.iteration_time_s)) << "/iteration  "
+            << fixed(*r.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *r.mfu, 1) << "%\n";
+      else
+        out << "FAILED: " << r.error.substr(0, r.error.find('\n')) << "\n";
+      ++rows;
+    });
+    err << rows << " point" << (rows == 1 ? "" : "s");
+    if (info)
+      err << " of " << info->points << " (sweep of " << info->scenario_file << ", hgsim "
+          << info->hgsim_version << ", started " << info->started_at << ")";
+    err << "; times and rates simulated by hgsim sweep\n";
+    return kSuccess;
+  } catch (const DbError& e) {
+    err << "hgsim results: " << e.what() << "\n";
+    return kBadInput;
+  }
+}
+
+}  // namespace hgsim::apps

@@ -1,0 +1,245 @@
+#include "apps/results_db.hpp"
+
+#include <sqlite3.h>
+
+#include <ctime>
+
+namespace hgsim::apps {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS sweep (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  scenario_file TEXT NOT NULL,
+  scenario TEXT NOT NULL,
+  hgsim_version TEXT NOT NULL,
+  options TEXT NOT NULL,
+  axes TEXT NOT NULL,
+  points INTEGER NOT NULL,
+  started_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS points (
+  point INTEGER PRIMARY KEY,
+  settings TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+  error TEXT,
+  iteration_time_s REAL,
+  tokens_per_s REAL,
+  mfu REAL,
+  plan TEXT,
+  result TEXT,
+  finished_at TEXT NOT NULL,
+  wall_s REAL NOT NULL,
+  scenario_hash TEXT NOT NULL
+);
+)sql";
+
+// A prepared statement, finalized when it goes out of scope.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  explicit operator bool() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() const { return stmt_; }
+  void bind(int i, const std::string& text) {
+    sqlite3_bind_text(stmt_, i, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  }
+  void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
+  void bind(int i, long long v) { sqlite3_bind_int64(stmt_, i, v); }
+  void bind(int i, const std::optional<double>& v) {
+    if (v)
+      bind(i, *v);
+    else
+      sqlite3_bind_null(stmt_, i);
+  }
+  void bind_text_or_null(int i, const std::string& text) {
+    if (text.empty())
+      sqlite3_bind_null(stmt_, i);
+    else
+      bind(i, text);
+  }
+  std::string text(int column) const {
+    const auto* p = sqlite3_column_text(stmt_, column);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  std::optional<double> real(int column) const {
+    if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_double(stmt_, column);
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
+  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw DbError("cannot open the sweep database " + path + ": " + why);
+  }
+  sqlite3_busy_timeout(db_, 10000);
+  // WAL: a commit is one append, and a process killed at any moment leaves every committed
+  // point readable. synchronous=NORMAL is durable against a killed process (not a power
+  // cut, which may lose the last commits).
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=NORMAL");
+  if (create) exec(kSchema);
+}
+
+ResultsDb::~ResultsDb() {
+  sqlite3_close(db_);
+}
+
+void ResultsDb::fail(const std::string& what) {
+  throw DbError("sweep database " + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+void ResultsDb::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    const std::string why = message ? message : "unknown error";
+    sqlite3_free(message);
+    throw DbError("sweep database " + path_ + ": " + why +
+                  (why.find("not a database") != std::string::npos
+                       ? " (is it a sweep database written by hgsim sweep?)"
+                       : ""));
+  }
+}
+
+bool ResultsDb::is_sweep_db() {
+  Statement st(db_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='points'");
+  if (!st) fail("cannot read the schema");
+  if (sqlite3_step(st.get()) != SQLITE_ROW) fail("cannot read the schema");
+  return sqlite3_column_int(st.get(), 0) == 1;
+}
+
+std::optional<SweepInfo> ResultsDb::sweep() {
+  Statement st(db_,
+               "SELECT scenario_file, scenario, hgsim_version, options, axes, points, started_at "
+               "FROM sweep WHERE id = 1");
+  if (!st) fail("cannot read the sweep table");
+  if (sqlite3_step(st.get()) != SQLITE_ROW) return std::nullopt;
+  SweepInfo info;
+  info.scenario_file = st.text(0);
+  info.scenario = st.text(1);
+  info.hgsim_version = st.text(2);
+  info.options = st.text(3);
+  info.axes = st.text(4);
+  info.points = sqlite3_column_int64(st.get(), 5);
+  info.started_at = st.text(6);
+  return info;
+}
+
+void ResultsDb::write_sweep(const SweepInfo& info) {
+  Statement st(db_,
+               "INSERT OR REPLACE INTO sweep (id, scenario_file, scenario, hgsim_version, "
+               "options, axes, points, started_at) VALUES (1, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) fail("cannot write the sweep table");
+  st.bind(1, info.scenario_file);
+  st.bind(2, info.scenario);
+  st.bind(3, info.hgsim_version);
+  st.bind(4, info.options);
+  st.bind(5, info.axes);
+  st.bind(6, info.points);
+  st.bind(7, info.started_at);
+  if (sqlite3_step(st.get()) != SQLITE_DONE) fail("cannot write the sweep table");
+}
+
+long long ResultsDb::point_count() {
+  Statement st(db_, "SELECT count(*) FROM points");
+  if (!st || sqlite3_step(st.get()) != SQLITE_ROW) fail("cannot read the points table");
+  return sqlite3_column_int64(st.get(), 0);
+}
+
+std::vector<std::pair<long long, std::string>> ResultsDb::ok_hashes() {
+  Statement st(db_, "SELECT point, scenario_hash FROM points WHERE status = 'ok' ORDER BY point");
+  if (!st) fail("cannot read the points table");
+  std::vector<std::pair<long long, std::string>> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW)
+    out.emplace_back(sqlite3_column_int64(st.get(), 0), st.text(1));
+  if (rc != SQLITE_DONE) fail("cannot read the points table");
+  return out;
+}
+
+void ResultsDb::delete_points_from(long long n) {
+  Statement st(db_, "DELETE FROM points WHERE point >= ?");
+  if (!st) fail("cannot delete points");
+  st.bind(1, n);
+  if (sqlite3_step(st.get()) != SQLITE_DONE) fail("cannot delete points");
+}
+
+void ResultsDb::record(const PointRow& row) {
+  // One statement in autocommit mode is one transaction.
+  Statement st(db_,
+               "INSERT OR REPLACE INTO points (point, settings, status, error, iteration_time_s, "
+               "tokens_per_s, mfu, plan, result, finished_at, wall_s, scenario_hash) VALUES "
+               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!st) fail("cannot write point " + std::to_string(row.point));
+  st.bind(1, row.point);
+  st.bind(2, row.settings);
+  st.bind(3, row.status);
+  st.bind_text_or_null(4, row.error);
+  st.bind(5, row.iteration_time_s);
+  st.bind(6, row.tokens_per_s);
+  st.bind(7, row.mfu);
+  st.bind_text_or_null(8, row.plan);
+  st.bind_text_or_null(9, row.result);
+  st.bind(10, row.finished_at);
+  st.bind(11, row.wall_s);
+  st.bind(12, row.scenario_hash);
+  if (sqlite3_step(st.get()) != SQLITE_DONE)
+    fail("cannot write point " + std::to_string(row.point));
+}
+
+void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& params,
+                         const std::function<void(const PointRow&)>& visit) {
+  Statement st(db_,
+               "SELECT point, settings, status, error, iteration_time_s, tokens_per_s, mfu, "
+               "plan, result, finished_at, wall_s, scenario_hash FROM points" +
+                   (where.empty() ? std::string() : " WHERE " + where) + " ORDER BY point");
+  if (!st) fail("cannot read the points table");
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].kind == SqlValue::Kind::text)
+      st.bind(static_cast<int>(i + 1), params[i].text);
+    else
+      st.bind(static_cast<int>(i + 1), params[i].number);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    PointRow row;
+    row.point = sqlite3_column_int64(st.get(), 0);
+    row.settings = st.text(1);
+    row.status = st.text(2);
+    row.error = st.text(3);
+    row.iteration_time_s = st.real(4);
+    row.tokens_per_s = st.real(5);
+    row.mfu = st.real(6);
+    row.plan = st.text(7);
+    row.result = st.text(8);
+    row.finished_at = st.text(9);
+    row.wall_s = sqlite3_column_double(st.get(), 10);
+    row.scenario_hash = st.text(11);
+    visit(row);
+  }
+  if (rc != SQLITE_DONE) fail("cannot read the points table");
+}
+
+}  // namespace hgsim::apps

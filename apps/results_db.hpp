@@ -1,0 +1,101 @@
+// The sweep results database (SQLite), written by `hgsim sweep`, read by `hgsim results`,
+// `hgsim plot` and anyone with sqlite3. One transaction per point, so a sweep killed at any
+// moment loses at most the points in flight. The schema (the README shows it too):
+//
+//   sweep   one row: scenario_file, scenario (the scenario as written: its canonical JSON,
+//           sweep included), hgsim_version, options (JSON: the run options every point
+//           used), axes (JSON list of the axis paths, in grid order), points (grid size),
+//           started_at (UTC, ISO 8601)
+//   points  one row per finished point: point (0-based index in grid order, the primary
+//           key), settings (JSON object: axis path -> value as written), status ('ok' |
+//           'failed'), error (the problems, for a failed point), iteration_time_s,
+//           tokens_per_s, mfu (NULL when failed), plan (JSON: the plan that ran), result
+//           (JSON: exactly what `hgsim run --json` prints), finished_at (UTC, ISO 8601),
+//           wall_s (seconds the point took, planner included), scenario_hash (a hash of
+//           the point's resolved scenario and the run options: what --resume compares)
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace hgsim::apps {
+
+// A database that cannot be opened, read or written; the message names the file.
+class DbError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SweepInfo {
+  std::string scenario_file;
+  std::string scenario;  // JSON
+  std::string hgsim_version;
+  std::string options;  // JSON
+  std::string axes;     // JSON list
+  long long points = 0;
+  std::string started_at;
+};
+
+struct PointRow {
+  long long point = 0;
+  std::string settings;  // JSON object
+  std::string status;    // "ok" | "failed"
+  std::string error;
+  std::optional<double> iteration_time_s, tokens_per_s, mfu;
+  std::string plan;    // JSON, empty when none
+  std::string result;  // JSON, empty when failed
+  std::string finished_at;
+  double wall_s = 0;
+  std::string scenario_hash;
+};
+
+// A parameter bound to a prepared statement: text or a number.
+struct SqlValue {
+  enum class Kind { text, number } kind = Kind::text;
+  std::string text;
+  double number = 0;
+};
+
+class ResultsDb {
+ public:
+  // Opens (create: creating the file and the tables when missing) the database at `path`.
+  ResultsDb(const std::string& path, bool create);
+  ~ResultsDb();
+  ResultsDb(const ResultsDb&) = delete;
+  ResultsDb& operator=(const ResultsDb&) = delete;
+
+  const std::string& path() const { return path_; }
+  // False for a file that is not a sweep database (no `points` table).
+  bool is_sweep_db();
+  std::optional<SweepInfo> sweep();
+  void write_sweep(const SweepInfo& info);
+  // Rows already there.
+  long long point_count();
+  // The scenario hash of every `ok` point: index -> hash.
+  std::vector<std::pair<long long, std::string>> ok_hashes();
+  // Deletes the rows of points with index >= n (the grid shrank).
+  void delete_points_from(long long n);
+  // Inserts or replaces the point's row in one transaction.
+  void record(const PointRow& row);
+  // Every row whose `where` (an SQL condition over the columns, with ? for `params`; empty:
+  // all) holds, in point order.
+  void for_each(const std::string& where, const std::vector<SqlValue>& params,
+                const std::function<void(const PointRow&)>& visit);
+
+ private:
+  void exec(const char* sql);
+  [[noreturn]] void fail(const std::string& what);
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+// UTC now, ISO 8601 ("2026-01-02T03:04:05Z").
+std::string utc_now();
+
+}  // namespace hgsim::apps

@@ -1,0 +1,604 @@
+#include "apps/sweep_command.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands.hpp"
+#include "apps/results_db.hpp"
+#include "apps/validate.hpp"
+#include "core/files.hpp"
+
+#ifndef HGSIM_VERSION
+#define HGSIM_VERSION "0.0.0"
+#endif
+
+namespace hgsim::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using core::Json;
+using Clock = std::chrono::steady_clock;
+
+MpiSessionFactory g_mpi_factory = nullptr;
+
+// ---- keys for --resume -------------------------------------------------------------------
+
+// FNV-1a, 64 bits: a point's key, not a security boundary.
+std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string hex(std::uint64_t v) {
+  std::ostringstream s;
+  s << std::hex << std::setw(16) << std::setfill('0') << v;
+  return s.str();
+}
+
+// A file's contents as a digest ("missing" when it cannot be read; read as every input is,
+// so a FIFO or /dev/zero given as a profile cannot hang the sweep here).
+std::string file_digest(const std::string& path) {
+  core::Diagnostics unread;  // the profile's own reader reports why, where it is used
+  const auto text = core::read_input_file(path, "profile", unread);
+  return text ? hex(fnv1a(*text)) : "missing";
+}
+
+// What every point runs with, beyond its scenario: part of its key and of the sweep table.
+Json options_json(const RunOptions& run) {
+  Json profiles = Json::array();
+  for (const std::string& p : run.profiles)
+    profiles.push_back({{"file", p}, {"digest", file_digest(p)}});
+  Json out{{"fidelity", run.fidelity.empty() ? Json(nullptr) : Json(run.fidelity)},
+           {"profiles", profiles},
+           {"time_budget_s", run.planner_time_budget_s},
+           {"allow_oom", run.sim.allow_oom}};
+  out["plan"] = run.plan_file.empty()
+                    ? Json(nullptr)
+                    : Json{{"file", run.plan_file}, {"digest", file_digest(run.plan_file)}};
+  out["layer_profile"] =
+      run.layer_profile.empty()
+          ? Json(nullptr)
+          : Json{{"file", run.layer_profile}, {"digest", file_digest(run.layer_profile)}};
+  return out;
+}
+
+// A point's key: its resolved scenario (every default filled in; not the grid it is a point
+// of, so that growing the grid keeps the points done) and the run options.
+std::string point_hash(const CheckedPoint& p, const std::string& options) {
+  core::Scenario s = p.checked.scenario;
+  s.sweep.clear();
+  return hex(fnv1a(options, fnv1a(core::scenario_to_json(s).dump())));
+}
+
+Json settings_json(const std::vector<std::pair<std::string, std::string>>& settings) {
+  Json out = Json::object();
+  for (const auto& [path, value] : settings) out[path] = Json::parse(value);
+  return out;
+}
+
+// ---- processes ---------------------------------------------------------------------------
+
+// The point processes running now, for the signal handler (lock-free atomics are
+// async-signal-safe).
+constexpr int kMaxJobs = 1024;
+std::atomic<int> g_children[kMaxJobs];
+constexpr int kHandledSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
+
+void kill_children_and_die(int sig) {
+  for (auto& child : g_children) {
+    const int pid = child.load();
+    if (pid > 0) ::kill(pid, SIGKILL);  // its simulator dies with it (PR_SET_PDEATHSIG)
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installs the handler for as long as it lives; the point processes restore the defaults.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    for (int sig : kHandledSignals) {
+      old_[index(sig)] = ::signal(sig, kill_children_and_die);
+      // A signal ignored by whoever started hgsim (nohup's SIGHUP) stays ignored.
+      if (old_[index(sig)] == SIG_IGN) ::signal(sig, SIG_IGN);
+    }
+  }
+  ~SignalGuard() {
+    for (int sig : kHandledSignals) ::signal(sig, old_[index(sig)]);
+  }
+  static void restore_defaults() {
+    for (int sig : kHandledSignals) ::signal(sig, SIG_DFL);
+  }
+
+ private:
+  static std::size_t index(int sig) {
+    for (std::size_t i = 0; i < std::size(kHandledSignals); ++i)
+      if (kHandledSignals[i] == sig) return i;
+    return 0;
+  }
+  sighandler_t old_[std::size(kHandledSignals)] = {};
+};
+
+// One point running in a process of its own; its outcome arrives on `fd`.
+struct Running {
+  long long k = 0;
+  pid_t pid = -1;
+  int fd = -1;
+  int slot = 0;
+  std::string text;
+  Clock::time_point started;
+};
+
+// Forks the process of point k. It dies with this one, and says nothing on the terminal
+// (the planner's progress and warnings would garble the progress line): its outcome,
+// errors included, comes back on the pipe.
+Running start_point(const SweepJob& job, long long k, int slot) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe() failed: cannot start a point");
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork() failed: cannot start a point");
+  if (pid == 0) {
+    SignalGuard::restore_defaults();
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::close(fds[0]);
+    if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    core::write_all_fd(fds[1], run_point_here(job, k));
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  g_children[slot].store(pid);
+  return Running{k, pid, fds[0], slot, {}, Clock::now()};
+}
+
+// Reaps a finished point process; its outcome, or why it has none.
+std::string finish_point(Running& r) {
+  ::close(r.fd);
+  int status = 0;
+  while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_children[r.slot].store(0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !r.text.empty()) return r.text;
+  const std::string why = WIFSIGNALED(status)
+                              ? "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                                    strsignal(WTERMSIG(status)) + ")"
+                              : "exited with status " + std::to_string(WEXITSTATUS(status));
+  return Json{{"ok", false}, {"error", "the point's process " + why + " before giving a result"}}
+      .dump();
+}
+
+// Runs `todo`, `jobs` points at a time; `done` as each finishes, `tick` at least once a
+// second.
+void run_local(const SweepJob& job, const std::vector<long long>& todo, int jobs,
+               const PointDone& done, const std::function<void()>& tick) {
+  std::vector<Running> running;
+  // Whatever ends this function early (an error writing the database) ends its points too.
+  struct EndRunning {
+    std::vector<Running>& running;
+    ~EndRunning() {
+      for (Running& r : running) {
+        ::kill(r.pid, SIGKILL);
+        finish_point(r);
+      }
+    }
+  } end_running{running};
+  std::vector<int> free_slots;
+  for (int s = jobs - 1; s >= 0; --s) free_slots.push_back(s);
+  std::size_t next = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (static_cast<int>(running.size()) < jobs && next < todo.size()) {
+      const int slot = free_slots.back();
+      free_slots.pop_back();
+      running.push_back(start_point(job, todo[next++], slot));
+    }
+    tick();
+    std::vector<pollfd> fds;
+    for (const Running& r : running) fds.push_back({r.fd, POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), 1000);
+    if (n < 0 && errno != EINTR) throw std::runtime_error("poll() failed");
+    if (n <= 0) continue;
+    for (std::size_t i = running.size(); i-- > 0;) {
+      if (fds[i].revents == 0) continue;
+      char buffer[1 << 16];
+      const ssize_t got = ::read(running[i].fd, buffer, sizeof buffer);
+      if (got > 0) {
+        running[i].text.append(buffer, static_cast<std::size_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      Running r = std::move(running[i]);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      const std::string outcome = finish_point(r);
+      free_slots.push_back(r.slot);
+      done(r.k, outcome, std::chrono::duration<double>(Clock::now() - r.started).count());
+    }
+  }
+  tick();
+}
+
+// ---- what a person sees ------------------------------------------------------------------
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// "path=value ..." in the order of the sweep's axes.
+std::string settings_text(const Json& settings, const std::vector<std::string>& axes) {
+  std::string out;
+  for (const std::string& axis : axes)
+    if (settings.contains(axis))
+      out += (out.empty() ? "" : " ") + axis + "=" + settings[axis].dump();
+  return out;
+}
+
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+}
+
+// The progress line on a terminal: points done, failed, running, to go, and the ETA.
+class Progress {
+ public:
+  Progress(std::ostream& err, bool terminal, std::size_t total, int jobs)
+      : err_(err), terminal_(terminal), total_(total), jobs_(jobs) {}
+  void finished(bool ok) { ok ? ++ok_ : ++failed_; }
+  void clear() {
+    if (terminal_ && shown_) err_ << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+  void show() {
+    if (!terminal_) return;
+    const std::size_t done = ok_ + failed_;
+    const std::size_t running = std::min<std::size_t>(total_ - done, jobs_);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    std::string eta = "-";
+    if (done > 0) eta = core::human_duration(core::Seconds(elapsed / done * double(total_ - done)));
+    err_ << "\r\033[Khgsim sweep: " << done << "/" << total_ << " done (" << failed_ << " failed), "
+         << running << " running, ETA " << eta << std::flush;
+    shown_ = true;
+  }
+  std::size_t ok() const { return ok_; }
+  std::size_t failed() const { return failed_; }
+
+ private:
+  std::ostream& err_;
+  bool terminal_;
+  std::size_t total_;
+  int jobs_;
+  std::size_t ok_ = 0, failed_ = 0;
+  bool shown_ = false;
+  Clock::time_point start_ = Clock::now();
+};
+
+// One line per finished point, as it finishes.
+std::string point_line(const PointRow& row, const std::vector<std::string>& axes) {
+  std::ostringstream s;
+  s << std::setw(5) << row.point << "  " << settings_text(Json::parse(row.settings), axes) << "  ";
+  if (row.status == "ok")
+    s << "ok  " << core::human_duration(core::Seconds(*row.iteration_time_s)) << "/iteration  "
+      << fixed(*row.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *row.mfu, 1) << "%";
+  else
+    s << "FAILED: " << first_line(row.error);
+  s << "  (" << fixed(row.wall_s, 2) << " s)\n";
+  return s.str();
+}
+
+// The database's rows (all, or one point) as {"points": [...]}, streamed from the database.
+void print_json(ResultsDb& db, std::optional<long long> only, std::ostream& out) {
+  out << "{\"points\": [";
+  bool first = true;
+  std::vector<SqlValue> params;
+  if (only) params.push_back({SqlValue::Kind::number, "", double(*only)});
+  db.for_each(only ? "point = ?" : "", params, [&](const PointRow& row) {
+    Json j{{"point", row.point},
+           {"settings", Json::parse(row.settings)},
+           {"status", row.status},
+           {"error", row.error.empty() ? Json(nullptr) : Json(row.error)},
+           {"plan", row.plan.empty() ? Json(nullptr) : Json::parse(row.plan)},
+           {"result", row.result.empty() ? Json(nullptr) : Json::parse(row.result)},
+           {"wall_s", row.wall_s}};
+    out << (first ? "\n" : ",\n") << j.dump();
+    first = false;
+  });
+  out << "\n]}\n";
+}
+
+int list_points(const std::string& path, bool json, std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
+  auto points = check_scenario_file(path, diags);
+  err << diags.format();
+  if (!points) return kBadInput;
+  if (json) {
+    Json list = Json::array();
+    for (const CheckedPoint& p : *points) list.push_back({{"settings", settings_json(p.settings)}});
+    out << Json{{"points", list}}.dump(2) << "\n";
+    return kSuccess;
+  }
+  out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s") << ", each valid:\n";
+  for (std::size_t i = 0; i < points->size(); ++i) {
+    out << "  " << std::setw(3) << i << "  ";
+    for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
+    out << "\n";
+  }
+  return kSuccess;
+}
+
+// Opens the sweep database, refusing a file that is something else.
+std::unique_ptr<ResultsDb> open_for_sweep(const std::string& path) {
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec) && fs::file_size(path, ec) > 0;
+  if (exists) {
+    auto db = std::make_unique<ResultsDb>(path, false);
+    if (!db->is_sweep_db())
+      throw DbError(path + " is an SQLite database, but not a sweep database (no points table)");
+  }
+  return std::make_unique<ResultsDb>(path, true);
+}
+
+}  // namespace
+
+std::string default_sweep_db(const std::string& scenario_path) {
+  fs::path p(scenario_path);
+  p.replace_extension(".sweep.sqlite");
+  return p.string();
+}
+
+void register_mpi(MpiSessionFactory factory) {
+  g_mpi_factory = factory;
+}
+
+std::string run_point_in_child(const SweepJob& job, long long k) {
+  Running r = start_point(job, k, 0);
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(r.fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    r.text.append(buffer, static_cast<std::size_t>(got));
+  }
+  return finish_point(r);
+}
+
+std::string run_point_here(const SweepJob& job, long long k) {
+  try {
+    core::Diagnostics diags;
+    auto point = job.points->point(static_cast<std::size_t>(k), diags);
+    if (!point) return Json{{"ok", false}, {"error", diags.format()}}.dump();
+    ChosenPlan ran;
+    auto result = simulate_point(point->checked, job.run, diags, &ran);
+    if (!result) return Json{{"ok", false}, {"error", diags.format()}}.dump();
+    return Json{{"ok", true}, {"result", *result}, {"plan", core::plan_to_json(ran.plan)}}.dump();
+  } catch (const std::exception& e) {
+    return Json{{"ok", false}, {"error", std::string("internal error: ") + e.what()}}.dump();
+  }
+}
+
+CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Run every point of a scenario's sweep grid into a results database");
+  sweep->add_option("SCENARIO", o.scenario, "scenario file")->required();
+  sweep->add_flag("--json", o.json,
+                  "print the points as JSON (from the database, in point order) at the end");
+  sweep->add_flag("--list", o.list_only, "only expand and check the points; do not run them");
+  sweep
+      ->add_option("-j,--jobs", o.jobs,
+                   "points at once, each in a process of its own (default: the cores)")
+      ->check(CLI::Range(1, kMaxJobs));
+  sweep->add_option("--db", o.db,
+                    "the results database (SQLite; default: beside the scenario, as "
+                    "<name>.sweep.sqlite)");
+  sweep->add_flag("--resume", o.resume,
+                  "continue the database: skip the points already ok for the same resolved "
+                  "scenario and options, run the rest");
+  sweep->add_flag("--mpi", o.mpi,
+                  "run under MPI (mpirun -n N hgsim sweep ... --mpi): rank 0 owns the database "
+                  "and hands out points, the other ranks run them");
+  sweep->add_option("--point", o.point, "run only point K (0-based, grid order; see --list)")
+      ->check(CLI::NonNegativeNumber);
+  sweep->add_option("--plan", o.run.plan_file,
+                    "a plan file (JSON or YAML) to play at every point instead of the "
+                    "scenario's strategy");
+  sweep
+      ->add_option("--time-budget", o.run.planner_time_budget_s,
+                   "seconds of planner search per point (strategy: auto; default 60)")
+      ->check(CLI::PositiveNumber);
+  sweep->add_option("--layer-profile", o.run.layer_profile,
+                    "a layer profile (hgsim-layer-profile/1): every device's compute comes "
+                    "from it, at every point");
+  sweep
+      ->add_option("--fidelity", o.run.fidelity,
+                   "full, folded or auto at every point (overrides simulation.fidelity)")
+      ->check(CLI::IsMember({"full", "folded", "auto"}));
+  return sweep;
+}
+
+int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.list_only) return list_points(o.scenario, o.json, out, err);
+
+  std::unique_ptr<MpiSession> mpi;
+  if (o.mpi) {
+    if (!g_mpi_factory) {
+      err << "hgsim sweep: --mpi: this hgsim was built without MPI (libopenmpi-dev was missing "
+             "when it was configured)\n  install the packages of scripts/debian-packages.txt "
+             "and rebuild, or run the sweep on one machine with -j N\n";
+      return kBadInput;
+    }
+    std::string why;
+    mpi = g_mpi_factory(why);
+    if (!mpi) {
+      err << "hgsim sweep: --mpi: " << why << "\n";
+      return kBadInput;
+    }
+  }
+  const bool rank0 = !mpi || mpi->rank() == 0;
+
+  // Every point is checked before any runs (bad input is not a failed point).
+  core::Diagnostics diags;
+  auto document = core::load_document(o.scenario, diags);
+  if (!document || diags.has_errors()) {
+    if (rank0) err << diags.format();
+    return kBadInput;
+  }
+  const SweepPoints points(*document, o.scenario, diags);
+  const std::string options = options_json(o.run).dump();
+  std::vector<std::string> keys;
+  std::vector<std::string> settings;
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    auto p = points.point(k, diags);
+    if (!p) continue;
+    keys.push_back(point_hash(*p, options));
+    settings.push_back(settings_json(p->settings).dump());
+  }
+  if (diags.has_errors() || points.size() == 0) {
+    if (rank0) err << diags.format();
+    return kBadInput;
+  }
+  if (rank0) err << diags.format();
+  const long long total = static_cast<long long>(points.size());
+  if (o.point && *o.point >= total) {
+    if (rank0)
+      err << "hgsim sweep: --point " << *o.point << ": the sweep has " << total << " point"
+          << (total == 1 ? "" : "s") << " (0 to " << total - 1 << "; hgsim sweep " << o.scenario
+          << " --list shows them)\n";
+    return kBadInput;
+  }
+  SweepJob job{&points, o.run};
+  if (!rank0) {
+    SignalGuard guard;
+    mpi->serve(job);
+    return kSuccess;
+  }
+
+  // The database: refuse to mix into a finished sweep unless asked to continue it.
+  const std::string db_path = o.db.empty() ? default_sweep_db(o.scenario) : o.db;
+  std::unique_ptr<ResultsDb> db;
+  std::vector<long long> todo;
+  long long skipped = 0;
+  try {
+    db = open_for_sweep(db_path);
+    const long long rows = db->point_count();
+    if (rows > 0 && !o.resume && !o.point) {
+      err << "hgsim sweep: " << db_path << " already holds " << rows << " point"
+          << (rows == 1 ? "" : "s")
+          << " of a sweep\n  --resume continues it (the points already ok for the same "
+             "scenario are skipped), --db FILE writes another, or remove it to start over\n";
+      return kBadInput;
+    }
+    std::vector<bool> have(static_cast<std::size_t>(total), false);
+    if (o.resume)
+      for (const auto& [k, hash] : db->ok_hashes())
+        if (k < total && keys[static_cast<std::size_t>(k)] == hash)
+          have[static_cast<std::size_t>(k)] = true;
+    if (!o.point) db->delete_points_from(total);
+    for (long long k = o.point ? *o.point : 0; k < (o.point ? *o.point + 1 : total); ++k) {
+      if (have[static_cast<std::size_t>(k)]) {
+        ++skipped;
+        continue;
+      }
+      todo.push_back(k);
+    }
+    db->write_sweep({fs::absolute(o.scenario).lexically_normal().string(),
+                     core::to_json(*document).dump(), HGSIM_VERSION, options,
+                     Json(points.axis_paths()).dump(), total, utc_now()});
+  } catch (const DbError& e) {
+    err << "hgsim sweep: " << e.what() << "\n";
+    return kBadInput;
+  }
+
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int jobs = mpi ? mpi->size() - 1 : std::clamp(o.jobs > 0 ? o.jobs : cores, 1, kMaxJobs);
+  const bool terminal = &err == &std::cerr && ::isatty(STDERR_FILENO);
+  Progress progress(err, terminal, todo.size(), std::max(jobs, 1));
+  if (skipped > 0)
+    err << "hgsim sweep: " << skipped << " point" << (skipped == 1 ? "" : "s") << " already ok in "
+        << db_path << " (skipped); " << todo.size() << " to run\n";
+  std::vector<long long> failed;
+  const auto started = Clock::now();
+  const std::vector<std::string> axes = points.axis_paths();
+  auto done = [&](long long k, const std::string& outcome, double wall_s) {
+    Json o_json;
+    try {
+      o_json = Json::parse(outcome);
+    } catch (const Json::exception&) {
+      o_json = {{"ok", false}, {"error", "the point's process gave an unreadable result"}};
+    }
+    PointRow row;
+    row.point = k;
+    row.settings = settings[static_cast<std::size_t>(k)];
+    row.scenario_hash = keys[static_cast<std::size_t>(k)];
+    row.wall_s = wall_s;
+    row.finished_at = utc_now();
+    if (o_json.value("ok", false)) {
+      const Json& r = o_json["result"];
+      row.status = "ok";
+      row.iteration_time_s = r["iteration_time_s"].get<double>();
+      row.tokens_per_s = r["tokens_per_s"].get<double>();
+      row.mfu = r["mfu"].get<double>();
+      row.plan = o_json["plan"].dump();
+      row.result = r.dump();
+    } else {
+      row.status = "failed";
+      row.error = o_json.value("error", "unknown error");
+      failed.push_back(k);
+    }
+    db->record(row);
+    progress.finished(row.status == "ok");
+    progress.clear();
+    if (!o.json) out << point_line(row, axes) << std::flush;
+    progress.show();
+  };
+  try {
+    SignalGuard guard;
+    if (mpi && mpi->size() > 1)
+      mpi->dispatch(todo, done, [&] { progress.show(); });
+    else
+      run_local(job, todo, mpi ? 1 : jobs, done, [&] { progress.show(); });
+    progress.clear();
+    if (o.json) print_json(*db, o.point, out);
+  } catch (const DbError& e) {
+    progress.clear();
+    err << "hgsim sweep: " << e.what() << "\n";
+    return kInternalError;
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+  err << "hgsim sweep: " << todo.size() << " point" << (todo.size() == 1 ? "" : "s") << " run in "
+      << core::human_duration(core::Seconds(elapsed)) << ": " << progress.ok() << " ok, "
+      << failed.size() << " failed";
+  for (std::size_t i = 0; i < failed.size() && i < 10; ++i)
+    err << (i == 0 ? " (point " : ", ") << failed[i];
+  if (!failed.empty()) err << (failed.size() > 10 ? ", ...)" : ")");
+  err << "; results in " << db_path << " (hgsim results " << db_path << ")\n";
+  return failed.empty() ? kSuccess : kBadInput;
+}
+
+}  // namespace hgsim::apps

@@ -1,0 +1,228 @@
+// The kernel-level compute model (kernels/compute_model.hpp, KernelModel): GEMM tile and
+// wave quantization against closed forms, FlashAttention's causal work, the fixed cost per
+// kernel and the host-dispatch floor, the efficiencies against the cited kernel-level
+// measurements (kernels/kernel_costs.yaml), calibration per GPU type, and that the
+// simulator's and planner's costs come from this one model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/diagnostics.hpp"
+#include "kernels/compute_model.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "kernels/layer_ops.hpp"
+#include "models/zoo.hpp"
+
+namespace hgsim::kernels {
+namespace {
+
+const GpuSpec& gpu(const char* name) {
+  const GpuSpec* g = find_gpu(name);
+  EXPECT_NE(g, nullptr) << name;
+  return *g;
+}
+
+core::ModelConfig gpt(int layers, int hidden, int heads) {
+  core::ModelConfig m;
+  m.name = "gpt-test";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.vocab = 51200;
+  m.ffn_hidden = 4 * hidden;
+  m.max_positions = 2048;
+  return m;
+}
+
+// One tile size, so the closed forms below need no search over tiles.
+KernelCosts one_tile(double m, double n) {
+  KernelCosts c = kernel_costs_for(Architecture::ampere);
+  c.tiles = {{m, n}};
+  c.tile_saturation = {m, n};
+  return c;
+}
+
+TEST(KernelCosts, EveryArchitectureHasARowWithItsSource) {
+  for (Architecture a : {Architecture::volta, Architecture::turing, Architecture::ampere,
+                         Architecture::ada, Architecture::hopper}) {
+    const KernelCosts& c = kernel_costs_for(a);
+    EXPECT_FALSE(c.source.empty()) << to_string(a);
+    EXPECT_FALSE(c.tiles.empty());
+  }
+}
+
+TEST(KernelCosts, CatalogGpusKnowTheirSms) {
+  EXPECT_EQ(gpu("a100").sms, 108);
+  EXPECT_EQ(gpu("h100").sms, 132);
+  EXPECT_EQ(gpu("h100-pcie").sms, 114);
+  for (const GpuSpec& g : gpu_catalog()) EXPECT_GT(g.sms, 0) << g.name;
+}
+
+TEST(KernelCosts, BadRowsAreReportedWithTheirKeyPath) {
+  core::Diagnostics diags;
+  parse_kernel_costs("architectures:\n  - architecture: ampere\n    gemm_efficiency: 1.5\n",
+                     "k.yaml", diags);
+  ASSERT_TRUE(diags.has_errors());
+  EXPECT_NE(diags.format().find("architectures[0].gemm_efficiency"), std::string::npos);
+}
+
+// NVIDIA, Matrix Multiplication Background guide, sec. 3.2: with 108 SMs, 109 tiles take two
+// waves, the second nearly empty.
+TEST(GemmEfficiency, WaveQuantizationClosedForm) {
+  const GpuSpec& a100 = gpu("a100");
+  const KernelCosts c = one_tile(256, 128);
+  const double k = 4096;
+  // 9 x 12 = 108 tiles: one full wave.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, 9 * 256, 12 * 128, k), c.gemm_efficiency);
+  // 9 x 13 = 117 tiles: two waves, 117 / 216 of the slots busy.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, 9 * 256, 13 * 128, k),
+                   c.gemm_efficiency * 117.0 / 216.0);
+}
+
+// Sec. 3.1: a dimension one past a multiple of the tile pays a whole extra row of tiles.
+TEST(GemmEfficiency, TileQuantizationClosedForm) {
+  const GpuSpec& a100 = gpu("a100");
+  const KernelCosts c = one_tile(128, 128);
+  // 8 x 9 = 72 tiles of which a row is almost empty: m = 7 x 128 + 1.
+  const double m = 7 * 128 + 1, n = 9 * 128, k = 8192;
+  const double tile = (m * n) / (8 * 128 * n);
+  const double wave = 72.0 / 108.0;
+  // 72 tiles < 108 SMs: cuBLAS splits K once (floor(108 / 72) = 1 split): no change.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, m, n, k), c.gemm_efficiency * tile * wave);
+}
+
+TEST(GemmEfficiency, SplitKFillsTheSmsWhenTilesAreFew) {
+  const GpuSpec& a100 = gpu("a100");
+  const KernelCosts c = one_tile(128, 128);
+  // 4 x 4 = 16 tiles, K = 8192: floor(108 / 16) = 6 splits, 96 blocks in one wave.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, 512, 512, 8192), c.gemm_efficiency * 96.0 / 108.0);
+  // K = 512 allows only 2 splits of 256: 32 blocks.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, 512, 512, 512), c.gemm_efficiency * 32.0 / 108.0);
+}
+
+TEST(GemmEfficiency, SmallTilesLoseInProportionToTheirReuse) {
+  const GpuSpec& a100 = gpu("a100");
+  KernelCosts c = one_tile(64, 64);
+  c.tile_saturation = {128, 128};
+  // 64x64 tiles: intensity 64 against 128's: half speed, on a shape that fills 108 SMs.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(a100, c, 12 * 64, 9 * 64, 4096), c.gemm_efficiency * 0.5);
+}
+
+// The curves against their sources: large aligned GEMMs reach the measured best-shape
+// fraction (MAMF: A100 SXM 85.9%, H100 SXM 80.1%); transformer GEMMs stay within a few
+// percent of it; a skinny GEMM falls well below.
+TEST(GemmEfficiency, LargeGemmsReachTheMeasuredMaximum) {
+  const auto& ampere = kernel_costs_for(Architecture::ampere);
+  const auto& hopper = kernel_costs_for(Architecture::hopper);
+  EXPECT_DOUBLE_EQ(ampere.gemm_efficiency, 0.859);
+  EXPECT_DOUBLE_EQ(hopper.gemm_efficiency, 0.801);
+  EXPECT_NEAR(gemm_efficiency(gpu("a100"), ampere, 16384, 16384, 8192), 0.859, 0.02);
+  EXPECT_NEAR(gemm_efficiency(gpu("h100"), hopper, 16384, 16384, 8192), 0.801, 0.02);
+  // GPT-3's QKV GEMM per tp = 8 rank, 2048 tokens: 2048 x 4608 x 12288: 288 tiles of
+  // 256 x 128 (or 128 x 256) on 108 SMs, three waves of which the last is 2/3 full.
+  EXPECT_NEAR(gemm_efficiency(gpu("a100"), ampere, 2048, 4608, 12288), 0.859 * 288 / 324, 1e-12);
+  EXPECT_LT(gemm_efficiency(gpu("a100"), ampere, 128, 1024, 1024), 0.5);
+}
+
+// FlashAttention-2 (A100) and -3 (H100) at 2k-4k causal, head dimension 128: the model's
+// efficiency on executed FLOPs sits at the figure read off the papers once the SMs are
+// full, and causal masking skips (n - 1) / 2n of the n x n blocks.
+TEST(AttentionEfficiency, FlashAttentionAtTheCitedFigures) {
+  const auto& ampere = kernel_costs_for(Architecture::ampere);
+  // 8 sequences x 16 heads x 16 blocks = 2048 blocks: waves nearly full.
+  const double fwd = attention_efficiency(gpu("a100"), ampere, 8, 16, 2048, false);
+  EXPECT_NEAR(fwd, 0.65, 0.02);
+  EXPECT_GE(fwd, 0.5 * 0.98);  // inside FA2's published 50-73% forward range
+  EXPECT_LE(fwd, 0.73);
+  EXPECT_NEAR(attention_efficiency(gpu("a100"), ampere, 8, 16, 2048, true), 0.55, 0.02);
+
+  const KernelModel model;
+  const OpCall op = make_op("attention", {8, 16, 16, 2048, 128}, 2);
+  const double rate = 312e12 * fwd;
+  const double causal = 17.0 / 32.0;  // 16 blocks: 136 of 256 computed
+  const double expected = op.flops * causal / rate + 2e-6;
+  EXPECT_NEAR(model.op_time(gpu("a100"), op, core::Precision::bf16).value(), expected,
+              expected * 1e-9);
+}
+
+TEST(KernelModelTest, ElementWiseKernelsAreBandwidthPlusOverhead) {
+  const KernelModel model;
+  const OpCall op = make_op("gelu", {8192.0 * 4096}, 2);
+  const double expected = op.bytes / (0.85 * 2039e9) + 2e-6;
+  EXPECT_NEAR(model.op_time(gpu("a100"), op, core::Precision::bf16).value(), expected,
+              expected * 1e-9);
+}
+
+TEST(KernelModelTest, APhaseCannotOutrunTheHostThatIssuesIt) {
+  const KernelModel model;
+  // 40 tiny kernels: each 2 us of GPU overhead, 5 us of host dispatch: the host bounds.
+  std::vector<OpCall> ops(40, make_op("add", {1024}, 2));
+  EXPECT_NEAR(model.phase_time(gpu("h100"), ops, core::Precision::bf16).value(), 40 * 5e-6, 1e-12);
+}
+
+// Small, tensor-parallel layers are dominated by their kernels' fixed costs: the reason the
+// flat roofline predicted such runs 40-60% too fast.
+TEST(KernelModelTest, SmallTensorParallelLayersPayPerKernel) {
+  const core::ModelConfig m = gpt(24, 1024, 16);
+  const KernelModel model;
+  LayerWork work;
+  work.model = &m;
+  work.sequences = 1;
+  work.seq_len = 2048;
+  work.tp = 8;
+  const PhaseTimes t = model.layer(gpu("a100"), work);
+  const PhaseOps ops = layer_ops({&m, 1, 2048, 8, false, core::Precision::bf16});
+  int kernels = 0;
+  for (const OpCall& c : ops.forward) kernels += c.kernels;
+  EXPECT_EQ(kernels, 10);  // as layer_ops.hpp lists them for GPT with FlashAttention
+  int backward = 0;
+  for (const OpCall& c : ops.backward) backward += c.kernels;
+  EXPECT_EQ(backward, 16);
+  EXPECT_GE(t.forward.value(), kernels * 5e-6);
+  // A large layer is not: GPT-3 175B at tp 8 is within 15% of its GEMM FLOPs at 85.9%.
+  const core::ModelConfig big = gpt(96, 12288, 96);
+  work.model = &big;
+  const PhaseTimes b = model.layer(gpu("a100"), work);
+  const double gemm_flops = 2 * 2048 * 12 * 12288.0 * 12288 / 8;
+  EXPECT_LT(b.forward.value(), 1.15 * gemm_flops / (312e12 * 0.859) + 1e-3);
+}
+
+TEST(KernelModelTest, StandardAttentionKeepsScoresAndCostsMore) {
+  const core::ModelConfig m = gpt(1, 4096, 32);
+  const KernelModel model;
+  LayerWork work;
+  work.model = &m;
+  work.sequences = 2;
+  work.seq_len = 4096;
+  const double flash = model.layer(gpu("a100"), work).forward.value();
+  work.attention = core::Attention::standard;
+  const double standard = model.layer(gpu("a100"), work).forward.value();
+  EXPECT_GT(standard, flash);
+  const PhaseOps ops =
+      layer_ops({&m, 2, 4096, 1, false, core::Precision::bf16, core::Attention::standard});
+  int bmm = 0;
+  for (const OpCall& c : ops.forward) bmm += c.op == "bmm";
+  EXPECT_EQ(bmm, 2);
+}
+
+TEST(Calibration, AppliesToItsGpuTypeOnly) {
+  Calibration cal;
+  cal.gemm_efficiency = 0.5;
+  cal.kernel_overhead = core::Seconds(10e-6);
+  const KernelModel calibrated({{gpu("a100").name, cal}});
+  const KernelModel plain;
+  EXPECT_EQ(calibrated.provenance(gpu("a100")), "calibrated");
+  EXPECT_EQ(calibrated.provenance(gpu("h100")), "estimated");
+  EXPECT_DOUBLE_EQ(calibrated.costs_for(gpu("a100")).gemm_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(calibrated.costs_for(gpu("h100")).gemm_efficiency, 0.801);
+  const OpCall gemm = make_op("gemm", {8192, 8192, 8192}, 2);
+  EXPECT_GT(calibrated.op_time(gpu("a100"), gemm, core::Precision::bf16).value(),
+            1.6 * plain.op_time(gpu("a100"), gemm, core::Precision::bf16).value());
+  EXPECT_DOUBLE_EQ(calibrated.op_time(gpu("h100"), gemm, core::Precision::bf16).value(),
+                   plain.op_time(gpu("h100"), gemm, core::Precision::bf16).value());
+}
+
+}  // namespace
+}  // namespace hgsim::kernels

@@ -1,0 +1,236 @@
+// The parallelism options of issue #13 on small cases with closed forms: tensor-parallel
+// collectives overlapped with their GEMMs, gradient reduction after the backward, ZeRO's
+// data-parallel traffic; and the scenario language for them (zero, grad_reduce,
+// tp_comm_overlap, training.attention, clusters[].calibration) with its errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/document.hpp"
+#include "core/scenario.hpp"
+#include "kernels/compute_model.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "models/transformer.hpp"
+#include "sim/collectives.hpp"
+#include "sim/simulate.hpp"
+#include "tests/sim_helpers.hpp"
+
+namespace hgsim {
+namespace {
+
+using core::Json;
+using testing::checked;
+using testing::FixedTimes;
+using testing::kTinyModel;
+
+double iteration(const apps::CheckedScenario& c, const kernels::ComputeModel& compute) {
+  return testing::simulate_plan(c, compute)["iteration_time_s"].get<double>();
+}
+
+// One stage of tp 2 on one node whose NVLink is so slow that every collective outlasts the
+// compute of the block before it.
+std::string tp_scenario(bool overlap) {
+  return std::string("name: tp\n") + kTinyModel +
+         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
+         "clusters:\n"
+         "  - {name: c, gpu: H100-80GB-SXM, nodes: 1, gpus_per_node: 2, nvlink: {bandwidth: "
+         "1GB/s, latency: 0s}, nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
+         "strategy:\n  tp_comm_overlap: " +
+         (overlap ? "true" : "false") +
+         "\n  pipelines:\n    - micro_batches: 1\n      stages:\n"
+         "        - {cluster: c, tp: 2, layers: 8}\n";
+}
+
+// Serial: each block costs compute + collective; overlapped: the longer of the two, here
+// the collective. The difference is exactly the layers' compute, forward and backward.
+TEST(TpCommOverlap, HidesTheComputeBehindLongerCollectives) {
+  const double tf = 1e-5;  // forward per layer; a collective of 64 KiB over 1 GB/s is 65 us
+  const FixedTimes compute(tf);
+  const double serial = iteration(checked(tp_scenario(false)), compute);
+  const double overlapped = iteration(checked(tp_scenario(true)), compute);
+  const double layers_compute = 8 * (tf + 2 * tf);
+  EXPECT_NEAR(serial - overlapped, layers_compute, 1e-9);
+  // And the collectives themselves are all still paid: 4 per layer (2 forward, 2 backward).
+  const double bytes = 128.0 * 256 * 2;  // one micro-batch's s x h in bf16
+  const double one = sim::ring_all_reduce_time(2, bytes, {1e9, 0});
+  EXPECT_NEAR(overlapped, 8 * 4 * one, 1e-6 * overlapped);
+}
+
+std::string dp_scenario(const std::string& plan_extra, const std::string& schedule,
+                        int virtual_stages) {
+  return std::string("name: dp\n") + kTinyModel +
+         "training: {global_batch: 8, seq_len: 128, precision: bf16}\n"
+         "clusters:\n"
+         "  - {name: c, gpu: H100-80GB-SXM, nodes: 4, gpus_per_node: 1, nvlink: {bandwidth: "
+         "1000TB/s, latency: 0s}, nic: {bandwidth: 1GB/s, latency: 0s}}\n"
+         "strategy:\n  schedule: " +
+         schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) + "\n" + plan_extra +
+         "  pipelines:\n    - replicas: 2\n      micro_batches: 4\n      stages:\n"
+         "        - {cluster: c, layers: 4}\n        - {cluster: c, layers: 4}\n"
+         "  grad_sync: {algorithm: ring, bucket: 1GB}\n";
+}
+
+// Interleaved: each stage holds two chunks whose gradients are ready at different times.
+// after_backward holds every bucket until the stage's last backward, so it can only be
+// slower; with one chunk per stage the two coincide (one segment, ready at the end).
+TEST(GradReduce, AfterBackwardWaitsForTheWholeBackward) {
+  const FixedTimes compute(1e-3);
+  const double overlap = iteration(checked(dp_scenario("", "interleaved", 2)), compute);
+  const double after =
+      iteration(checked(dp_scenario("  grad_reduce: after_backward\n", "interleaved", 2)), compute);
+  EXPECT_GT(after, overlap * (1 + 1e-6));
+  const double one_chunk = iteration(checked(dp_scenario("", "1f1b", 1)), compute);
+  const double one_chunk_after =
+      iteration(checked(dp_scenario("  grad_reduce: after_backward\n", "1f1b", 1)), compute);
+  EXPECT_NEAR(one_chunk, one_chunk_after, 1e-12);
+}
+
+// One stage, two replicas, eight buckets of one layer each. overlap: every bucket but the
+// last (the one holding layer 0) is reduced while the backward goes on, because one
+// bucket's all-reduce (1.6 ms) is shorter than a layer's backward (4 ms); after_backward:
+// all eight wait. The difference is exactly seven all-reduces.
+TEST(GradReduce, OverlappedBucketsHideAllButTheLast) {
+  auto scenario = [](const std::string& extra, double bucket_bytes) {
+    return std::string("name: dp1\n") + kTinyModel +
+           "training: {global_batch: 2, seq_len: 128, precision: bf16}\n"
+           "clusters:\n"
+           "  - {name: c, gpu: H100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
+           "1000TB/s, latency: 0s}, nic: {bandwidth: 1GB/s, latency: 0s}}\n"
+           "strategy:\n" +
+           extra +
+           "  pipelines:\n    - replicas: 2\n      micro_batches: 1\n      stages:\n"
+           "        - {cluster: c, layers: 8}\n"
+           "  grad_sync: {algorithm: ring, bucket: " +
+           std::to_string(static_cast<long long>(bucket_bytes)) + "B}\n";
+  };
+  const auto probe = checked(scenario("", 1e9));
+  const double grad =
+      models::gradient_bytes(models::parameter_count(probe.model), core::Precision::bf16).value();
+  const double bucket = grad / 8 + 1;  // ceil(grad / bucket) = 8 buckets
+  const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0});
+  const FixedTimes compute(2e-3);
+  const double overlap = iteration(checked(scenario("", bucket)), compute);
+  const double after =
+      iteration(checked(scenario("  grad_reduce: after_backward\n", bucket)), compute);
+  EXPECT_NEAR(after - overlap, 7 * one, 1e-6 * after);
+  EXPECT_NEAR(after, 8 * 3 * 2e-3 + 8 * one, 1e-6 * after);
+}
+
+// ZeRO-1 moves what the all-reduce moves (reduce-scatter + all-gather); ZeRO-3 gathers the
+// weights once more: 1.5 times the data-parallel traffic. With a slow NIC the sync dominates
+// and the difference is half the ZeRO-1 sync time.
+TEST(Zero, DataParallelTrafficFollowsTheStage) {
+  EXPECT_EQ(models::zero_traffic_factor(0), 1.0);
+  EXPECT_EQ(models::zero_traffic_factor(1), 1.0);
+  EXPECT_EQ(models::zero_traffic_factor(2), 1.0);
+  EXPECT_EQ(models::zero_traffic_factor(3), 1.5);
+  const FixedTimes compute(1e-6);
+  const double z0 = iteration(checked(dp_scenario("", "1f1b", 1)), compute);
+  const double z1 = iteration(checked(dp_scenario("  zero: 1\n", "1f1b", 1)), compute);
+  const double z3 = iteration(checked(dp_scenario("  zero: 3\n", "1f1b", 1)), compute);
+  EXPECT_NEAR(z0, z1, 1e-12);
+  EXPECT_GT(z3, 1.4 * z1);
+  EXPECT_LT(z3, 1.5 * z1);
+}
+
+// ---- the language ------------------------------------------------------------------------------
+
+core::Diagnostics parse(const std::string& yaml) {
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(yaml, "t.yaml", diags);
+  if (node) {
+    auto s = core::parse_scenario(*node, "t.yaml", diags);
+    if (s && !diags.has_errors()) kernels::resolve_gpus(*s, diags);
+  }
+  return diags;
+}
+
+std::string with_cluster_extra(const std::string& cluster_extra, const std::string& plan_extra) {
+  return std::string("name: x\n") + kTinyModel +
+         "training: {global_batch: 1, seq_len: 128, precision: bf16, attention: flash}\n"
+         "clusters:\n"
+         "  - {name: a, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}" +
+         cluster_extra +
+         "}\n"
+         "  - {name: b, gpu: A100, nodes: 1, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+         "wan:\n  - {between: [a, b], bandwidth: 1Gbps, latency: 1ms}\n"
+         "strategy:\n" +
+         plan_extra +
+         "  pipelines:\n    - micro_batches: 1\n      stages:\n        - {cluster: a, layers: "
+         "8}\n";
+}
+
+TEST(OptionsLanguage, ZeroOutsideZeroToThreeIsAnError) {
+  const auto diags = parse(with_cluster_extra("", "  zero: 4\n"));
+  ASSERT_TRUE(diags.has_errors());
+  EXPECT_NE(diags.format().find("strategy.zero"), std::string::npos) << diags.format();
+}
+
+TEST(OptionsLanguage, GradReduceSuggestsTheClosestName) {
+  const auto diags = parse(with_cluster_extra("", "  grad_reduce: after-backward\n"));
+  ASSERT_TRUE(diags.has_errors());
+  EXPECT_NE(diags.format().find("after_backward"), std::string::npos) << diags.format();
+}
+
+TEST(OptionsLanguage, AttentionIsFlashOrStandard) {
+  std::string yaml = with_cluster_extra("", "");
+  yaml.replace(yaml.find("attention: flash"), 16, "attention: fused");
+  const auto d = parse(yaml);
+  ASSERT_TRUE(d.has_errors());
+  EXPECT_NE(d.format().find("training.attention"), std::string::npos) << d.format();
+}
+
+TEST(OptionsLanguage, CalibrationIsCheckedAndAppliesPerGpuType) {
+  auto bad = parse(with_cluster_extra(", calibration: {gemm_efficiency: 1.2}", ""));
+  ASSERT_TRUE(bad.has_errors());
+  EXPECT_NE(bad.format().find("clusters[0].calibration.gemm_efficiency"), std::string::npos)
+      << bad.format();
+  auto unknown = parse(with_cluster_extra(", calibration: {gemm: 0.5}", ""));
+  ASSERT_TRUE(unknown.has_errors());
+  // Cluster b has the same GPU type (A100 is the A100-80GB-SXM): the calibration reaches it,
+  // and hgsim says so.
+  auto shared =
+      parse(with_cluster_extra(", calibration: {gemm_efficiency: 0.6, "
+                               "kernel_overhead: 6us}",
+                               ""));
+  EXPECT_FALSE(shared.has_errors()) << shared.format();
+  EXPECT_NE(shared.format().find("also applies to cluster 'b'"), std::string::npos)
+      << shared.format();
+
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(
+      with_cluster_extra(", calibration: {gemm_efficiency: 0.6, kernel_overhead: 6us}", ""),
+      "t.yaml", diags);
+  auto s = core::parse_scenario(*node, "t.yaml", diags);
+  ASSERT_TRUE(s);
+  const auto calibrations = kernels::calibrations_of(*s);
+  ASSERT_EQ(calibrations.size(), 1u);
+  const auto& cal = calibrations.at("A100-80GB-SXM");
+  EXPECT_EQ(*cal.gemm_efficiency, 0.6);
+  EXPECT_NEAR(cal.kernel_overhead->value(), 6e-6, 1e-18);
+  // The JSON form round-trips.
+  auto again = core::parse_scenario(core::from_json(core::scenario_to_json(*s)), "", diags);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->clusters[0].calibration, s->clusters[0].calibration);
+}
+
+TEST(OptionsLanguage, PlanKeysRoundTripThroughJson) {
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(
+      with_cluster_extra("", "  zero: 3\n  grad_reduce: after_backward\n  tp_comm_overlap: true\n"),
+      "t.yaml", diags);
+  auto s = core::parse_scenario(*node, "t.yaml", diags);
+  ASSERT_TRUE(s) << diags.format();
+  const core::Plan& plan = s->strategy.plan;
+  EXPECT_EQ(plan.zero, 3);
+  EXPECT_EQ(plan.grad_reduce, core::GradReduce::after_backward);
+  EXPECT_TRUE(plan.tp_comm_overlap);
+  auto again = core::parse_plan(core::from_json(core::plan_to_json(plan)), "", diags);
+  ASSERT_TRUE(again) << diags.format();
+  EXPECT_EQ(*again, plan);
+}
+
+}  // namespace
+}  // namespace hgsim
