@@ -9,8 +9,11 @@ DEMO_SCENARIO ?= scenarios/examples/explicit-plan.yaml
 HGSIM         := $(BUILD_DIR)/apps/hgsim
 
 MAKEFLAGS += --no-print-directory
+FUZZ_SECONDS ?= 60
+FUZZ_CODECS  := none fp16 bf16 fp8_e4m3 fp8_e5m2 int8 int4 topk randomk powersgd
+FUZZ_INPUTS  := scenario plan trace
 
-.PHONY: all deps configure build demo test bench notebooks fuzz format clean
+.PHONY: all deps configure build demo test sanitize bench notebooks fuzz format clean
 
 all: build
 
@@ -31,6 +34,20 @@ demo: build
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The sanitizer pass: the debug preset (AddressSanitizer + UBSan) without CUDA, at -O1 so
+# that it runs in minutes, over the tests of hostile input, files, processes, units,
+# scenario errors and codecs, the replayed fuzz corpora and a smoke run of every command
+# (scripts/smoke.sh). Any report fails it (halt_on_error). A subset, not the whole suite:
+# the simulator and planner tests take too long under ASan (README: Testing).
+SANITIZE_TESTS ?= Hostile|HgsimProcess|AtomicFile|CheckedArithmetic|ScenarioErrors|BrokenScenario|Units|Codecs\.|CodecCost|fuzz_replay|smoke
+SANITIZE_TARGETS := hgsim hgsim_tests $(addsuffix _replay,$(addprefix fuzz_,$(FUZZ_CODECS) $(FUZZ_INPUTS)))
+sanitize: deps
+	@cmake --preset debug -DHGSIM_CUDA=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
+	@cmake --build --preset debug -j $(JOBS) --target $(SANITIZE_TARGETS)
+	@cd build/debug && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '$(SANITIZE_TESTS)'
+
 bench: build
 	@$(BUILD_DIR)/bench/hgsim_bench
 
@@ -40,17 +57,15 @@ notebooks: build
 	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python /usr/bin/python3 notebooks/run_notebooks.py \
 	  --out $(BUILD_DIR)/notebooks notebooks/*.ipynb
 
-# Codec fuzzers (libFuzzer; needs clang and libclang-rt-14-dev, not in the package list
-# because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,
+# Fuzzers of the codecs and of the scenario, plan and trace readers (libFuzzer; needs clang
+# and libclang-rt-14-dev, not in the package list because nothing else needs them). Each target runs FUZZ_SECONDS on its own corpus,
 # seeded from fuzz/corpus/<codec>/; crashes land in build/fuzz/crashes/.
-FUZZ_SECONDS ?= 60
-FUZZ_CODECS  := none fp16 bf16 fp8_e4m3 fp8_e5m2 int8 int4 topk randomk powersgd
 fuzz:
 	@cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DHGSIM_FUZZ=ON -DHGSIM_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
-	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_CODECS))
+	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_CODECS) $(FUZZ_INPUTS))
 	@mkdir -p build/fuzz/crashes
-	@for c in $(FUZZ_CODECS); do \
+	@for c in $(FUZZ_CODECS) $(FUZZ_INPUTS); do \
 	  mkdir -p build/fuzz/corpus/$$c; \
 	  build/fuzz/fuzz/fuzz_$$c -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=build/fuzz/crashes/$$c- build/fuzz/corpus/$$c fuzz/corpus/$$c \

@@ -130,7 +130,9 @@ Json diagnostics_json(const core::Diagnostics& diags) {
 // Prints the diagnostics for a person (stderr), or as JSON (stdout) with --json.
 void report(const core::Diagnostics& diags, bool json, std::ostream& out, std::ostream& err) {
   if (json) {
-    out << Json{{"valid", !diags.has_errors()}, {"diagnostics", diagnostics_json(diags)}}.dump(2)
+    // A file name need not be UTF-8: replaced, never thrown on.
+    out << Json{{"valid", !diags.has_errors()}, {"diagnostics", diagnostics_json(diags)}}.dump(
+               2, ' ', false, Json::error_handler_t::replace)
         << "\n";
     return;
   }
@@ -239,7 +241,7 @@ int cmd_check(const std::string& path, bool json, bool summary, std::ostream& ou
                 {"diagnostics", diagnostics_json(diags)},
                 {"sweep_points", points->size()},
                 {"scenario", core::scenario_to_json(points->front().checked.scenario)}};
-    out << result.dump(2) << "\n";
+    out << result.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     return kSuccess;
   }
   err << diags.format();

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
+#include "core/files.hpp"
 #include "kernels/compute_model.hpp"
 #include "planner/baselines.hpp"
 #include "planner/planner.hpp"
@@ -334,12 +335,11 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
     for (const std::string& w : report->best->result.warnings)
       err << "hgsim: warning: " << w << "\n";
     if (!options.out_file.empty() && !report->evaluated) {
-      std::ofstream f(options.out_file);
-      if (!f) {
-        err << "hgsim plan: cannot write " << options.out_file << "\n";
+      if (auto e = core::write_file_atomically(
+              options.out_file, core::plan_to_json(report->best->candidate.plan).dump(2) + "\n")) {
+        err << "hgsim plan: " << *e << "\n";
         return kBadInput;
       }
-      f << core::plan_to_json(report->best->candidate.plan).dump(2) << "\n";
     }
   }
   if (options.json)

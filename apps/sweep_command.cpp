@@ -23,6 +23,7 @@
 #include "apps/commands.hpp"
 #include "apps/results_db.hpp"
 #include "apps/validate.hpp"
+#include "core/files.hpp"
 #include "sim/results.hpp"
 
 #ifndef HGSIM_VERSION
@@ -55,13 +56,12 @@ std::string hex(std::uint64_t v) {
   return s.str();
 }
 
-// A file's contents as a digest ("missing" when it cannot be read).
+// A file's contents as a digest ("missing" when it cannot be read; read as every input is,
+// so a FIFO or /dev/zero given as a profile cannot hang the sweep here).
 std::string file_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "missing";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return hex(fnv1a(text.str()));
+  core::Diagnostics unread;  // the profile's own reader reports why, where it is used
+  const auto text = core::read_input_file(path, "profile", unread);
+  return text ? hex(fnv1a(*text)) : "missing";
 }
 
 // What every point runs with, beyond its scenario: part of its key and of the sweep table.
@@ -141,19 +141,6 @@ class SignalGuard {
   sighandler_t old_[std::size(kHandledSignals)] = {};
 };
 
-bool write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // One point running in a process of its own; its outcome arrives on `fd`.
 struct Running {
   long long k = 0;
@@ -185,7 +172,7 @@ Running start_point(const SweepJob& job, long long k, int slot) {
       ::dup2(null, STDOUT_FILENO);
       ::dup2(null, STDERR_FILENO);
     }
-    write_all(fds[1], run_point_here(job, k));
+    core::write_all_fd(fds[1], run_point_here(job, k));
     ::_exit(0);
   }
   ::close(fds[1]);

@@ -16,6 +16,7 @@
 
 #include "compress/codec_cuda_body.hpp"
 #include "compress/codec_math.hpp"
+#include "core/limits.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "the encoded format is little-endian and written with memcpy");
@@ -27,6 +28,8 @@ namespace {
 constexpr std::uint8_t kMagic[4] = {'H', 'G', 'C', 'D'};
 constexpr std::uint8_t kVersion = 1;
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 40;
+// Sparse codecs keep at least one element in 2^20 (ratio >= 1e-6 > 2^-20).
+constexpr int kMinKeptShift = 20;
 constexpr std::uint8_t kFlagPerBlock = 1;
 constexpr std::uint8_t kFlagStochastic = 2;
 constexpr int kDefaultBlock = 128;
@@ -791,6 +794,12 @@ EncodedInfo inspect(std::span<const std::byte> buf) {
   const std::uint32_t a = get<std::uint32_t>(p + 16), b = get<std::uint32_t>(p + 20);
   const std::uint64_t kept = get<std::uint64_t>(p + 24), seed = get<std::uint64_t>(p + 32);
   if (info.count > kMaxCount) bad("element count " + std::to_string(info.count) + " above 2^40");
+  // Decoding allocates what the header claims: a damaged or forged header may not claim
+  // more than the limit (README: Limits), whatever the buffer's size.
+  const auto limit = static_cast<std::uint64_t>(core::limits().codec_elements);
+  if (info.count > limit)
+    bad("the header claims " + std::to_string(info.count) + " elements; " +
+        core::limit_hint("HGSIM_MAX_CODEC_ELEMENTS", static_cast<double>(limit)));
   const std::uint64_t n = info.count;
   // Fields a codec does not use must be zero: damage there is detected too.
   auto unused = [&](bool a_used, bool b_used, bool kept_used, bool seed_used,
@@ -826,6 +835,11 @@ EncodedInfo inspect(std::span<const std::byte> buf) {
       unused(false, false, true, info.kind == CodecKind::randomk, 0);
       if (kept > n) bad(std::to_string(kept) + " elements kept out of " + std::to_string(n));
       if (n > 0 && kept == 0) bad("no element kept out of " + std::to_string(n));
+      // No encoder keeps fewer than ratio x n with ratio >= 1e-6 (the catalog's floor), so
+      // a header that expands a few kept values into many more is damaged or forged.
+      if ((kept << kMinKeptShift) < n)
+        bad(std::to_string(kept) + " elements kept out of " + std::to_string(n) +
+            ": fewer than one in 2^20, below any ratio an encoder uses");
       info.kept = kept;
       info.seed = seed;
       break;

@@ -1,6 +1,7 @@
 #include "core/document.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -11,6 +12,10 @@
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include "core/files.hpp"
+#include "core/limits.hpp"
+#include "core/units.hpp"
 
 namespace hgsim::core {
 
@@ -39,7 +44,26 @@ std::string Node::describe() const {
     case Kind::scalar:
       break;
   }
-  return quoted ? "the text \"" + text + "\"" : "'" + text + "'";
+  if (quoted && text.empty()) return "an empty text";
+  return quoted ? "the text \"" + excerpt(text) + "\"" : "'" + excerpt(text) + "'";
+}
+
+std::string excerpt(std::string_view text) {
+  constexpr std::size_t kShown = 60;
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kShown; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > kShown) out += "... (" + std::to_string(text.size()) + " characters)";
+  return out;
 }
 
 // ---- YAML ---------------------------------------------------------------------------------
@@ -57,10 +81,58 @@ const SourceLocation* key_location(const Node& mapping, const std::string& key) 
   return nullptr;
 }
 
+// Turns yaml-cpp's tree into ours. yaml-cpp keeps an alias as a second reference to the
+// anchored value, so a document can be a graph: an alias inside its own anchor is a cycle,
+// and aliases of aliases grow exponentially when expanded. Both are bounded here: the depth
+// (ancestors) and the number of values made (budget) are limits.
+struct Expansion {
+  std::int64_t budget;
+  bool reported = false;
+  std::vector<YAML::Node> ancestors;
+};
+
 Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
-             const std::string& path) {
+             const std::string& path, Expansion& ex) {
   Node n;
   n.where = location_of(y.Mark(), file);
+  if (ex.reported) return n;
+  if (--ex.budget < 0) {
+    ex.reported = true;
+    const auto limit = static_cast<double>(limits().document_nodes);
+    diags.error(n.where, path,
+                "the document expands to more than " + std::to_string(limits().document_nodes) +
+                    " values (YAML aliases that repeat aliases grow exponentially)",
+                limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
+    return n;
+  }
+  if (y.IsSequence() || y.IsMap()) {
+    for (const YAML::Node& a : ex.ancestors)
+      if (a.is(y)) {
+        ex.reported = true;
+        diags.error(n.where, path, "a YAML alias refers to a value that contains it",
+                    "an alias (*name) may only repeat a value defined before it, not its own "
+                    "enclosing list or mapping");
+        return n;
+      }
+    if (static_cast<int>(ex.ancestors.size()) >= limits().document_depth) {
+      ex.reported = true;
+      diags.error(
+          n.where, path,
+          "lists and mappings nest more than " + std::to_string(limits().document_depth) + " deep",
+          limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", limits().document_depth));
+      return n;
+    }
+  }
+  struct Ancestor {
+    Expansion& ex;
+    bool pushed;
+    Ancestor(Expansion& e, const YAML::Node& y) : ex(e), pushed(y.IsSequence() || y.IsMap()) {
+      if (pushed) ex.ancestors.push_back(y);
+    }
+    ~Ancestor() {
+      if (pushed) ex.ancestors.pop_back();
+    }
+  } ancestor(ex, y);
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -75,7 +147,7 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
       n.kind = Node::Kind::sequence;
       std::size_t i = 0;
       for (const YAML::Node& item : y)
-        n.items.push_back(convert(item, file, diags, index_path(path, i++)));
+        n.items.push_back(convert(item, file, diags, index_path(path, i++), ex));
       break;
     }
     case YAML::NodeType::Map: {
@@ -95,7 +167,7 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
                           std::to_string(first->line));
           continue;
         }
-        n.entries.emplace_back(key, convert(kv.second, file, diags, child_path(path, key)));
+        n.entries.emplace_back(key, convert(kv.second, file, diags, child_path(path, key), ex));
         n.key_locations.push_back(key_where);
       }
       break;
@@ -104,23 +176,50 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
   return n;
 }
 
-std::optional<std::string> read_file(const std::string& path, Diagnostics& diags) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error({path, 0, 0}, "", "cannot open file: " + std::string(std::strerror(errno)));
-    return std::nullopt;
+// Text that is not UTF-8, or holds control characters YAML and JSON do not allow, is
+// refused where it starts, before a parser sees it.
+bool check_text(std::string_view text, const std::string& file, Diagnostics& diags) {
+  if (auto at = first_invalid_utf8(text, file)) {
+    diags.error(*at, "", "the file is not UTF-8 text",
+                "save it as UTF-8 (a Latin-1 'é' is one byte 0xe9; in UTF-8 it is 0xc3 0xa9)");
+    return false;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  int line = 1;
+  int column = 1;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      ++line;
+      column = 1;
+      continue;
+    }
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F) {
+      diags.error({file, line, column}, "",
+                  "control character " + excerpt(std::string_view(&ch, 1)) + " in the text",
+                  "scenarios and plans are plain text; remove it");
+      return false;
+    }
+    if ((c & 0xC0) != 0x80) ++column;
+  }
+  return true;
 }
 
 }  // namespace
 
 std::optional<Node> parse_yaml(std::string_view text, const std::string& file, Diagnostics& diags) {
+  if (!check_text(text, file, diags)) return std::nullopt;
   try {
-    YAML::Node root = YAML::Load(std::string(text));
-    Node n = convert(root, file, diags, "");
+    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) {
+      diags.error(location_of(documents[1].Mark(), file), "",
+                  "a second YAML document (after '---'); hgsim reads one document a file",
+                  "put each scenario in its own file, or remove the '---' line");
+      return std::nullopt;
+    }
+    const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    Expansion ex{limits().document_nodes, false, {}};
+    Node n = convert(root, file, diags, "", ex);
+    if (ex.reported) return std::nullopt;
     if (n.is_null()) n.where = {file, 1, 1};
     return n;
   } catch (const YAML::Exception& e) {
@@ -130,7 +229,7 @@ std::optional<Node> parse_yaml(std::string_view text, const std::string& file, D
 }
 
 std::optional<Node> load_yaml_file(const std::string& path, Diagnostics& diags) {
-  auto text = read_file(path, diags);
+  auto text = read_input_file(path, "file", diags);
   if (!text) return std::nullopt;
   return parse_yaml(*text, path, diags);
 }
@@ -169,18 +268,178 @@ Node from_json(const Json& value, const std::string& file) {
   return n;
 }
 
+namespace {
+
+SourceLocation position_of(std::string_view text, std::size_t offset, const std::string& file) {
+  int line = 1;
+  int column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;
+    }
+  }
+  return {file, line, column};
+}
+
+// The first bracket that nests deeper than the limit, found without parsing (strings are
+// skipped), so that no recursive code ever sees a deeper document.
+std::optional<std::size_t> too_deep(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+// Builds our tree straight from nlohmann's parser events (no intermediate json value):
+// numbers keep the text they were written with, duplicate keys are reported.
+class JsonBuilder : public nlohmann::json_sax<Json> {
+ public:
+  JsonBuilder(std::string_view text, const std::string& file, Diagnostics& diags)
+      : text_(text), file_(file), diags_(diags) {}
+
+  std::optional<Node> root;
+
+  bool null() override { return add(Node{}); }
+  bool boolean(bool v) override { return add(scalar(v ? "true" : "false", false)); }
+  bool number_integer(number_integer_t v) override { return add(scalar(std::to_string(v), false)); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return add(scalar(std::to_string(v), false));
+  }
+  bool number_float(number_float_t, const string_t& written) override {
+    return add(scalar(written, false));
+  }
+  bool string(string_t& v) override { return add(scalar(v, true)); }
+  bool binary(binary_t&) override { return add(Node{}); }
+  bool start_object(std::size_t) override { return open(Node::Kind::mapping); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    if (f.node.find(k) != nullptr) {
+      diags_.error({file_, 0, 0}, child_path(f.path, k), "duplicate key '" + excerpt(k) + "'",
+                   "each key may appear once in an object");
+    }
+    f.key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Node::Kind::sequence); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 3: syntax error ..."
+    if (auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+    diags_.error(position_of(text_, position == 0 ? 0 : position - 1, file_), "",
+                 "not valid JSON: " + what);
+    return false;
+  }
+
+ private:
+  struct Frame {
+    Node node;
+    std::string path;
+    std::string key;
+  };
+
+  Node scalar(std::string text, bool quoted) const {
+    Node n;
+    n.kind = Node::Kind::scalar;
+    n.text = std::move(text);
+    n.quoted = quoted;
+    n.where = {file_, 0, 0};
+    return n;
+  }
+  std::string next_path() const {
+    if (stack_.empty()) return "";
+    const Frame& f = stack_.back();
+    return f.node.is_mapping() ? child_path(f.path, f.key)
+                               : index_path(f.path, f.node.items.size());
+  }
+  bool count() {
+    if (++values_ <= limits().document_nodes) return true;
+    const auto limit = static_cast<double>(limits().document_nodes);
+    diags_.error(
+        {file_, 0, 0}, next_path(),
+        "the document has more than " + std::to_string(limits().document_nodes) + " values",
+        limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
+    return false;
+  }
+  bool add(Node n) {
+    if (!count()) return false;
+    n.where = {file_, 0, 0};
+    if (stack_.empty()) {
+      root = std::move(n);
+      return true;
+    }
+    Frame& f = stack_.back();
+    if (f.node.is_mapping()) {
+      if (f.node.find(f.key) != nullptr) return true;  // duplicate: reported, first kept
+      f.node.entries.emplace_back(f.key, std::move(n));
+      f.node.key_locations.push_back({file_, 0, 0});
+    } else {
+      f.node.items.push_back(std::move(n));
+    }
+    return true;
+  }
+  bool open(Node::Kind kind) {
+    if (!count()) return false;
+    Frame f;
+    f.path = next_path();
+    f.node.kind = kind;
+    f.node.where = {file_, 0, 0};
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool close() {
+    Node n = std::move(stack_.back().node);
+    stack_.pop_back();
+    --values_;  // counted when opened
+    return add(std::move(n));
+  }
+
+  std::string_view text_;
+  const std::string& file_;
+  Diagnostics& diags_;
+  std::vector<Frame> stack_;
+  std::int64_t values_ = 0;
+};
+
+}  // namespace
+
 std::optional<Node> parse_json(std::string_view text, const std::string& file, Diagnostics& diags) {
-  try {
-    // ordered_json keeps the file's key order, so "unknown key" reports read in order.
-    return from_json(Json::parse(text), file);
-  } catch (const nlohmann::json::parse_error& e) {
-    diags.error({file, 0, 0}, "", std::string("not valid JSON: ") + e.what());
+  if (!check_text(text, file, diags)) return std::nullopt;
+  const int depth = limits().document_depth;
+  if (auto at = too_deep(text, depth)) {
+    diags.error(position_of(text, *at, file), "",
+                "lists and objects nest more than " + std::to_string(depth) + " deep",
+                limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", depth));
     return std::nullopt;
   }
+  JsonBuilder builder(text, file, diags);
+  const int errors_before = diags.error_count();
+  const bool ok = Json::sax_parse(text, &builder);
+  if (!ok || !builder.root || diags.error_count() > errors_before) return std::nullopt;
+  return std::move(builder.root);
 }
 
 std::optional<Node> load_json_file(const std::string& path, Diagnostics& diags) {
-  auto text = read_file(path, diags);
+  auto text = read_input_file(path, "file", diags);
   if (!text) return std::nullopt;
   return parse_json(*text, path, diags);
 }
@@ -263,8 +522,8 @@ void Fields::reject_unknown(std::vector<std::string> accepted) {
   for (std::size_t i = 0; i < node_.entries.size(); ++i) {
     const std::string& key = node_.entries[i].first;
     if (std::find(accepted.begin(), accepted.end(), key) != accepted.end()) continue;
-    diags_.error(node_.key_locations[i], child_path(path_, key), "unknown key '" + key + "'",
-                 did_you_mean(key, accepted));
+    diags_.error(node_.key_locations[i], child_path(path_, key),
+                 "unknown key '" + excerpt(key) + "'", did_you_mean(key, accepted));
   }
 }
 
@@ -289,12 +548,47 @@ std::optional<std::string> as_string(const Node& n, const std::string& path, Dia
   return n.text;
 }
 
+std::optional<std::string> as_name(const Node& n, const std::string& path, Diagnostics& d) {
+  if (!expect_scalar(n, path, d, "a name")) return std::nullopt;
+  if (n.text.empty()) {
+    d.error(n.where, path, "a name may not be empty");
+    return std::nullopt;
+  }
+  if (n.text.size() > 200) {
+    d.error(n.where, path, "a name of " + std::to_string(n.text.size()) + " characters",
+            "names are at most 200 characters");
+    return std::nullopt;
+  }
+  return n.text;
+}
+
+std::optional<std::string> as_cluster_name(const Node& n, const std::string& path, Diagnostics& d) {
+  auto name = as_name(n, path, d);
+  if (!name) return std::nullopt;
+  auto plain = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  const bool ok = name->size() <= 64 && plain(name->front()) &&
+                  std::all_of(name->begin(), name->end(),
+                              [&](char c) { return plain(c) || c == '-' || c == '_' || c == '.'; });
+  if (!ok) {
+    d.error(n.where, path, "cluster name " + n.describe() + " has characters hgsim cannot use",
+            "use letters, digits, '-', '_' and '.' (starting with a letter or digit, at most 64): "
+            "the simulator names hosts and links after the cluster ('east/n0', 'wan:a->b')");
+    return std::nullopt;
+  }
+  return name;
+}
+
 std::optional<long long> as_integer(const Node& n, const std::string& path, Diagnostics& d) {
   if (!expect_scalar(n, path, d, "a whole number")) return std::nullopt;
   long long value = 0;
   const std::string& t = n.text;
   const char* begin = t.data() + (!t.empty() && t[0] == '+' ? 1 : 0);
   auto [p, ec] = std::from_chars(begin, t.data() + t.size(), value);
+  if (!n.quoted && ec == std::errc::result_out_of_range) {
+    d.error(n.where, path, "the number " + n.describe() + " is too large",
+            "a whole number here is at most " + std::to_string(std::numeric_limits<int>::max()));
+    return std::nullopt;
+  }
   if (n.quoted || t.empty() || ec != std::errc() || p != t.data() + t.size()) {
     d.error(n.where, path, "expected a whole number, found " + n.describe());
     return std::nullopt;
@@ -306,11 +600,12 @@ std::optional<int> as_positive_count(const Node& n, const std::string& path, Dia
   auto v = as_integer(n, path, d);
   if (!v) return std::nullopt;
   if (*v < 1) {
-    d.error(n.where, path, "must be at least 1, found " + n.text);
+    d.error(n.where, path, "must be at least 1, found " + excerpt(n.text));
     return std::nullopt;
   }
   if (*v > std::numeric_limits<int>::max()) {
-    d.error(n.where, path, "is too large: " + n.text);
+    d.error(n.where, path, "the number " + n.describe() + " is too large",
+            "a count here is at most " + std::to_string(std::numeric_limits<int>::max()));
     return std::nullopt;
   }
   return static_cast<int>(*v);
@@ -322,6 +617,11 @@ std::optional<double> as_number(const Node& n, const std::string& path, Diagnost
   const std::string& t = n.text;
   const char* begin = t.data() + (!t.empty() && t[0] == '+' ? 1 : 0);
   auto [p, ec] = std::from_chars(begin, t.data() + t.size(), value);
+  if (!n.quoted && ec == std::errc::result_out_of_range) {
+    d.error(n.where, path, "the number " + n.describe() + " is out of range for a double",
+            "write a number between 1e-300 and 1e300 in size");
+    return std::nullopt;
+  }
   if (n.quoted || t.empty() || ec != std::errc() || p != t.data() + t.size() ||
       !std::isfinite(value)) {
     d.error(n.where, path, "expected a number, found " + n.describe());
@@ -346,7 +646,7 @@ std::optional<std::string> as_choice(const Node& n, const std::string& path, Dia
     return std::nullopt;
   }
   if (std::find(names.begin(), names.end(), n.text) != names.end()) return n.text;
-  d.error(n.where, path, "unknown " + std::string(what) + " '" + n.text + "'",
+  d.error(n.where, path, "unknown " + std::string(what) + " '" + excerpt(n.text) + "'",
           did_you_mean(n.text, names));
   return std::nullopt;
 }

@@ -42,12 +42,22 @@ struct Node {
   std::string describe() const;
 };
 
+// At most 60 characters of `text`, control characters as \xNN, with the length when cut:
+// what a message may quote of the user's input.
+std::string excerpt(std::string_view text);
+
 // Parses YAML text; syntax errors and duplicate keys go to `diags` with their position.
+// Refused with their position too: text that is not UTF-8, a second document, aliases
+// that refer to their own anchor or expand past limits().document_nodes, nesting deeper
+// than limits().document_depth.
 // `file` is used in locations only. Returns nullopt when the text is not YAML at all.
 std::optional<Node> parse_yaml(std::string_view text, const std::string& file, Diagnostics& diags);
 std::optional<Node> load_yaml_file(const std::string& path, Diagnostics& diags);
 
-// JSON: values have no positions; keys paths still identify them.
+// JSON: values have no positions; keys paths still identify them. parse_json refuses, with
+// the line and column, syntax errors, text that is not UTF-8, nesting deeper than
+// limits().document_depth (checked before anything is built) and duplicate keys; numbers
+// keep their spelling ("1e400" stays that text, and is then refused as out of range).
 Node from_json(const Json& value, const std::string& file = {});
 std::optional<Node> parse_json(std::string_view text, const std::string& file, Diagnostics& diags);
 std::optional<Node> load_json_file(const std::string& path, Diagnostics& diags);
@@ -89,6 +99,12 @@ std::string index_path(const std::string& parent, std::size_t index);
 
 // Scalar conversions. Each reports "expected X, found Y" at the node's location.
 std::optional<std::string> as_string(const Node& n, const std::string& path, Diagnostics& d);
+// A name (scenario, model, GPU): non-empty text of at most 200 characters.
+std::optional<std::string> as_name(const Node& n, const std::string& path, Diagnostics& d);
+// A cluster name: letters, digits, '-', '_' and '.', starting with a letter or digit, at
+// most 64 characters. The simulator builds zone, host and link names from it ("east/n0",
+// "wan:east->west"), so '/', ':' and '>' could make two of them collide.
+std::optional<std::string> as_cluster_name(const Node& n, const std::string& path, Diagnostics& d);
 std::optional<long long> as_integer(const Node& n, const std::string& path, Diagnostics& d);
 // An integer >= 1 (counts: nodes, layers, replicas, ...).
 std::optional<int> as_positive_count(const Node& n, const std::string& path, Diagnostics& d);

@@ -144,6 +144,11 @@ std::optional<double> parse_token_count(const Node& n, const std::string& path, 
   number.text = text;
   auto v = as_number(number, path, d);
   if (!v) return std::nullopt;
+  if (!(*v * scale <= 1e18)) {  // 1e300T is infinity: no training run is 10^18 tokens
+    d.error(n.where, path, "a token count of " + excerpt(n.text) + " is beyond 10^18",
+            "write a count such as 1T (10^12), 300B or 2.5M (K, M, B or G, T: powers of 1000)");
+    return std::nullopt;
+  }
   if (*v * scale < 1) {
     d.error(n.where, path, "must be at least one token, found " + n.text,
             "write a count such as 1T (10^12), 300B or 2.5M (K, M, B or G, T: powers of 1000)");

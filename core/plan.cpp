@@ -3,10 +3,12 @@
 // over-used, layers and batch add up. Where the groups go is sim::place_groups's job (the
 // one placement), which refuses what no node has room for.
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 
 #include "core/enum_names.hpp"
+#include "core/limits.hpp"
 #include "core/scenario.hpp"
 
 namespace hgsim::core {
@@ -28,7 +30,7 @@ std::optional<Stage> read_stage(const Node& n, const std::string& path, Diagnost
   Stage st;
   auto count = [&](const Node& v, const std::string& p) { return as_positive_count(v, p, d); };
   if (const Node* c = f.required("cluster"))
-    if (auto name = as_string(*c, f.path_of("cluster"), d)) st.cluster = *name;
+    if (auto name = as_name(*c, f.path_of("cluster"), d)) st.cluster = *name;
   read_optional(f, "tp", st.tp, count);
   read_optional(f, "dp", st.dp, count);
   if (const Node* l = f.required("layers"))
@@ -165,11 +167,11 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
   auto at = [&](const std::string& path) { return plan_location(s, path, prefix); };
   const std::string pipelines_path = child_path(prefix, "pipelines");
 
-  std::map<std::string, int> gpus_used;  // per cluster
+  std::map<std::string, std::int64_t> gpus_used;  // per cluster
   for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
     const Pipeline& p = plan.pipelines[pi];
     const std::string ppath = index_path(pipelines_path, pi);
-    int layers = 0;
+    std::int64_t layers = 0;
     for (std::size_t si = 0; si < p.stages.size(); ++si) {
       const Stage& st = p.stages[si];
       const std::string spath = index_path(child_path(ppath, "stages"), si);
@@ -193,7 +195,14 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
                     std::to_string(plan.micro_batch),
                 "dp splits each micro-batch: pick a dp that divides " +
                     std::to_string(plan.micro_batch));
-      gpus_used[st.cluster] += p.replicas * st.gpus();
+      // Checked: replicas x tp x dp of hostile sizes must not wrap into a small count.
+      const auto stage_gpus = checked_mul(checked_mul(p.replicas, st.tp).value_or(-1), st.dp);
+      const auto used = checked_add(gpus_used[st.cluster], stage_gpus.value_or(-1));
+      if (!stage_gpus || *stage_gpus < 0 || !used || *used > c->gpu_count()) {
+        gpus_used[st.cluster] = std::int64_t{c->gpu_count()} + 1;  // reported below
+        continue;
+      }
+      gpus_used[st.cluster] = *used;
     }
     if (model_layers > 0 && layers != model_layers && !p.stages.empty())
       d.error(at(child_path(ppath, "stages")), child_path(ppath, "stages"),
@@ -210,13 +219,24 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
 
   for (const Cluster& c : s.clusters) {
     auto used = gpus_used.find(c.name);
-    int n = used == gpus_used.end() ? 0 : used->second;
+    const std::int64_t n = used == gpus_used.end() ? 0 : used->second;
     if (n > c.gpu_count()) {
-      d.error(at(pipelines_path), pipelines_path,
-              "the plan uses " + plural(n, "GPU") + " of cluster '" + c.name + "', which has " +
-                  std::to_string(c.gpu_count()) + " (" + std::to_string(c.nodes) + " x " +
-                  std::to_string(c.gpus_per_node) + ")",
-              "count replicas x tp x dp of every stage in '" + c.name + "'");
+      std::int64_t wanted = 0;  // what the plan asks, saturated rather than wrapped
+      for (const Pipeline& p : plan.pipelines)
+        for (const Stage& st : p.stages)
+          if (st.cluster == c.name)
+            wanted =
+                checked_add(wanted,
+                            checked_mul(checked_mul(p.replicas, st.tp).value_or(INT64_MAX), st.dp)
+                                .value_or(INT64_MAX))
+                    .value_or(INT64_MAX);
+      d.error(
+          at(pipelines_path), pipelines_path,
+          "the plan uses " +
+              (wanted == INT64_MAX ? std::string("more than 2^63 GPUs") : plural(wanted, "GPU")) +
+              " of cluster '" + c.name + "', which has " + std::to_string(c.gpu_count()) + " (" +
+              std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + ")",
+          "count replicas x tp x dp of every stage in '" + c.name + "'");
     } else if (n < c.gpu_count() && !plan.pipelines.empty()) {
       d.warning(at(pipelines_path), pipelines_path,
                 "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) +
@@ -225,18 +245,67 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
   }
 
   check_outer_sync(plan, s, model_layers, prefix, d);
-  int batch = plan.global_batch();
+  // Checked: micro_batch x micro_batches x replicas may not wrap around to a valid batch.
+  std::int64_t batch = 0;  // -1: more than 2^63
+  for (const Pipeline& p : plan.pipelines) {
+    const auto sequences =
+        checked_mul(checked_mul(p.replicas, p.micro_batches).value_or(-1), plan.micro_batch);
+    const auto total = checked_add(batch, sequences.value_or(-1));
+    batch = batch < 0 || !sequences || *sequences < 0 || !total ? -1 : *total;
+  }
   if (!plan.pipelines.empty() && batch != s.training.global_batch) {
     std::string sum;
     for (const Pipeline& p : plan.pipelines)
       sum += (sum.empty() ? "" : " + ") + std::to_string(p.replicas) + " x " +
              std::to_string(p.micro_batches) + " x " + std::to_string(plan.micro_batch);
     d.error(at(pipelines_path), pipelines_path,
-            "the pipelines process " + sum + " = " + std::to_string(batch) +
+            "the pipelines process " + sum + " = " +
+                (batch >= 0 ? std::to_string(batch) : std::string("more than 2^63")) +
                 " sequences per iteration, but training.global_batch is " +
                 std::to_string(s.training.global_batch),
             "global_batch = sum over pipelines of replicas x micro_batches x micro_batch");
   }
+
+  // Every two clusters the plan uses must be joined by a path of WAN links.
+  std::vector<std::string> used;
+  for (const Pipeline& p : plan.pipelines)
+    for (const Stage& st : p.stages)
+      if (s.find_cluster(st.cluster) != nullptr &&
+          std::find(used.begin(), used.end(), st.cluster) == used.end())
+        used.push_back(st.cluster);
+  if (used.size() > 1) {
+    const auto component = wan_components(s);
+    for (std::size_t k = 1; k < used.size(); ++k)
+      if (component.at(used[k]) != component.at(used[0])) {
+        d.error(s.where("wan"), "wan",
+                "no WAN path joins clusters '" + used[0] + "' and '" + used[k] +
+                    "', but the plan uses both",
+                "add a wan link (between: [" + used[0] + ", " + used[k] +
+                    "]) or a path through other clusters");
+        break;
+      }
+  }
+}
+
+std::map<std::string, int> wan_components(const Scenario& s) {
+  std::map<std::string, int> component;
+  for (std::size_t i = 0; i < s.clusters.size(); ++i)
+    component[s.clusters[i].name] = static_cast<int>(i);
+  // Union by relabelling: clusters are few (a scenario has tens at most).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const WanLink& w : s.wan) {
+      auto a = component.find(w.from);
+      auto b = component.find(w.to);
+      if (a == component.end() || b == component.end() || a->second == b->second) continue;
+      const int from = std::max(a->second, b->second);
+      const int to = std::min(a->second, b->second);
+      for (auto& [name, c] : component)
+        if (c == from) c = to;
+      changed = true;
+    }
+  }
+  return component;
 }
 
 }  // namespace hgsim::core

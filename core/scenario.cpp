@@ -3,11 +3,12 @@
 #include "core/scenario.hpp"
 
 #include "core/enum_names.hpp"
+#include "core/files.hpp"
+#include "core/limits.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -190,6 +191,12 @@ class ScenarioReader {
   auto text() {
     return [this](const Node& n, const std::string& p) { return as_string(n, p, d_); };
   }
+  auto name() {
+    return [this](const Node& n, const std::string& p) { return as_name(n, p, d_); };
+  }
+  auto cluster_name() {
+    return [this](const Node& n, const std::string& p) { return as_cluster_name(n, p, d_); };
+  }
   auto boolean() {
     return [this](const Node& n, const std::string& p) { return as_bool(n, p, d_); };
   }
@@ -220,7 +227,7 @@ class ScenarioReader {
 void ScenarioReader::read(const Node& root) {
   Fields f(root, "", d_);
   if (!f.ok()) return;
-  set_required(f, "name", s_.name, text());
+  set_required(f, "name", s_.name, name());
   set(f, "description", s_.description, text());
   if (const Node* n = f.required("model")) read_model(*n);
   if (const Node* n = f.required("training")) read_training(*n);
@@ -246,7 +253,7 @@ void ScenarioReader::read(const Node& root) {
 
 void ScenarioReader::read_model(const Node& n) {
   if (n.is_scalar()) {
-    s_.model.zoo_name = n.text;
+    if (auto zoo_name = as_name(n, "model", d_)) s_.model.zoo_name = *zoo_name;
     return;
   }
   if (!n.is_mapping()) {
@@ -257,7 +264,7 @@ void ScenarioReader::read_model(const Node& n) {
   }
   ModelConfig m;
   Fields f(n, "model", d_);
-  set_required(f, "name", m.name, text());
+  set_required(f, "name", m.name, name());
   set_required(f, "layers", m.layers, count());
   set_required(f, "hidden", m.hidden, count());
   set_required(f, "heads", m.heads, count());
@@ -324,13 +331,14 @@ void ScenarioReader::read_clusters(const Node& n) {
     return;
   }
   std::map<std::string, std::string> first_path_of_name;
+  std::int64_t total_gpus = 0;  // GPUs of the clusters so far
   for (std::size_t i = 0; i < n.items.size(); ++i) {
     std::string path = index_path("clusters", i);
     Cluster c;
     Fields f(n.items[i], path, d_);
     if (!f.ok()) continue;
-    set_required(f, "name", c.name, text());
-    set_required(f, "gpu", c.gpu, text());
+    set_required(f, "name", c.name, cluster_name());
+    set_required(f, "gpu", c.gpu, name());
     set_required(f, "nodes", c.nodes, count());
     set_required(f, "gpus_per_node", c.gpus_per_node, count());
     if (const Node* l = f.required("nvlink"))
@@ -350,6 +358,22 @@ void ScenarioReader::read_clusters(const Node& n) {
     if (const Node* cal = f.optional("calibration"))
       c.calibration = read_calibration(*cal, f.path_of("calibration"));
     f.reject_unknown();
+    if (c.nodes > 0 && c.gpus_per_node > 0) {
+      const auto gpus = checked_mul(c.nodes, c.gpus_per_node);
+      const auto total = checked_add(total_gpus, gpus.value_or(0));
+      const double limit = static_cast<double>(limits().gpus);
+      if (!gpus || !total || static_cast<double>(*total) > limit) {
+        d_.error(f.optional("nodes")->where, f.path_of("nodes"),
+                 "the clusters hold " +
+                     (gpus && total ? std::to_string(*total) : std::string("more than 2^63")) +
+                     " GPUs (" + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
+                     " here), more than hgsim simulates",
+                 limit_hint("HGSIM_MAX_GPUS", limit));
+        c.nodes = 0;  // so that no later count multiplies it
+      } else {
+        total_gpus = *total;
+      }
+    }
     if (!c.name.empty()) {
       auto [it, fresh] = first_path_of_name.emplace(c.name, path);
       if (!fresh)
@@ -396,7 +420,22 @@ void ScenarioReader::read_wan(const Node& n) {
     d_.error(n.where, "wan", "expected a list of links, found " + n.describe());
     return;
   }
-  for (std::size_t i = 0; i < n.items.size(); ++i) read_wan_link(n.items[i], index_path("wan", i));
+  std::map<std::pair<std::string, std::string>, std::string> first_path_of_pair;
+  for (std::size_t i = 0; i < n.items.size(); ++i) {
+    const std::string path = index_path("wan", i);
+    const std::size_t before = s_.wan.size();
+    read_wan_link(n.items[i], path);
+    if (s_.wan.size() == before) continue;
+    const WanLink& w = s_.wan.back();
+    if (w.from.empty() || w.to.empty() || w.from == w.to) continue;
+    auto pair = std::minmax(w.from, w.to);
+    auto [it, fresh] = first_path_of_pair.emplace(pair, path);
+    if (!fresh)
+      d_.error(n.items[i].where, path + ".between",
+               "a second WAN link between '" + w.from + "' and '" + w.to + "'",
+               "already joined by " + it->second +
+                   "; one link per pair of clusters (reverse_bandwidth makes it asymmetric)");
+  }
 }
 
 void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
@@ -416,8 +455,8 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
         if (!name) continue;
         (k == 0 ? link.from : link.to) = *name;
         if (s_.find_cluster(*name) == nullptr)
-          d_.error(between->items[k].where, index_path(bpath, k), "unknown cluster '" + *name + "'",
-                   did_you_mean(*name, names));
+          d_.error(between->items[k].where, index_path(bpath, k),
+                   "unknown cluster '" + excerpt(*name) + "'", did_you_mean(*name, names));
       }
       if (!link.from.empty() && link.from == link.to)
         d_.error(between->where, bpath,
@@ -436,55 +475,27 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
 }
 
 // A bandwidth trace: CSV rows "time_s,bandwidth", '#' comments, an optional header row.
+// Only a regular .csv file is read (never a device, FIFO or some other file named by
+// mistake or malice), with at most limits().trace_rows rows at least
+// limits().trace_min_step_s apart; messages quote at most an excerpt of a row.
 void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string& path) {
   auto written = as_string(n, path, d_);
   if (!written) return;
   link.trace = *written;
   std::filesystem::path file(*written);
-  if (file.is_relative() && !s_.source_file.empty())
-    file = std::filesystem::path(s_.source_file).parent_path() / file;
-  std::ifstream in(file);
-  if (!in) {
-    d_.error(n.where, path, "cannot open bandwidth trace '" + file.string() + "'",
-             "the path is relative to the scenario file");
+  if (written->empty() || file.extension() != ".csv") {
+    d_.error(n.where, path, "a bandwidth trace is a .csv file, found " + n.describe(),
+             "rows 'time_s,bandwidth' such as '0,10Gbps'; the path is relative to the scenario");
     return;
   }
-  std::string line;
-  int line_number = 0;
+  if (file.is_relative() && !s_.source_file.empty())
+    file = std::filesystem::path(s_.source_file).parent_path() / file;
   const std::string csv = file.string();
-  while (std::getline(in, line)) {
-    ++line_number;
-    std::string row = line.substr(0, line.find('#'));
-    if (row.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto comma = row.find(',');
-    SourceLocation at{csv, line_number, 1};
-    if (comma == std::string::npos) {
-      d_.error(at, path, "expected 'time_s,bandwidth', found '" + row + "'");
-      continue;
-    }
-    std::string time_text = row.substr(0, comma);
-    std::string rate_text = row.substr(comma + 1);
-    if (time_text.find("time") != std::string::npos) continue;  // header row
-    Node time_node;
-    time_node.kind = Node::Kind::scalar;
-    time_node.text = time_text.substr(time_text.find_first_not_of(" \t"));
-    time_node.text.erase(time_node.text.find_last_not_of(" \t\r") + 1);
-    time_node.where = at;
-    auto seconds = as_number(time_node, path, d_);
-    auto rate = parse_bandwidth(rate_text);
-    if (!rate) d_.error({csv, line_number, static_cast<int>(comma) + 2}, path, rate.error);
-    if (!seconds || !rate) continue;
-    if (*seconds < 0 ||
-        (!link.trace_steps.empty() && *seconds <= link.trace_steps.back().at.value())) {
-      d_.error(at, path,
-               "times must start at 0 or later and increase strictly, found " + time_node.text);
-      continue;
-    }
-    if (link.trace_steps.empty() && *seconds != 0)
-      d_.error(at, path, "the first row must be at time 0, found " + time_node.text);
-    link.trace_steps.push_back({Seconds(*seconds), *rate.value});
-  }
-  if (link.trace_steps.empty())
+  const auto text = read_input_file(csv, "bandwidth trace", d_, n.where, path);
+  if (!text) return;
+  const int errors_before = d_.error_count();
+  link.trace_steps = parse_bandwidth_trace(*text, csv, path, d_);
+  if (link.trace_steps.empty() && d_.error_count() == errors_before)
     d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
 }
 
@@ -554,6 +565,77 @@ void ScenarioReader::read_sweep(const Node& n) {
 }
 
 }  // namespace
+
+std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const std::string& csv,
+                                                 const std::string& path, Diagnostics& diags) {
+  std::vector<BandwidthStep> steps;
+  if (auto at = first_invalid_utf8(text, csv)) {
+    diags.error(*at, path, "the bandwidth trace is not UTF-8 text");
+    return {};
+  }
+  const Limits& limit = limits();
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int line_number = 0;
+  auto trimmed = [](std::string t) {
+    const auto first = t.find_first_not_of(" \t\r");
+    if (first == std::string::npos) return std::string();
+    t.erase(t.find_last_not_of(" \t\r") + 1);
+    return t.substr(first);
+  };
+  while (std::getline(in, line)) {
+    ++line_number;
+    std::string row = line.substr(0, line.find('#'));
+    if (row.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto comma = row.find(',');
+    SourceLocation at{csv, line_number, 1};
+    if (comma == std::string::npos) {
+      diags.error(at, path, "expected 'time_s,bandwidth', found '" + excerpt(trimmed(row)) + "'");
+      continue;
+    }
+    std::string time_text = trimmed(row.substr(0, comma));
+    std::string rate_text = row.substr(comma + 1);
+    if (time_text.find("time") != std::string::npos) continue;  // header row
+    if (static_cast<std::int64_t>(steps.size()) >= limit.trace_rows) {
+      diags.error(at, path,
+                  "the bandwidth trace has more than " + std::to_string(limit.trace_rows) + " rows",
+                  limit_hint("HGSIM_MAX_TRACE_ROWS", static_cast<double>(limit.trace_rows)));
+      return steps;
+    }
+    if (time_text.empty()) {
+      diags.error(at, path, "the row has no time before the comma",
+                  "each row is 'time_s,bandwidth', e.g. '30,2Gbps'");
+      continue;
+    }
+    Node time_node;
+    time_node.kind = Node::Kind::scalar;
+    time_node.text = time_text;
+    time_node.where = at;
+    auto seconds = as_number(time_node, path, diags);
+    auto rate = parse_bandwidth(rate_text);
+    if (!rate) diags.error({csv, line_number, static_cast<int>(comma) + 2}, path, rate.error);
+    if (!seconds || !rate) continue;
+    if (*seconds < 0 || (!steps.empty() && *seconds <= steps.back().at.value())) {
+      diags.error(
+          at, path,
+          "times must start at 0 or later and increase strictly, found " + excerpt(time_node.text));
+      continue;
+    }
+    if (!steps.empty() && *seconds - steps.back().at.value() < limit.trace_min_step_s) {
+      diags.error(at, path,
+                  "rows " + shortest_decimal(*seconds - steps.back().at.value()) +
+                      " s apart; the shortest step hgsim simulates is " +
+                      shortest_decimal(limit.trace_min_step_s) + " s",
+                  "every step is an event for the simulator, and the trace repeats; set "
+                  "HGSIM_MIN_TRACE_STEP_S to lower the limit (README: Limits)");
+      continue;
+    }
+    if (steps.empty() && *seconds != 0)
+      diags.error(at, path, "the first row must be at time 0, found " + excerpt(time_node.text));
+    steps.push_back(BandwidthStep{Seconds(*seconds), *rate.value});
+  }
+  return steps;
+}
 
 std::optional<Scenario> parse_scenario(const Node& document, const std::string& source_file,
                                        Diagnostics& diags) {

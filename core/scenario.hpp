@@ -350,6 +350,16 @@ std::optional<Plan> load_plan(const std::string& path, Diagnostics& diags);
 void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& path,
                 Diagnostics& diags);
 
+// Which clusters the WAN links join: the same number for clusters with a WAN path between
+// them, keyed by cluster name.
+std::map<std::string, int> wan_components(const Scenario& s);
+
+// The rows of a bandwidth trace (CSV "time_s,bandwidth", '#' comments, an optional header
+// row): problems go to `diags` at `csv`:line:column under `key_path`, quoting at most an
+// excerpt of a row. At most limits().trace_rows rows, limits().trace_min_step_s apart.
+std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const std::string& csv,
+                                                 const std::string& key_path, Diagnostics& diags);
+
 // `strategy.outer_sync` (core/outer_sync.cpp): `none` or a mapping; problems at `path`.
 std::optional<OuterSync> parse_outer_sync(const Node& n, const std::string& path, Diagnostics& d);
 Json outer_sync_json(const OuterSync& o);

@@ -1,9 +1,11 @@
 // Expanding `sweep:` grids. A sweep axis is a key path into the scenario document
 // (`wan[*].bandwidth`, `compression.wan_activations`, `clusters[1].nodes`) and a list of
 // values; every combination becomes one scenario document.
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/limits.hpp"
 #include "core/scenario.hpp"
 
 namespace hgsim::core {
@@ -174,7 +176,26 @@ SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
     size_ = 0;
     return;
   }
-  for (const Dimension& d : dimensions_) size_ *= d.length;
+  // The grid's size before any point is made: a product of a few long lists is huge.
+  const std::int64_t limit = limits().sweep_points;
+  std::int64_t count = 1;
+  for (const Dimension& d : dimensions_)
+    count = checked_mul(count, static_cast<std::int64_t>(d.length)).value_or(INT64_MAX);
+  if (count > limit) {
+    std::string product;
+    for (const Dimension& d : dimensions_)
+      product += (product.empty() ? "" : " x ") + std::to_string(d.length);
+    diags.error(sweep->where, "sweep",
+                "the sweep grid has " +
+                    (count == INT64_MAX ? std::string("more than 2^63") : std::to_string(count)) +
+                    " points (" + product + ")",
+                "split the sweep into several files, or " +
+                    limit_hint("HGSIM_MAX_SWEEP_POINTS", static_cast<double>(limit)));
+    dimensions_.clear();
+    size_ = 0;
+    return;
+  }
+  size_ = static_cast<std::size_t>(count);
 }
 
 std::vector<std::string> SweepGrid::axis_paths() const {

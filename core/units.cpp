@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <span>
+#include <type_traits>
 
 namespace hgsim::core {
 namespace {
@@ -145,6 +146,10 @@ NumberAndUnit split(std::string_view text) {
   std::string_view digits = number_text;
   if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out.number);
+  if (ec == std::errc::result_out_of_range) {
+    out.error = "'" + std::string(s) + "' has a number too large or too small for a double";
+    return out;
+  }
   if (number_text.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
     out.error = "'" + std::string(s) + "' does not start with a number";
     return out;
@@ -168,6 +173,26 @@ std::string quoted(std::string_view s) {
   return "'" + std::string(trim(s)) + "'";
 }
 
+// What a physical input may be, in base units: past these a value is a typo or an attack
+// (1e300Tbps overflows to infinity, 1e-300bps makes an iteration last 1e306 s), not a
+// setting anyone means.
+struct Range {
+  double min;  // smallest value above zero
+  double max;
+  const char* text;
+};
+
+template <class Q>
+Range range_of() {
+  if constexpr (std::is_same_v<Q, Bytes>) return {0, 1e18, "up to 1EB"};
+  if constexpr (std::is_same_v<Q, BytesPerSecond>)
+    // A modem to an idealised link that makes transfers free (tests and notebooks write
+    // 1000TB/s for that; 1EB/s is what the simulator could still tell from infinity).
+    return {1e3 / 8, 1e18, "1kbps to 1EB/s"};
+  if constexpr (std::is_same_v<Q, Seconds>) return {0, 86400, "up to 24h"};
+  return {1e3, 1e21, "1KFLOPS to 1000000PFLOPS"};  // compute rates
+}
+
 template <class Q, std::size_t N>
 Parsed<Q> parse_with(std::string_view text, const std::array<Unit, N>& units, std::string_view kind,
                      std::string_view example, bool allow_zero) {
@@ -183,8 +208,13 @@ Parsed<Q> parse_with(std::string_view text, const std::array<Unit, N>& units, st
   if (nu.number < 0 || (!allow_zero && nu.number == 0))
     return fail<Q>(quoted(text) + ": " + std::string(kind) + " must be " +
                    (allow_zero ? "zero or positive" : "positive"));
+  const double value = nu.number * unit->factor;
+  const Range range = range_of<Q>();
+  if (!std::isfinite(value) || value > range.max || (value != 0 && value < range.min))
+    return fail<Q>(quoted(text) + " is outside the range hgsim accepts for " + std::string(kind) +
+                   " (" + range.text + ")");
   Parsed<Q> p;
-  p.value = Q(nu.number * unit->factor);
+  p.value = Q(value);
   return p;
 }
 
@@ -247,8 +277,14 @@ Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text) {
     if (const Unit* u = find_unit_ignoring_case(kComputeRateUnits, nu.unit)) {
       if (nu.number <= 0)
         return fail<FlopsPerSecond>(quoted(text) + ": a compute rate must be positive");
+      const double value = nu.number * u->factor;
+      const Range range = range_of<FlopsPerSecond>();
+      if (!std::isfinite(value) || value > range.max || value < range.min)
+        return fail<FlopsPerSecond>(quoted(text) +
+                                    " is outside the range hgsim accepts for a compute rate (" +
+                                    range.text + ")");
       Parsed<FlopsPerSecond> p;
-      p.value = FlopsPerSecond(nu.number * u->factor);
+      p.value = FlopsPerSecond(value);
       return p;
     }
   }

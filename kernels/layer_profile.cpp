@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/files.hpp"
 #include "kernels/json_reader.hpp"
 #include "models/transformer.hpp"
 
@@ -148,11 +149,10 @@ LayerProfile parse_layer_profile(const std::string& json_text, const std::string
 }
 
 LayerProfile read_layer_profile(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw LayerProfileError(file.string() + ": cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_layer_profile(text.str(), file.string());
+  core::Diagnostics diags;  // a regular file of bounded size only (no FIFO, no /dev/zero)
+  const auto text = core::read_input_file(file.string(), "layer profile", diags);
+  if (!text) throw LayerProfileError(core::format_diagnostic(diags.all().front()));
+  return parse_layer_profile(*text, file.string());
 }
 
 LayerProfileModel::LayerProfileModel(LayerProfile profile) : profile_(std::move(profile)) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.hpp"
 #include "kernels/json_reader.hpp"
 
 namespace hgsim::kernels {
@@ -124,11 +125,10 @@ Profile parse_profile(const std::string& json_text, const std::string& file) {
 }
 
 Profile read_profile(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw ProfileError(file.string() + ": cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_profile(text.str(), file.string());
+  core::Diagnostics diags;  // a regular file of bounded size only (no FIFO, no /dev/zero)
+  const auto text = core::read_input_file(file.string(), "profile", diags);
+  if (!text) throw ProfileError(core::format_diagnostic(diags.all().front()));
+  return parse_profile(*text, file.string());
 }
 
 std::string profile_to_json(const Profile& p) {
@@ -168,9 +168,8 @@ std::string profile_to_json(const Profile& p) {
 }
 
 void write_profile(const Profile& profile, const std::filesystem::path& file) {
-  std::ofstream out(file);
-  if (!out) throw ProfileError(file.string() + ": cannot be written");
-  out << profile_to_json(profile);
+  if (auto e = core::write_file_atomically(file.string(), profile_to_json(profile)))
+    throw ProfileError(*e);
 }
 
 std::string dtype_name(core::Precision precision) {

@@ -88,9 +88,14 @@ struct View {
 
 enum class Use { input, output };
 
+// A real torch.Tensor only: an object that merely has data_ptr(), numel() and the rest
+// could name any address. torch is never imported here: a tensor means it already is.
 bool is_torch_tensor(py::handle object) {
-  return py::hasattr(object, "data_ptr") && py::hasattr(object, "is_contiguous") &&
-         py::hasattr(object, "numel") && py::hasattr(object, "device");
+  const py::dict modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("torch")) return false;
+  const py::object torch = modules["torch"];
+  if (!py::hasattr(torch, "Tensor")) return false;
+  return PyObject_IsInstance(object.ptr(), torch.attr("Tensor").ptr()) == 1;
 }
 
 View torch_view(py::handle tensor, Use use, const char* what) {
@@ -158,7 +163,15 @@ View numpy_view(py::array array, Use use, const char* what) {
 // A NumPy array or a CPU torch tensor; for encoded buffers also bytes, bytearray and
 // memoryview (read through numpy.frombuffer, without a copy).
 View view_of(py::handle object, Use use, const char* what, bool buffer = false) {
-  if (is_torch_tensor(object)) return torch_view(object, use, what);
+  if (is_torch_tensor(object)) {
+    try {
+      return torch_view(object, use, what);
+    } catch (const py::error_already_set& e) {  // a tensor subclass whose methods raise
+      throw CodecError(std::string(what) + ": " + e.what());
+    } catch (const py::cast_error& e) {
+      throw CodecError(std::string(what) + ": " + e.what());
+    }
+  }
   if (py::isinstance<py::array>(object))
     return numpy_view(py::reinterpret_borrow<py::array>(object), use, what);
   if (buffer && (py::isinstance<py::bytes>(object) || py::isinstance<py::bytearray>(object) ||

@@ -31,12 +31,30 @@ py::object json_default(py::handle value) {
                        " into a scenario, plan or codec: use numbers, strings, lists and dicts");
 }
 
+// json.dumps of the object; a structure nested past Python's recursion limit is an
+// hgsim.Error like any other bad document.
+std::string json_text(py::handle object) {
+  try {
+    return py::str(py::module_::import("json").attr("dumps")(
+        object, py::arg("default") = py::cpp_function(&json_default)));
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_RecursionError)) throw;
+    throw Error("the value nests too deep to be a scenario, plan or codec");
+  }
+}
+
+// A dict read like a JSON file: the same limits (depth, values) and checks apply.
+core::Node node_of_dict(py::handle object) {
+  core::Diagnostics diags;
+  auto node = core::parse_json(json_text(object), "", diags);
+  if (!node) throw Error(message_of(diags));
+  return *node;
+}
+
 }  // namespace
 
 core::Json to_json(py::handle object) {
-  const std::string text = py::str(py::module_::import("json").attr("dumps")(
-      object, py::arg("default") = py::cpp_function(&json_default)));
-  return core::Json::parse(text);
+  return core::Json::parse(json_text(object));
 }
 
 py::object from_json(const core::Json& json) {
@@ -44,7 +62,7 @@ py::object from_json(const core::Json& json) {
 }
 
 Document read_document(py::handle source, const char* what) {
-  if (py::isinstance<py::dict>(source)) return {core::from_json(to_json(source)), ""};
+  if (py::isinstance<py::dict>(source)) return {node_of_dict(source), ""};
   if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
     const std::string path = py::str(py::module_::import("os").attr("fspath")(source));
     core::Diagnostics diags;
@@ -67,7 +85,26 @@ PYBIND11_MODULE(_hgsim, m) {
   namespace py = pybind11;
   using namespace hgsim::python;
   m.doc() = "hgsim: plan and simulate training on heterogeneous GPU clusters; codecs";
+  // Registered first, so tried last: any C++ exception the module's own translators do not
+  // claim (std::runtime_error, nlohmann's errors, std::bad_alloc, ...) reaches Python as
+  // hgsim.Error, never as a bare RuntimeError. Python's own exceptions (TypeError from
+  // pybind11's argument checks, KeyboardInterrupt) pass through untouched.
+  static PyObject* error_type = nullptr;  // the module lives as long as the interpreter
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(error_type, "out of memory (std::bad_alloc)");
+    } catch (const std::exception& e) {
+      PyErr_SetString(error_type, e.what());
+    }
+  });
   auto& error = py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  error_type = error.ptr();
   error.attr("__doc__") =
       "A problem with a scenario, plan or profile; the message lists every problem "
       "(file:line:column or key path, what is wrong, what would be right).";

@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "core/document.hpp"
+#include "core/files.hpp"
+#include "core/units.hpp"
 
 namespace hgsim::sim {
 
@@ -49,8 +51,19 @@ std::string to_string(Work work) {
 
 NodeId Graph::add(GraphNode n) {
   if (finished_) throw std::logic_error("Graph: node added after finish()");
+  if (static_cast<std::int64_t>(nodes_.size()) >= max_nodes_) throw too_large();
   nodes_.push_back(n);
   return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+std::runtime_error Graph::too_large() const {
+  const double limit = static_cast<double>(max_nodes_);
+  return std::runtime_error(
+      "the execution graph grows past " + core::shortest_decimal(limit) + " nodes (about " +
+      core::human_size(core::Bytes(limit * sizeof(GraphNode) * 3)) +
+      "); use --fidelity folded (simulation.fidelity: folded) to simulate identical replicas "
+      "and tensor-parallel groups once, or fewer micro-batches; " +
+      core::limit_hint("HGSIM_MAX_GRAPH_NODES", limit));
 }
 
 NodeId Graph::compute(int device, double seconds, Work work, int label, int micro_batch) {
@@ -178,8 +191,8 @@ void Graph::check(int devices, core::Diagnostics& diags) const {
 
 void Graph::write_json(const std::string& path,
                        const std::vector<std::string>& device_names) const {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write " + path);
+  core::AtomicFile file(path);  // throws core::WriteError, a std::runtime_error
+  std::ostream& out = file.stream();
   auto device = [&](int d) -> core::Json {
     if (d < 0) return nullptr;
     if (d < static_cast<int>(device_names.size())) return device_names[d];
@@ -203,9 +216,11 @@ void Graph::write_json(const std::string& path,
     if (finished_)
       for (auto s = successors_begin(i); s != successors_end(i); ++s) next.push_back(*s);
     j["successors"] = next;
-    out << "  " << j.dump() << (i + 1 < nodes_.size() ? ",\n" : "\n");
+    out << "  " << j.dump(-1, ' ', false, core::Json::error_handler_t::replace)
+        << (i + 1 < nodes_.size() ? ",\n" : "\n");
   }
   out << "]}\n";
+  file.commit();
 }
 
 std::size_t Graph::memory_bytes() const {

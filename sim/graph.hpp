@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/diagnostics.hpp"
+#include "core/limits.hpp"
 #include "core/scenario.hpp"
 
 namespace hgsim::sim {
@@ -89,6 +91,9 @@ class Graph {
 
  private:
   NodeId add(GraphNode n);
+  std::runtime_error too_large() const;
+  // Refused past this many nodes (limits().graph_nodes), long before memory runs out.
+  std::int64_t max_nodes_ = core::limits().graph_nodes;
   std::vector<GraphNode> nodes_;
   std::vector<std::pair<NodeId, NodeId>> edges_;  // until finish()
   std::vector<std::uint32_t> offsets_;

@@ -257,12 +257,37 @@ double Platform::flow_cap(int src, int dst) const {
 
 namespace {
 
+// Names in double-quoted attribute values, escaped ('>' may stay: "wan:a->b"). Cluster
+// names are restricted (core::as_cluster_name), but the XML must stay well formed anyway.
+std::string xml(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 std::string number(double v) {
   return core::shortest_decimal(v);
 }
 
 void xml_link(std::ostringstream& out, const Link& l, const std::string& indent) {
-  out << indent << "<link id=\"" << l.name << "\" bandwidth=\"" << number(l.bytes_per_s)
+  out << indent << "<link id=\"" << xml(l.name) << "\" bandwidth=\"" << number(l.bytes_per_s)
       << "Bps\" latency=\"" << number(l.latency_s) << "s\"";
   if (l.split_duplex) out << " sharing_policy=\"SPLITDUPLEX\"";
   if (l.kind == LinkKind::tcp_window || l.kind == LinkKind::fabric)
@@ -280,7 +305,7 @@ void xml_link(std::ostringstream& out, const Link& l, const std::string& indent)
 void xml_hops(std::ostringstream& out, const Platform& p, const std::vector<Hop>& hops,
               const std::string& indent) {
   for (const Hop& h : hops) {
-    out << indent << "<link_ctn id=\"" << p.links[h.link].name << "\"";
+    out << indent << "<link_ctn id=\"" << xml(p.links[h.link].name) << "\"";
     if (p.links[h.link].split_duplex) out << " direction=\"" << (h.up ? "UP" : "DOWN") << "\"";
     out << "/>\n";
   }
@@ -301,14 +326,14 @@ std::string platform_xml(const Platform& p) {
     const ClusterInfo& cluster = p.clusters[c];
     if (cluster.nodes.empty()) continue;
     const std::string& name = cluster.spec->name;
-    out << "  <zone id=\"" << name << "\" routing=\"Full\">\n";
+    out << "  <zone id=\"" << xml(name) << "\" routing=\"Full\">\n";
     for (int n : cluster.nodes) {
       const Node& node = p.nodes[n];
       const std::string zone = name + "/n" + std::to_string(node.index);
-      out << "    <zone id=\"" << zone << "\" routing=\"Full\">\n";
+      out << "    <zone id=\"" << xml(zone) << "\" routing=\"Full\">\n";
       for (int d : node.devices)
-        out << "      <host id=\"" << p.devices[d].name << "\" speed=\"1e12f\"/>\n";
-      out << "      <router id=\"" << zone << "/gw\"/>\n";
+        out << "      <host id=\"" << xml(p.devices[d].name) << "\" speed=\"1e12f\"/>\n";
+      out << "      <router id=\"" << xml(zone) << "/gw\"/>\n";
       for (int d : node.devices) {
         xml_link(out, p.links[p.devices[d].nvlink], "      ");
         xml_link(out, p.links[p.devices[d].nic], "      ");
@@ -316,24 +341,24 @@ std::string platform_xml(const Platform& p) {
       for (int a : node.devices)
         for (int b : node.devices) {
           if (a == b) continue;
-          out << "      <route src=\"" << p.devices[a].name << "\" dst=\"" << p.devices[b].name
-              << "\" symmetrical=\"NO\">\n";
+          out << "      <route src=\"" << xml(p.devices[a].name) << "\" dst=\""
+              << xml(p.devices[b].name) << "\" symmetrical=\"NO\">\n";
           xml_hops(out, p, p.route(a, b), "        ");
           out << "      </route>\n";
         }
       for (int d : node.devices) {
-        out << "      <route src=\"" << p.devices[d].name << "\" dst=\"" << zone
+        out << "      <route src=\"" << xml(p.devices[d].name) << "\" dst=\"" << xml(zone)
             << "/gw\" symmetrical=\"NO\">\n";
         xml_hops(out, p, {{p.devices[d].nic, true}}, "        ");
-        out << "      </route>\n      <route src=\"" << zone << "/gw\" dst=\"" << p.devices[d].name
-            << "\" symmetrical=\"NO\">\n";
+        out << "      </route>\n      <route src=\"" << xml(zone) << "/gw\" dst=\""
+            << xml(p.devices[d].name) << "\" symmetrical=\"NO\">\n";
         xml_hops(out, p, {{p.devices[d].nic, false}}, "        ");
         out << "      </route>\n";
       }
       out << "    </zone>\n";
     }
-    out << "    <zone id=\"" << name << "/gateway\" routing=\"None\">\n"
-        << "      <router id=\"" << name << "/gw\"/>\n    </zone>\n";
+    out << "    <zone id=\"" << xml(name) << "/gateway\" routing=\"None\">\n"
+        << "      <router id=\"" << xml(name) << "/gw\"/>\n    </zone>\n";
     xml_link(out, p.links[cluster.fabric], "    ");
     for (int n : cluster.nodes)
       if (p.nodes[n].uplink >= 0) xml_link(out, p.links[p.nodes[n].uplink], "    ");
@@ -349,8 +374,8 @@ std::string platform_xml(const Platform& p) {
     for (int a : cluster.nodes) {
       for (int b : cluster.nodes) {
         if (a == b) continue;
-        out << "    <zoneRoute src=\"" << node_zone(a) << "\" dst=\"" << node_zone(b)
-            << "\" gw_src=\"" << node_zone(a) << "/gw\" gw_dst=\"" << node_zone(b)
+        out << "    <zoneRoute src=\"" << xml(node_zone(a)) << "\" dst=\"" << xml(node_zone(b))
+            << "\" gw_src=\"" << xml(node_zone(a)) << "/gw\" gw_dst=\"" << xml(node_zone(b))
             << "/gw\" symmetrical=\"NO\">\n";
         auto hops = uplink(a, true);
         hops.push_back({cluster.fabric, true});
@@ -363,8 +388,8 @@ std::string platform_xml(const Platform& p) {
         const std::string to = outward ? name + "/gateway" : node_zone(a);
         const std::string gw_from = outward ? node_zone(a) + "/gw" : name + "/gw";
         const std::string gw_to = outward ? name + "/gw" : node_zone(a) + "/gw";
-        out << "    <zoneRoute src=\"" << from << "\" dst=\"" << to << "\" gw_src=\"" << gw_from
-            << "\" gw_dst=\"" << gw_to << "\" symmetrical=\"NO\">\n";
+        out << "    <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
+            << xml(gw_from) << "\" gw_dst=\"" << xml(gw_to) << "\" symmetrical=\"NO\">\n";
         xml_hops(out, p, fabric(uplink(a, outward)), "      ");
         out << "    </zoneRoute>\n";
       }
@@ -379,8 +404,8 @@ std::string platform_xml(const Platform& p) {
       if (!p.connected[a][b]) continue;
       const std::string& from = p.clusters[a].spec->name;
       const std::string& to = p.clusters[b].spec->name;
-      out << "  <zoneRoute src=\"" << from << "\" dst=\"" << to << "\" gw_src=\"" << from
-          << "/gw\" gw_dst=\"" << to << "/gw\" symmetrical=\"NO\">\n";
+      out << "  <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
+          << xml(from) << "/gw\" gw_dst=\"" << xml(to) << "/gw\" symmetrical=\"NO\">\n";
       xml_hops(out, p, p.wan_routes[a][b], "    ");
       out << "  </zoneRoute>\n";
     }

@@ -17,6 +17,9 @@
 #include <sstream>
 
 #include "compress/codec_cost.hpp"
+#include "core/files.hpp"
+#include "core/limits.hpp"
+#include "core/process.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "sim/engine.hpp"
@@ -181,9 +184,8 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   std::vector<std::string> device_names;
   for (const auto& d : work.platform.devices) device_names.push_back(d.name);
   if (!options.platform_path.empty()) {
-    std::ofstream out(options.platform_path);
-    if (!out) throw std::runtime_error("cannot write the platform to " + options.platform_path);
-    out << platform_xml(work.platform);
+    if (auto e = core::write_file_atomically(options.platform_path, platform_xml(work.platform)))
+      throw std::runtime_error(*e);
   }
   if (!options.graph_path.empty()) work.graph.write_json(options.graph_path, device_names);
 
@@ -347,18 +349,6 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   return out;
 }
 
-bool write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n <= 0) return false;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Refuses a plan that does not fit, naming the stage, what it needs and what would help.
 void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagnostics& diags) {
   const auto& s = *r.scenario;
@@ -391,64 +381,60 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
 
 namespace {
 
-// A child process running one body, its result coming through `fd`.
-struct Child {
-  pid_t pid = -1;
-  int fd = -1;
-};
-
-Child start_isolated(const std::function<core::Json()>& body) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("cannot start the simulator: pipe() failed");
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::runtime_error("cannot start the simulator: fork() failed");
+// The child's side of run_isolated: under the memory limit, `body`'s value or why it failed,
+// as JSON text.
+std::string isolated_body(const std::function<core::Json()>& body) {
+  // The child may not take more than the memory limit: past it an allocation fails
+  // (reported below) instead of the machine swapping. Address-sanitized builds reserve
+  // terabytes of address space, so they run without it.
+#if !defined(__SANITIZE_ADDRESS__)
+  // On top of what the process already maps (a Python process with torch maps GBs).
+  unsigned long long mapped_pages = 0;
+  if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%llu", &mapped_pages) != 1) mapped_pages = 0;
+    std::fclose(statm);
   }
-  if (pid == 0) {
-    // The simulator dies with the process that started it (a killed hgsim sweep leaves no
-    // simulator behind); it may have died before this line.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    ::close(fds[0]);
-    core::Json out;
-    try {
-      out = {{"value", body()}};
-    } catch (const std::exception& e) {
-      out = {{"failure", e.what()}};
-    }
-    write_all(fds[1], out.dump());
-    ::close(fds[1]);
-    std::fflush(nullptr);
-    ::_exit(0);
+  const auto limit = static_cast<rlim_t>(core::limits().memory_bytes) +
+                     static_cast<rlim_t>(mapped_pages) * ::sysconf(_SC_PAGESIZE);
+  struct rlimit memory {
+    limit, limit
+  };
+  ::setrlimit(RLIMIT_AS, &memory);
+#endif
+  core::Json out;
+  try {
+    out = {{"value", body()}};
+  } catch (const std::bad_alloc&) {
+    const double limit_bytes = core::limits().memory_bytes;
+    out = {{"failure", "the simulation ran out of memory (it may use " +
+                           core::human_size(core::Bytes(limit_bytes)) +
+                           "); use --fidelity folded to simulate identical replicas and "
+                           "tensor-parallel groups once; " +
+                           core::limit_hint("HGSIM_MAX_MEMORY_BYTES", limit_bytes)}};
+  } catch (const std::exception& e) {
+    out = {{"failure", e.what()}};
   }
-  ::close(fds[1]);
-  return {pid, fds[0]};
+  // Text that is not UTF-8 (a name from a damaged input) is replaced, never thrown on.
+  return out.dump(-1, ' ', false, core::Json::error_handler_t::replace);
 }
 
-core::Json finish_isolated(Child child) {
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
+core::Child start_isolated(const std::function<core::Json()>& body) {
+  try {
+    return core::start_child([&body] { return isolated_body(body); });
+  } catch (const core::ChildFailed& e) {
+    throw std::runtime_error(e.what());
   }
-  ::close(child.fd);
-  int status = 0;
-  ::waitpid(child.pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
-    const std::string why = WIFSIGNALED(status)
-                                ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                : "exited with status " + std::to_string(WEXITSTATUS(status));
-    throw std::runtime_error("the simulator process " + why +
+}
+
+core::Json finish_isolated(core::Child child) {
+  std::string text;
+  try {
+    text = core::finish_child(child);
+  } catch (const core::ChildFailed& e) {
+    throw std::runtime_error(std::string(e.what()) +
                              " before giving a result (a bug in hgsim: please report it)");
   }
+  if (text.empty()) throw std::runtime_error("the simulator process gave no result");
   core::Json out = core::Json::parse(text);
   if (out.contains("failure")) throw std::runtime_error(out["failure"].get<std::string>());
   return out["value"];
@@ -464,7 +450,7 @@ std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<cor
                                              int jobs) {
   jobs = std::max(jobs, 1);
   std::vector<IsolatedResult> results(bodies.size());
-  std::vector<Child> running(bodies.size());
+  std::vector<core::Child> running(bodies.size());
   std::size_t started = 0;
   auto start_next = [&] {
     try {

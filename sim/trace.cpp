@@ -79,12 +79,12 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph,
                                      const Platform& platform, std::vector<int> stages,
                                      TraceFilter filter)
-    : out_(path),
+    : file_(path),
+      out_(file_.stream()),
       graph_(graph),
       platform_(platform),
       stages_(std::move(stages)),
       filter_(std::move(filter)) {
-  if (!out_) throw std::runtime_error("cannot write the trace to " + path);
   out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   for (std::size_t c = 0; c < platform.clusters.size(); ++c)
     meta("process_name", static_cast<int>(c), 0, "cluster " + platform.clusters[c].spec->name);
@@ -190,7 +190,7 @@ void ChromeTraceWriter::finish(const std::vector<std::vector<std::pair<double, d
               nanos(start), nanos(end), "");
   }
   out_ << "\n]}\n";
-  out_.close();
+  file_.commit();
 }
 
 }  // namespace hgsim::sim

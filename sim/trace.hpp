@@ -10,13 +10,13 @@
 // link) goes to the track's next lane: a thread of its own named "<track> (lane k)", k >= 2.
 #pragma once
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/diagnostics.hpp"
+#include "core/files.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
@@ -40,8 +40,8 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
 
 class ChromeTraceWriter final : public CompletionSink {
  public:
-  // `stages`: the stage each device works for. Throws std::runtime_error when `path` cannot
-  // be written.
+  // `stages`: the stage each device works for. Throws std::runtime_error (core::WriteError)
+  // when `path` cannot be written.
   ChromeTraceWriter(const std::string& path, const Graph& graph, const Platform& platform,
                     std::vector<int> stages, TraceFilter filter = {});
   void completed(NodeId id, double start_s, double end_s) override;
@@ -57,7 +57,8 @@ class ChromeTraceWriter final : public CompletionSink {
              long long start_ns, long long end_ns, const std::string& args_json);
   void meta(const char* what, int pid, int tid, const std::string& name);
   bool kept(int device, const std::string& kind) const;
-  std::ofstream out_;
+  core::AtomicFile file_;  // renamed to the trace's name when finish() completes
+  std::ostream& out_;
   const Graph& graph_;
   const Platform& platform_;
   std::vector<int> stages_;

@@ -148,7 +148,7 @@ const Case kCases[] = {
     {"UnknownCodec", "wan_activations: int8", "wan_activations: int9",
      "compression.wan_activations", 37, "did you mean 'int8'"},
     {"CodecParameterOutOfRange", "ratio: 0.01", "ratio: 2", "compression.wan_gradients.ratio", 38,
-     "(0, 1]"},
+     "[1e-6, 1]"},
     {"CodecUnknownParameter", "ratio: 0.01", "rank: 4", "compression.wan_gradients.rank", 38,
      "ratio"},
     {"UnknownActivation", "model: llama2-7b",

@@ -49,7 +49,8 @@ def build_parser(prog="hgsim live") -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     p.add_argument("--timeout", type=float, default=900, help="seconds for the whole run")
     p.add_argument("--stall", type=float, default=180,
-                   help="a worker silent this many seconds counts as hung (default 180)")
+                   help="a worker silent this many seconds counts as hung (default 180; a worker "
+                        "that has not written its first line yet gets at least 60)")
     p.add_argument("--max-workers", type=int, default=16)
     p.add_argument("--no-shape", action="store_true", help="do not create namespaces or shape")
     p.add_argument("--compression", help="JSON object overriding the scenario's compression, "

@@ -25,6 +25,7 @@ POLL_SECONDS = 0.1
 TERMINATE_GRACE_SECONDS = 3.0
 KILL_WAIT_SECONDS = 5.0
 LAST_LINES = 20
+STARTUP_SECONDS = 60.0  # the least a worker gets to write its first line under --stall
 PROGRESS_MARK = "PROGRESS "
 
 
@@ -150,6 +151,7 @@ class _Worker:
         self.process = process
         self.log_size = 0
         self.last_growth = started
+        self.has_output = False  # written its first line: started, so the stall clock runs
         self.read_offset = 0
         self.partial_line = b""
 
@@ -291,8 +293,13 @@ def _watch(workers: list[_Worker], *, timeout_s: float, stall_s: float | None, p
             if returncode is None:
                 running += 1
                 stalled_for = _seconds_without_output(worker, now)
-                if stall_s is not None and stalled_for >= stall_s:
-                    _fail(worker, f"no progress for {stall_s:g} s")
+                # Before its first line a worker is starting (importing torch takes seconds
+                # on a loaded machine); it gets STARTUP_SECONDS or stall_s, whichever is
+                # longer, so that a peer hung mid-step is the one named.
+                allowed = stall_s if worker.has_output else max(stall_s or 0, STARTUP_SECONDS)
+                if stall_s is not None and stalled_for >= allowed:
+                    _fail(worker, f"no progress for {allowed:g} s"
+                          + ("" if worker.has_output else " (it never started: its log is empty)"))
                 continue
             if returncode != 0:
                 _fail(worker, _exit_reason(returncode))
@@ -313,6 +320,7 @@ def _seconds_without_output(worker: _Worker, now: float) -> float:
     if size != worker.log_size:
         worker.log_size = size
         worker.last_growth = now
+        worker.has_output = True
     return now - worker.last_growth
 
 

@@ -1,0 +1,41 @@
+// The limits that keep hostile or mistaken input from exhausting hgsim, in one place.
+//
+// Each limit has a default sized well above every shipped scenario and an override: the
+// environment variable named beside it (README "Limits" lists them). A check that hits a
+// limit reports the figure, the limit and the override, like any other input error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hgsim::core {
+
+struct Limits {
+  std::int64_t input_bytes;     // HGSIM_MAX_INPUT_BYTES: one scenario, plan, trace or profile
+  std::int64_t document_nodes;  // HGSIM_MAX_DOCUMENT_NODES: values after YAML aliases expand
+  int document_depth;           // HGSIM_MAX_DOCUMENT_DEPTH: nesting of lists and mappings
+  std::int64_t gpus;            // HGSIM_MAX_GPUS: GPUs of a scenario, all clusters
+  std::int64_t graph_nodes;     // HGSIM_MAX_GRAPH_NODES: nodes of one execution graph
+  double memory_bytes;          // HGSIM_MAX_MEMORY_BYTES: what one simulation may allocate
+  std::int64_t sweep_points;    // HGSIM_MAX_SWEEP_POINTS: points of one sweep grid
+  std::int64_t trace_rows;      // HGSIM_MAX_TRACE_ROWS: rows of one bandwidth trace
+  double trace_min_step_s;      // HGSIM_MIN_TRACE_STEP_S: shortest time between trace rows
+  std::int64_t codec_elements;  // HGSIM_MAX_CODEC_ELEMENTS: elements one encoded buffer holds
+};
+
+// The limits in force: the defaults, with every HGSIM_MAX_* / HGSIM_MIN_* variable that
+// is set applied (read once). An override that is not a positive number is ignored, with
+// one warning on stderr naming it.
+const Limits& limits();
+Limits default_limits();
+
+// The hint every limit error ends with: "the limit is N; set NAME=... to raise it".
+std::string limit_hint(const char* variable, double limit);
+
+// Checked arithmetic for counts that multiply (GPUs, micro-batches, replicas): nullopt
+// when the exact result does not fit in 63 bits.
+std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b);
+std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b);
+
+}  // namespace hgsim::core

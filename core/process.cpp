@@ -1,0 +1,142 @@
+#include "core/process.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "core/files.hpp"
+
+namespace hgsim::core {
+namespace {
+
+constexpr std::size_t kSlots = 64;
+std::array<std::atomic<pid_t>, kSlots> g_children{};
+// Temporary file names, fixed-size so that the handler reads them without allocating.
+constexpr std::size_t kPathBytes = 4096;
+std::array<std::array<char, kPathBytes>, kSlots> g_temp_paths{};
+std::array<std::atomic<bool>, kSlots> g_temp_used{};
+
+void on_termination(int sig) {
+  for (auto& slot : g_children) {
+    const pid_t pid = slot.load();
+    if (pid > 0) ::kill(pid, sig);
+  }
+  for (std::size_t i = 0; i < kSlots; ++i)
+    if (g_temp_used[i].load()) ::unlink(g_temp_paths[i].data());
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+void install_termination_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_termination;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+}
+
+void track_child(pid_t pid) {
+  for (auto& slot : g_children) {
+    pid_t empty = 0;
+    if (slot.compare_exchange_strong(empty, pid)) return;
+  }
+}
+
+void untrack_child(pid_t pid) {
+  for (auto& slot : g_children) {
+    pid_t expected = pid;
+    if (slot.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+void track_temporary_file(const std::string& path) {
+  if (path.size() >= kPathBytes) return;
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (!g_temp_used[i].compare_exchange_strong(expected, true)) continue;
+    // Written while the slot reads as used but before the handler could need it: the
+    // handler would at worst unlink a name that does not exist yet.
+    std::memcpy(g_temp_paths[i].data(), path.c_str(), path.size() + 1);
+    return;
+  }
+}
+
+void untrack_temporary_file(const std::string& path) {
+  for (std::size_t i = 0; i < kSlots; ++i)
+    if (g_temp_used[i].load() && path == g_temp_paths[i].data()) {
+      g_temp_used[i].store(false);
+      return;
+    }
+}
+
+Child start_child(const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw ChildFailed(std::string("cannot start the simulator: pipe: ") + std::strerror(errno));
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw ChildFailed(std::string("cannot start the simulator: fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // The child: dies with its parent, and whatever happens never returns from here.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(3);  // the parent died before prctl took effect
+    ::close(fds[0]);
+    int status = 4;
+    try {
+      const std::string out = body();
+      status = write_all_fd(fds[1], out) ? 5 : 0;
+    } catch (...) {
+      status = 6;
+    }
+    ::close(fds[1]);
+    ::_exit(status);
+  }
+  track_child(pid);
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+std::string finish_child(Child child) {
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(child.fd);
+  int status = 0;
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  untrack_child(child.pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return text;
+  if (WIFSIGNALED(status))
+    throw ChildFailed("the simulator process was killed by signal " +
+                      std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
+  throw ChildFailed("the simulator process exited with status " +
+                    std::to_string(WEXITSTATUS(status)));
+}
+
+std::string run_in_child(const std::function<std::string()>& body) {
+  return finish_child(start_child(body));
+}
+
+}  // namespace hgsim::core

@@ -1,0 +1,47 @@
+// Child processes and termination: what hgsim does so that no process it forked outlives
+// it, and no temporary file it was writing stays behind when it is interrupted.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace hgsim::core {
+
+// Installs SIGINT, SIGTERM and SIGHUP handlers (the `hgsim` command calls this once, the
+// Python module does not: Python owns its signals) that forward the signal to every
+// tracked child, remove every tracked temporary file, then end the process with the same
+// signal (so the shell sees the usual status, 130 for Ctrl-C).
+void install_termination_handlers();
+
+// Children and temporary files the handlers act on. Async-signal-safe to read: a fixed
+// table of slots, each set and cleared by the thread that owns it.
+void track_child(pid_t pid);
+void untrack_child(pid_t pid);
+void track_temporary_file(const std::string& path);
+void untrack_temporary_file(const std::string& path);
+
+// Runs `body` in a forked child and returns what it wrote, so that a crash, an abort or
+// memory exhaustion in `body` (SimGrid aborts on some inputs) cannot take the caller with
+// it. The child dies with its parent (PR_SET_PDEATHSIG), never returns into the caller's
+// code (whatever `body` throws, it ends with _exit), and is tracked for the termination
+// handlers. Returns the child's bytes, or throws ChildFailed saying how the child ended.
+struct ChildFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+std::string run_in_child(const std::function<std::string()>& body);
+
+// run_in_child() in two halves, so that several children can run side by side:
+// start_child forks and returns at once; finish_child reads everything the child writes,
+// reaps it and returns its bytes or throws ChildFailed. Every started child must be
+// finished exactly once (a child that is done waits on its pipe until then).
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;  // the read end of the child's pipe
+};
+Child start_child(const std::function<std::string()>& body);
+std::string finish_child(Child child);
+
+}  // namespace hgsim::core

@@ -1,0 +1,134 @@
+"""Hostile arguments to the Python module (issue #15): only hgsim.Error / hgsim.CodecError
+come out, never a crash, a bare RuntimeError, or a second copy of the caller's script."""
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hgsim
+
+TINY = {
+    "name": "tiny",
+    "model": {"name": "tiny", "layers": 4, "hidden": 256, "heads": 4, "vocab": 1000},
+    "training": {"global_batch": 8, "seq_len": 128, "precision": "bf16"},
+    "clusters": [
+        {"name": "east", "gpu": "A100-80GB-SXM", "nodes": 1, "gpus_per_node": 2,
+         "nvlink": {"bandwidth": "300GB/s", "latency": "1us"},
+         "nic": {"bandwidth": "200Gbps", "latency": "2us"}},
+        {"name": "west", "gpu": "V100-32GB-SXM", "nodes": 1, "gpus_per_node": 2,
+         "nvlink": {"bandwidth": "150GB/s", "latency": "1us"},
+         "nic": {"bandwidth": "100Gbps", "latency": "2us"}},
+    ],
+    "wan": [{"between": ["east", "west"], "bandwidth": "10Gbps", "latency": "15ms"}],
+    "strategy": {"schedule": "1f1b", "micro_batch": 1, "pipelines": [
+        {"replicas": 2, "micro_batches": 4, "stages": [
+            {"cluster": "east", "layers": 2}, {"cluster": "west", "layers": 2}]}]},
+}
+
+
+def changed(path, value):
+    """TINY with one value replaced (path: keys and list indices)."""
+    import copy
+    s = copy.deepcopy(TINY)
+    node = s
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return s
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("clusters", 0, "gpu"), "", "may not be empty"),
+    (("clusters", 1, "name"), "east/n0", "characters hgsim cannot use"),
+    (("strategy", "pipelines", 0, "stages", 0, "cluster"), "", "may not be empty"),
+    (("wan", 0, "bandwidth"), "1e300Tbps", "outside the range"),
+    (("wan", 0, "bandwidth"), "1e-300bps", "outside the range"),
+    (("strategy", "pipelines", 0, "replicas"), 2147483647, "GPUs of cluster"),
+    (("strategy", "micro_batch"), float("nan"), "not valid JSON"),
+    (("clusters", 0, "nodes"), 10**30, "too large"),
+    (("wan",), [], "no WAN path"),
+])
+def test_bad_scenarios_raise_error_with_where_and_what(path, value, message):
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.simulate(changed(path, value))
+    assert message in str(e.value)
+
+
+def test_special_files_raise_error(tmp_path):
+    os.mkfifo(tmp_path / "fifo.yaml")
+    for path, message in [("/dev/zero", "character device"),
+                          (tmp_path / "fifo.yaml", "FIFO"),
+                          (tmp_path, "directory")]:
+        with pytest.raises(hgsim.Error) as e:
+            hgsim.load_scenario(path)
+        assert message in str(e.value)
+
+
+def test_deep_plan_file_raises_error(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text("[" * 10000 + "]" * 10000)
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.load_plan(plan)
+    assert "plan.json:1:65: error: lists and objects nest more than 64 deep" in str(e.value)
+
+
+def test_forged_codec_buffers_raise_codec_error():
+    header = b"HGCD" + bytes([1, 7, 0, 0]) + struct.pack("<QIIQQ", 1 << 28, 0, 0, 1, 0)
+    for buffer in [header + bytes(9), header[:20], b"XXXX" + header[4:], bytes(49)]:
+        with pytest.raises(hgsim.CodecError):
+            hgsim.decode(buffer)
+
+
+class ForgedTensor:
+    """Looks like a torch tensor to duck typing: data_ptr() names an address nobody owns."""
+    device = type("D", (), {"type": "cpu"})()
+    dtype = "torch.float32"
+    shape = (1 << 20,)
+
+    def data_ptr(self):
+        return 16
+
+    def is_contiguous(self):
+        return True
+
+    def numel(self):
+        return 1 << 20
+
+
+@pytest.mark.parametrize("array", [ForgedTensor(), object(), "text", [1.0, 2.0], None])
+def test_forged_arrays_raise_codec_error(array):
+    with pytest.raises(hgsim.CodecError):
+        hgsim.encode("int8", array)
+
+
+def test_internal_failures_are_hgsim_errors_not_runtime_errors():
+    # A dict that json cannot carry exactly (a set) is a TypeError from our own message;
+    # everything else from C++ is hgsim.Error.
+    with pytest.raises(TypeError):
+        hgsim.simulate(changed(("name",), {1, 2}))
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.simulate(changed(("training", "global_batch"), 1e400))
+    assert not type(e.value) is RuntimeError
+
+
+def test_the_simulator_child_never_runs_the_callers_code(tmp_path):
+    # The rest of the script must run once, in the caller, whatever the simulation does.
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        import hgsim
+        scenario = {TINY!r}
+        scenario["name"] = "caf\\udce9"  # not UTF-8 once encoded: a failure inside the child
+        try:
+            hgsim.simulate(scenario)
+        except Exception as e:
+            print("raised", type(e).__name__)
+        hgsim.simulate({TINY!r})
+        print("after", flush=True)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120)
+    assert out.stdout.count("after") == 1, out.stdout + out.stderr

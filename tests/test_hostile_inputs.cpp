@@ -1,0 +1,1027 @@
+// Hostile and mistaken input (issue #15): every case feeds one damaged scenario, plan,
+// trace, codec buffer or special file and asserts where the problem is reported
+// (file:line:column or key path) and what is said, and that it is an input error (exit 1),
+// never a crash, a hang, an internal error or unbounded memory. The process-level cases
+// (signals, write errors, limits set in the environment) run the hgsim binary itself.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "apps/commands.hpp"
+#include "apps/validate.hpp"
+#include "compress/codec.hpp"
+#include "core/files.hpp"
+#include "core/limits.hpp"
+#include "core/scenario.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace hgsim;
+
+// A valid scenario (two clusters, an explicit plan); line numbers below refer to it.
+const std::string kBase =
+    "name: t\n"                                                             // 1
+    "model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}\n"  // 2
+    "training:\n"                                                           // 3
+    "  global_batch: 8\n"                                                   // 4
+    "  seq_len: 128\n"                                                      // 5
+    "  precision: bf16\n"                                                   // 6
+    "clusters:\n"                                                           // 7
+    "  - name: east\n"                                                      // 8
+    "    gpu: A100-80GB-SXM\n"                                              // 9
+    "    nodes: 1\n"                                                        // 10
+    "    gpus_per_node: 2\n"                                                // 11
+    "    nvlink: {bandwidth: 300GB/s, latency: 1us}\n"                      // 12
+    "    nic: {bandwidth: 200Gbps, latency: 2us}\n"                         // 13
+    "  - name: west\n"                                                      // 14
+    "    gpu: V100-32GB-SXM\n"                                              // 15
+    "    nodes: 1\n"                                                        // 16
+    "    gpus_per_node: 2\n"                                                // 17
+    "    nvlink: {bandwidth: 150GB/s, latency: 1us}\n"                      // 18
+    "    nic: {bandwidth: 100Gbps, latency: 2us}\n"                         // 19
+    "wan:\n"                                                                // 20
+    "  - between: [east, west]\n"                                           // 21
+    "    bandwidth: 10Gbps\n"                                               // 22
+    "    latency: 15ms\n"                                                   // 23
+    "strategy:\n"                                                           // 24
+    "  schedule: 1f1b\n"                                                    // 25
+    "  micro_batch: 1\n"                                                    // 26
+    "  pipelines:\n"                                                        // 27
+    "    - replicas: 2\n"                                                   // 28
+    "      micro_batches: 4\n"                                              // 29
+    "      stages:\n"                                                       // 30
+    "        - {cluster: east, tp: 1, layers: 2}\n"                         // 31
+    "        - {cluster: west, tp: 1, layers: 2}\n"                         // 32
+    "  grad_sync: {algorithm: ring, bucket: 25MB}\n";                       // 33
+
+// A folder of its own per test process and case (ctest runs tests in parallel).
+class TempDir {
+ public:
+  TempDir() {
+    dir_ = fs::temp_directory_path() /
+           ("hgsim-hostile-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+};
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "not in the base scenario: " << from;
+  if (at == std::string::npos) return text;
+  return text.replace(at, from.size(), to);
+}
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+CliResult cli(std::vector<std::string> words) {
+  words.insert(words.begin(), "hgsim");
+  std::vector<const char*> args;
+  for (const auto& w : words) args.push_back(w.c_str());
+  std::ostringstream out, err;
+  const int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
+  return {status, out.str(), err.str()};
+}
+
+// ---- scenarios: one change to kBase each ----------------------------------------------
+
+struct ScenarioCase {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> changes;  // (text of kBase, replacement)
+  std::string key;      // the key path the first error names ("" for the whole document)
+  int line;             // its line in the scenario (0: any)
+  int column;           // its column (0: any)
+  std::string message;  // a part of its message or hint
+};
+
+void PrintTo(const ScenarioCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+const std::string kBomb =  // 10^7 values from a few hundred bytes
+    "name: t\n"
+    "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+    "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+    "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
+
+const std::string kSweep3x30 = "sweep:\n  training.global_batch: [" + repeat("8, ", 29) +
+                               "8]\n  training.seq_len: [" + repeat("128, ", 29) +
+                               "128]\n  wan[0].latency: [" + repeat("1ms, ", 29) + "1ms]\n";
+
+const ScenarioCase kScenarioCases[] = {
+    // empty and unusable names
+    {"EmptyScenarioName", {{"name: t\n", "name: ''\n"}}, "name", 1, 7, "may not be empty"},
+    {"EmptyGpu", {{"gpu: A100-80GB-SXM", "gpu: ''"}}, "clusters[0].gpu", 9, 10, "may not be empty"},
+    {"EmptyClusterName", {{"- name: east", "- name: \"\""}}, "clusters[0].name", 8, 11, "empty"},
+    {"EmptyStageCluster",
+     {{"{cluster: east, tp: 1, layers: 2}", "{cluster: '', tp: 1, layers: 2}"}},
+     "strategy.pipelines[0].stages[0].cluster",
+     31,
+     21,
+     "may not be empty"},
+    {"EmptyModelName", {{"{name: tiny,", "{name: '',"}}, "model.name", 2, 15, "may not be empty"},
+    {"ClusterNamedLikeAGeneratedZone",
+     {{"- name: west", "- name: east/n0"}},
+     "clusters[1].name",
+     14,
+     11,
+     "'east/n0'"},
+    {"ClusterNameWithQuote",
+     {{"- name: west", "- name: 'we\"st'"}},
+     "clusters[1].name",
+     14,
+     11,
+     "letters, digits"},
+    {"ClusterNameWithSpace",
+     {{"- name: west", "- name: 'we st'"}},
+     "clusters[1].name",
+     14,
+     11,
+     "letters, digits"},
+    {"ClusterNameWithColon",
+     {{"- name: west", "- name: 'wan:x'"}},
+     "clusters[1].name",
+     14,
+     11,
+     "letters, digits"},
+    {"ClusterNameWithAngle",
+     {{"- name: west", "- name: 'a->b'"}},
+     "clusters[1].name",
+     14,
+     11,
+     "letters, digits"},
+    {"ClusterNameStartsWithDot",
+     {{"- name: west", "- name: .west"}},
+     "clusters[1].name",
+     14,
+     11,
+     "starting with a letter"},
+    {"ClusterNameTooLong",
+     {{"- name: west", "- name: " + repeat("w", 65)}},
+     "clusters[1].name",
+     14,
+     11,
+     "at most 64"},
+    {"NameTooLong",
+     {{"name: t\n", "name: " + repeat("n", 201) + "\n"}},
+     "name",
+     1,
+     7,
+     "at most 200"},
+    {"GpuAsList",
+     {{"gpu: A100-80GB-SXM", "gpu: [a, b]"}},
+     "clusters[0].gpu",
+     9,
+     10,
+     "expected a name"},
+    // extreme and absurd quantities
+    {"BandwidthOverflowsToInfinity",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e300Tbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "outside the range"},
+    {"BandwidthBelowAnyLink",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e-300bps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "outside the range"},
+    {"BandwidthNotADouble",
+     {{"bandwidth: 10Gbps", "bandwidth: 1e400Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "too large or too small"},
+    {"BandwidthInfinity",
+     {{"bandwidth: 10Gbps", "bandwidth: infGbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "does not start with a number"},
+    {"BandwidthNan",
+     {{"bandwidth: 10Gbps", "bandwidth: nanGbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "does not start with a number"},
+    {"BandwidthNegative",
+     {{"bandwidth: 10Gbps", "bandwidth: -10Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "positive"},
+    {"BandwidthZero",
+     {{"bandwidth: 10Gbps", "bandwidth: 0Gbps"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "positive"},
+    {"BandwidthEmpty",
+     {{"bandwidth: 10Gbps", "bandwidth: ''"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "empty value"},
+    {"NvlinkFasterThanLight",
+     {{"300GB/s", "9e99TB/s"}},
+     "clusters[0].nvlink.bandwidth",
+     12,
+     25,
+     "outside the range"},
+    {"LatencyOfYears",
+     {{"latency: 15ms", "latency: 1e9s"}},
+     "wan[0].latency",
+     23,
+     14,
+     "outside the range"},
+    {"LatencyNegative",
+     {{"latency: 15ms", "latency: -15ms"}},
+     "wan[0].latency",
+     23,
+     14,
+     "zero or positive"},
+    {"LatencyNotADouble",
+     {{"latency: 15ms", "latency: 1e999ms"}},
+     "wan[0].latency",
+     23,
+     14,
+     "too large or too small"},
+    {"BucketOfZettabytes",
+     {{"bucket: 25MB", "bucket: 1e30TB"}},
+     "strategy.grad_sync.bucket",
+     33,
+     40,
+     "outside the range"},
+    {"TcpWindowNotADouble",
+     {{"    latency: 15ms\n", "    latency: 15ms\n    tcp_window: 1e400MB\n"}},
+     "wan[0].tcp_window",
+     24,
+     17,
+     "too large or too small"},
+    {"OversubscriptionInfinity",
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: .inf\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "expected a number"},
+    {"OversubscriptionNotADouble",
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: 1e400\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "out of range"},
+    {"OversubscriptionNan",
+     {{"latency: 2us}\n  - name: west",
+       "latency: 2us}\n    oversubscription: .nan\n  - name: west"}},
+     "clusters[0].oversubscription",
+     14,
+     23,
+     "expected a number"},
+    {"GlobalBatchNegative",
+     {{"global_batch: 8", "global_batch: -8"}},
+     "training.global_batch",
+     4,
+     17,
+     "at least 1"},
+    {"GlobalBatchFraction",
+     {{"global_batch: 8", "global_batch: 8.5"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"GlobalBatchExponent",
+     {{"global_batch: 8", "global_batch: 1e400"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"GlobalBatchQuoted",
+     {{"global_batch: 8", "global_batch: '8'"}},
+     "training.global_batch",
+     4,
+     17,
+     "whole number"},
+    {"SeqLenBeyond64Bits",
+     {{"seq_len: 128", "seq_len: 99999999999999999999"}},
+     "training.seq_len",
+     5,
+     12,
+     "too large"},
+    {"SeqLenBeyondInt",
+     {{"seq_len: 128", "seq_len: 99999999999"}},
+     "training.seq_len",
+     5,
+     12,
+     "too large"},
+    // counts that multiply
+    {"NodesBeyondGpuLimit",
+     {{"nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300",
+       "nodes: 2147483647\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300"}},
+     "clusters[0].nodes",
+     10,
+     12,
+     "HGSIM_MAX_GPUS"},
+    {"NodesTimesGpusWrapsAround",
+     {{"nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300",
+       "nodes: 65536\n    gpus_per_node: 65537\n    nvlink: {bandwidth: 300"}},
+     "clusters[0].nodes",
+     10,
+     12,
+     "65536 x 65537"},
+    {"ReplicasBeyondInt",
+     {{"replicas: 2", "replicas: 2147483648"}},
+     "strategy.pipelines[0].replicas",
+     28,
+     17,
+     "too large"},
+    {"ReplicasHuge",
+     {{"replicas: 2", "replicas: 2147483647"}},
+     "strategy.pipelines",
+     28,
+     5,
+     "GPUs of cluster"},
+    {"MicroBatchesWrapToTheBatch",
+     {{"micro_batch: 1\n", "micro_batch: 16\n"},
+      {"micro_batches: 4", "micro_batches: 268435457"},
+      {"replicas: 2", "replicas: 1"},
+      {"global_batch: 8", "global_batch: 16"}},
+     "strategy.pipelines",
+     28,
+     0,
+     "4294967312"},
+    {"TpBeyondNode",
+     {{"{cluster: east, tp: 1,", "{cluster: east, tp: 2147483647,"}},
+     "strategy.pipelines[0].stages[0].tp",
+     31,
+     0,
+     "larger than a node"},
+    // WAN structure
+    {"TwoLinksBetweenOnePair",
+     {{"    latency: 15ms\n",
+       "    latency: 15ms\n  - between: [west, east]\n    bandwidth: 1Gbps\n    latency: 5ms\n"}},
+     "wan[1].between",
+     24,
+     5,
+     "a second WAN link"},
+    {"NoWanPathBetweenUsedClusters",
+     {{"wan:\n  - between: [east, west]\n    bandwidth: 10Gbps\n    latency: 15ms\n", ""}},
+     "wan",
+     0,
+     0,
+     "no WAN path joins clusters 'east' and 'west'"},
+    {"WanLinkToItself",
+     {{"between: [east, west]", "between: [east, east]"}},
+     "wan[0].between",
+     21,
+     14,
+     "twice"},
+    // document structure
+    {"SecondDocument",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\n---\nname: other\n"}},
+     "",
+     35,
+     1,
+     "second YAML document"},
+    {"RecursiveAlias", {{"name: t\n", "name: t\nx: &a [*a]\n"}}, "x[0]", 2, 4, "contains it"},
+    {"RecursiveAliasInMapping",
+     {{"name: t\n", "name: t\nx: &a {y: *a}\n"}},
+     "x.y",
+     2,
+     4,
+     "contains it"},
+    {"AliasBomb", {{"name: t\n", kBomb}}, "*", 0, 0, "more than 200000 values"},
+    {"NestedBeyondTheParser",
+     {{"name: t\n", "name: t\nx: " + repeat("[", 10000) + repeat("]", 10000) + "\n"}},
+     "*",
+     0,
+     0,
+     "YAML"},
+    {"TokensBeyondAnyRun",
+     {{"  precision: bf16\n", "  precision: bf16\n  tokens: 1e300T\n"}},
+     "training.tokens",
+     7,
+     11,
+     "beyond 10^18"},
+    {"NestedTooDeep",
+     {{"name: t\n", "name: t\nx: " + repeat("[", 100) + repeat("]", 100) + "\n"}},
+     "*",
+     2,
+     0,
+     "nest more than 64"},
+    {"DuplicateKey",
+     {{"  seq_len: 128\n", "  seq_len: 128\n  seq_len: 256\n"}},
+     "training.seq_len",
+     6,
+     3,
+     "duplicate key"},
+    {"NotUtf8Latin1", {{"name: t\n", "name: caf\xe9\n"}}, "", 1, 10, "not UTF-8"},
+    {"NotUtf8Overlong", {{"name: t\n", "name: a\xc0\xaf\n"}}, "", 1, 8, "not UTF-8"},
+    {"NotUtf8Surrogate", {{"name: t\n", "name: \xed\xa0\x80\n"}}, "", 1, 7, "not UTF-8"},
+    {"NotUtf8Truncated",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\n#\xe2\x82"}},
+     "",
+     34,
+     2,
+     "not UTF-8"},
+    {"NotUtf8BeyondUnicode", {{"name: t\n", "name: \xf5\x80\x80\x80\n"}}, "", 1, 7, "not UTF-8"},
+    {"ControlCharacter", {{"name: t\n", "name: t\x01\n"}}, "", 1, 8, "control character"},
+    {"NulCharacter",
+     {{"name: t\n", std::string("name: t\0x\n", 10)}},
+     "",
+     1,
+     8,
+     "control character"},
+    {"UnknownKeyIsQuotedShort",
+     {{"  seq_len: 128\n", "  " + repeat("k", 1000) + ": 1\n  seq_len: 128\n"}},
+     "*",
+     5,
+     3,
+     "(1000 characters)"},
+    {"UnknownChoiceIsQuotedShort",
+     {{"precision: bf16", "precision: " + repeat("p", 5000)}},
+     "training.precision",
+     6,
+     14,
+     "(5000 characters)"},
+    {"SweepGridTooLarge",
+     {{"name: t\n", "name: t\n" + kSweep3x30}},
+     "sweep",
+     3,
+     0,
+     "27000 points (30 x 30 x 30)"},
+    {"ModelAsList",
+     {{"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}", "model: [1, 2]"}},
+     "model",
+     2,
+     8,
+     "expected a zoo model name"},
+};
+
+class HostileScenario : public ::testing::TestWithParam<ScenarioCase> {};
+
+TEST_P(HostileScenario, IsRefusedWhereItIsWrong) {
+  const ScenarioCase& c = GetParam();
+  std::string text = kBase;
+  for (const auto& [from, to] : c.changes) text = replaced(text, from, to);
+  TempDir dir;
+  const std::string file = dir.write("scenario.yaml", text);
+  core::Diagnostics diags;
+  const auto points = apps::check_scenario_file(file, diags);
+  EXPECT_FALSE(points.has_value()) << "accepted";
+  const core::Diagnostic* found = nullptr;
+  for (const auto& d : diags.all())
+    // "*": a long key path (a deep or expanded document); only the message counts.
+    if (d.severity == core::Severity::error && (c.key == "*" || d.key_path == c.key) &&
+        (core::format_diagnostic(d)).find(c.message) != std::string::npos) {
+      found = &d;
+      break;
+    }
+  ASSERT_NE(found, nullptr) << "no error at '" << c.key << "' saying '" << c.message << "' in:\n"
+                            << diags.format();
+  EXPECT_EQ(found->where.file, file);
+  if (c.line > 0) EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
+  if (c.column > 0) EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  // Nothing of the input is echoed at length.
+  for (const auto& d : diags.all()) EXPECT_LT(core::format_diagnostic(d).size(), 1200u);
+  // The command says the same and exits 1.
+  const CliResult r = cli({"check", file});
+  EXPECT_EQ(r.status, apps::kBadInput) << r.err;
+  EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HostileScenario, ::testing::ValuesIn(kScenarioCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- bandwidth traces --------------------------------------------------------------------
+
+struct TraceCase {
+  const char* name;
+  std::string csv;  // the trace's text
+  int line;         // where in the CSV the error is (0: at the scenario's trace key)
+  int column;       // 0: any
+  std::string message;
+};
+
+void PrintTo(const TraceCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+const TraceCase kTraceCases[] = {
+    {"EmptyTime", ",1Gbps\n", 1, 1, "no time"},
+    {"BlankTime", "0,1Gbps\n  ,2Gbps\n", 2, 1, "no time"},
+    {"StepOfANanosecond", "0,1Gbps\n1e-9,2Gbps\n", 2, 1, "shortest step"},
+    {"RateOfAlmostNothing", "0,1e-300bps\n", 1, 3, "outside the range"},
+    {"RateOverflows", "0,1e300Tbps\n", 1, 3, "outside the range"},
+    {"TimeInfinity", "0,1Gbps\ninf,2Gbps\n", 2, 1, "expected a number"},
+    {"TimeNotADouble", "0,1Gbps\n1e400,2Gbps\n", 2, 1, "out of range"},
+    {"TimeNan", "0,1Gbps\nnan,2Gbps\n", 2, 1, "expected a number"},
+    {"TimeNegative", "-1,1Gbps\n", 1, 1, "start at 0"},
+    {"TimeGoesBack", "0,1Gbps\n10,1Gbps\n5,1Gbps\n", 3, 1, "increase strictly"},
+    {"FirstRowNotAtZero", "5,1Gbps\n", 1, 1, "at time 0"},
+    {"NoComma", "0 1Gbps\n", 1, 1, "expected 'time_s,bandwidth'"},
+    {"LongGarbageRowQuotedShort", repeat("A", 100000) + "\n", 1, 1, "(100000 characters)"},
+    {"NotUtf8", "0,1Gbps\n# caf\xe9\n", 2, 6, "not UTF-8"},
+    {"NoRows", "# nothing\n", 0, 0, "has no rows"},
+    {"RateWithoutUnit", "0,100\n", 1, 3, "no unit"},
+};
+
+class HostileTrace : public ::testing::TestWithParam<TraceCase> {};
+
+TEST_P(HostileTrace, IsRefusedAtItsRow) {
+  const TraceCase& c = GetParam();
+  TempDir dir;
+  const std::string csv = dir.write("bw.csv", c.csv);
+  const std::string file =
+      dir.write("scenario.yaml",
+                replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
+  core::Diagnostics diags;
+  EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value());
+  const core::Diagnostic* found = nullptr;
+  for (const auto& d : diags.all())
+    if (d.key_path == "wan[0].trace" &&
+        core::format_diagnostic(d).find(c.message) != std::string::npos)
+      found = &d;
+  ASSERT_NE(found, nullptr) << diags.format();
+  if (c.line > 0) {
+    EXPECT_EQ(found->where.file, csv);
+    EXPECT_EQ(found->where.line, c.line);
+    if (c.column > 0) EXPECT_EQ(found->where.column, c.column);
+  } else {
+    EXPECT_EQ(found->where.file, file);
+    EXPECT_EQ(found->where.line, 24);
+  }
+  for (const auto& d : diags.all()) EXPECT_LT(core::format_diagnostic(d).size(), 1200u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HostileTrace, ::testing::ValuesIn(kTraceCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A trace path may name only a regular .csv file: never a device, FIFO, directory or some
+// other file, and nothing of such a file is quoted.
+struct TracePathCase {
+  const char* name;
+  const char* written;  // the trace: value
+  std::string message;
+};
+
+void PrintTo(const TracePathCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+const TracePathCase kTracePathCases[] = {
+    {"NotACsvFile", "/etc/passwd", "a .csv file"},
+    {"NoExtension", "bw", "a .csv file"},
+    {"EmptyPath", "''", "a .csv file"},
+    {"Missing", "missing.csv", "cannot open"},
+    {"Directory", "dir.csv", "is a directory"},
+    {"Fifo", "fifo.csv", "FIFO"},
+    {"DeviceBehindALink", "zero.csv", "character device"},
+};
+
+class HostileTracePath : public ::testing::TestWithParam<TracePathCase> {};
+
+TEST_P(HostileTracePath, IsRefusedWithoutReadingIt) {
+  const TracePathCase& c = GetParam();
+  TempDir dir;
+  fs::create_directories(dir.dir() / "dir.csv");
+  ASSERT_EQ(::mkfifo(dir.path("fifo.csv").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir.dir() / "zero.csv");
+  const std::string file = dir.write(
+      "scenario.yaml", replaced(kBase, "    latency: 15ms\n",
+                                std::string("    latency: 15ms\n    trace: ") + c.written + "\n"));
+  core::Diagnostics diags;
+  EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value());
+  bool found = false;
+  for (const auto& d : diags.all())
+    if (d.key_path == "wan[0].trace" && d.where.file == file && d.where.line == 24 &&
+        core::format_diagnostic(d).find(c.message) != std::string::npos)
+      found = true;
+  EXPECT_TRUE(found) << diags.format();
+  EXPECT_EQ(diags.format().find("root:"), std::string::npos);  // /etc/passwd is not quoted
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HostileTracePath, ::testing::ValuesIn(kTracePathCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- plan files (JSON) --------------------------------------------------------------------
+
+const std::string kPlan =
+    R"({"schedule": "1f1b", "micro_batch": 1, "pipelines": [{"replicas": 2, "micro_batches": 4,)"
+    R"( "stages": [{"cluster": "east", "layers": 2}, {"cluster": "west", "layers": 2}]}]})";
+
+struct PlanCase {
+  const char* name;
+  std::string text;  // the plan file
+  std::string key;   // the key path of the error
+  int line;          // 0: a JSON value (no position), else where the text is wrong
+  int column;
+  std::string message;
+};
+
+void PrintTo(const PlanCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+const PlanCase kPlanCases[] = {
+    {"NestedTenThousandDeep", repeat("[", 10000) + repeat("]", 10000), "", 1, 65,
+     "nest more than 64"},
+    {"ObjectsNestedDeep", repeat("{\"a\":", 5000) + "1" + repeat("}", 5000), "", 1, 321,
+     "nest more than 64"},
+    {"EmptyCluster", replaced(kPlan, "\"cluster\": \"east\"", "\"cluster\": \"\""),
+     "pipelines[0].stages[0].cluster", 0, 0, "may not be empty"},
+    {"MicroBatchNotADouble", replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": 1e400"), "", 1,
+     41, "number overflow parsing '1e400'"},
+    {"MicroBatchHugeInteger",
+     replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": 100000000000000000000000000000"),
+     "micro_batch", 0, 0, "too large"},
+    {"BucketNotADouble",
+     replaced(kPlan, "\"micro_batch\": 1,",
+              "\"micro_batch\": 1, \"grad_sync\": {\"bucket\": \"1e400MB\"},"),
+     "grad_sync.bucket", 0, 0, "too large or too small"},
+    {"NotUtf8", replaced(kPlan, "1f1b", "1f1b\xe9"), "", 1, 19, "not UTF-8"},
+    {"ControlCharacterInString",
+     replaced(kPlan, "1f1b",
+              "1f\x01"
+              "1b"),
+     "", 1, 17, "control character"},
+    {"DuplicateKey",
+     replaced(kPlan, "\"micro_batch\": 1,", "\"micro_batch\": 1, \"micro_batch\": 2,"),
+     "micro_batch", 0, 0, "duplicate key"},
+    {"TrailingGarbage", kPlan + " x", "", 1, 0, "not valid JSON"},
+    {"Truncated", kPlan.substr(0, 40), "", 1, 0, "not valid JSON"},
+    {"NanLiteral", replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": NaN"), "", 1, 0,
+     "not valid JSON"},
+    {"Empty", "", "", 1, 1, "not valid JSON"},
+    {"ListAtTheTop", "[1, 2]", "", 0, 0, "expected a mapping"},
+    {"ReplicasHuge", replaced(kPlan, "\"replicas\": 2", "\"replicas\": 2147483647"), "pipelines", 0,
+     0, "GPUs of cluster 'east'"},
+    {"BatchWrapsAround",
+     replaced(replaced(kPlan, "\"micro_batch\": 1", "\"micro_batch\": 16"), "\"micro_batches\": 4",
+              "\"micro_batches\": 268435456"),
+     "pipelines", 0, 0, "8589934592"},
+    {"TpNegative", replaced(kPlan, "\"cluster\": \"east\",", "\"cluster\": \"east\", \"tp\": -2,"),
+     "pipelines[0].stages[0].tp", 0, 0, "at least 1"},
+    {"UnknownCluster", replaced(kPlan, "\"cluster\": \"west\"", "\"cluster\": \"west/n0\""),
+     "pipelines[0].stages[1].cluster", 0, 0, "unknown cluster"},
+};
+
+class HostilePlan : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(HostilePlan, IsRefusedWhereItIsWrong) {
+  const PlanCase& c = GetParam();
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const std::string plan = dir.write("plan.json", c.text);
+  core::Diagnostics diags;
+  auto points = apps::check_scenario_file(scenario, diags);
+  ASSERT_TRUE(points.has_value()) << diags.format();
+  auto parsed = core::load_plan(plan, diags);
+  if (parsed && !diags.has_errors())
+    apps::check_plan_file_against(*parsed, points->front().checked, diags);
+  const core::Diagnostic* found = nullptr;
+  for (const auto& d : diags.all())
+    if (d.severity == core::Severity::error && d.key_path == c.key &&
+        core::format_diagnostic(d).find(c.message) != std::string::npos)
+      found = &d;
+  ASSERT_NE(found, nullptr) << diags.format();
+  EXPECT_EQ(found->where.file.empty() ? plan : found->where.file, plan);
+  if (c.line > 0) EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
+  if (c.column > 0) EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  const CliResult r = cli({"run", scenario, "--plan", plan});
+  EXPECT_EQ(r.status, apps::kBadInput) << r.err;
+  EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HostilePlan, ::testing::ValuesIn(kPlanCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- special files as inputs ---------------------------------------------------------
+
+TEST(HostileFiles, SpecialFilesAreRefusedBeforeAnyRead) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.path("fifo.yaml").c_str(), 0600), 0);
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const struct {
+    std::string path;
+    std::string message;
+  } cases[] = {{"/dev/zero", "is a character device"},
+               {dir.path("fifo.yaml"), "is a FIFO"},
+               {dir.dir().string(), "is a directory"},
+               {dir.path("missing.yaml"), "No such file"}};
+  for (const auto& c : cases) {
+    const CliResult check = cli({"check", c.path});
+    EXPECT_EQ(check.status, apps::kBadInput) << c.path;
+    EXPECT_NE(check.err.find(c.path + ": error: "), std::string::npos) << check.err;
+    EXPECT_NE(check.err.find(c.message), std::string::npos) << check.err;
+    const CliResult plan = cli({"run", scenario, "--plan", c.path});
+    EXPECT_EQ(plan.status, apps::kBadInput) << c.path;
+    EXPECT_NE(plan.err.find(c.message), std::string::npos) << plan.err;
+  }
+}
+
+TEST(HostileFiles, AnEmptyScenarioSaysWhatItNeeds) {
+  TempDir dir;
+  const CliResult r = cli({"check", dir.write("empty.yaml", "")});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("empty.yaml:1:1: error: expected a mapping"), std::string::npos) << r.err;
+}
+
+// ---- codec buffers --------------------------------------------------------------------
+
+std::vector<std::byte> header(compress::CodecKind kind, std::uint64_t count, std::uint32_t a,
+                              std::uint32_t b, std::uint64_t kept, std::size_t total) {
+  std::vector<std::byte> buf(total);
+  std::memcpy(buf.data(), "HGCD", 4);
+  buf[4] = std::byte{1};
+  buf[5] = static_cast<std::byte>(kind);
+  std::memcpy(buf.data() + 8, &count, 8);
+  std::memcpy(buf.data() + 16, &a, 4);
+  std::memcpy(buf.data() + 20, &b, 4);
+  std::memcpy(buf.data() + 24, &kept, 8);
+  return buf;
+}
+
+std::string inspect_error(const std::vector<std::byte>& buf) {
+  try {
+    compress::inspect(buf);
+  } catch (const compress::CodecError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(HostileCodecBuffers, AHeaderMayNotClaimMoreThanTheBufferAndTheLimitAllow) {
+  using compress::CodecKind;
+  // 49 bytes of top-k claiming 2^28 elements (1 GiB as fp32) from one kept value.
+  EXPECT_NE(inspect_error(header(CodecKind::topk, 1ull << 28, 0, 0, 1, 49)).find("one in 2^20"),
+            std::string::npos);
+  EXPECT_NE(inspect_error(header(CodecKind::randomk, 1ull << 27, 0, 0, 64, 49)).find("2^20"),
+            std::string::npos);
+  // Dense codecs and PowerSGD past the element limit, whatever the buffer holds.
+  EXPECT_NE(inspect_error(header(CodecKind::none, 1ull << 40, 0, 0, 0, 64)).find("HGSIM_MAX_CODEC"),
+            std::string::npos);
+  EXPECT_NE(inspect_error(header(CodecKind::powersgd, 1ull << 30, 1, 1u << 15, 0, 64))
+                .find("HGSIM_MAX_CODEC_ELEMENTS"),
+            std::string::npos);
+  EXPECT_NE(inspect_error(header(CodecKind::none, (1ull << 40) + 1, 0, 0, 0, 64)).find("2^40"),
+            std::string::npos);
+  // Below the limits, the buffer must hold what the header describes.
+  EXPECT_NE(inspect_error(header(CodecKind::none, 1000, 0, 0, 0, 49)).find("truncated"),
+            std::string::npos);
+  EXPECT_NE(
+      inspect_error(header(CodecKind::topk, 1ull << 20, 0, 0, 1, 49)).find("header describes"),
+      std::string::npos);
+}
+
+// ---- integer arithmetic -------------------------------------------------------------------
+
+TEST(CheckedArithmetic, RefusesWhatDoesNotFitIn64Bits) {
+  EXPECT_EQ(core::checked_mul(65536, 65537), 4295032832LL);
+  EXPECT_EQ(core::checked_mul(INT64_MAX, 2), std::nullopt);
+  EXPECT_EQ(core::checked_mul(-1, INT64_MIN), std::nullopt);
+  EXPECT_EQ(core::checked_add(INT64_MAX, 1), std::nullopt);
+  EXPECT_EQ(core::checked_add(INT64_MAX - 1, 1), INT64_MAX);
+}
+
+// ---- writing files ------------------------------------------------------------------------
+
+TEST(AtomicFile, ReplacesTheTargetOnlyWhenComplete) {
+  TempDir dir;
+  const std::string target = dir.write("out.json", "old");
+  {
+    core::AtomicFile f(target);
+    f.stream() << "new";
+    // Not committed: an exception or a signal here leaves the old file and no temporary.
+  }
+  EXPECT_EQ(std::ifstream(target).rdbuf() != nullptr, true);
+  std::stringstream old_text;
+  old_text << std::ifstream(target).rdbuf();
+  EXPECT_EQ(old_text.str(), "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.dir()), fs::directory_iterator()), 1);
+  EXPECT_EQ(core::write_file_atomically(target, "new"), std::nullopt);
+  std::stringstream new_text;
+  new_text << std::ifstream(target).rdbuf();
+  EXPECT_EQ(new_text.str(), "new");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.dir()), fs::directory_iterator()), 1);
+}
+
+TEST(AtomicFile, ReportsEveryWriteError) {
+  TempDir dir;
+  auto e = core::write_file_atomically("/dev/full", "x");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->find("No space left on device"), std::string::npos) << *e;
+  e = core::write_file_atomically(dir.path("no/such/folder/out.json"), "x");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->find("No such file or directory"), std::string::npos) << *e;
+  e = core::write_file_atomically(dir.dir().string(), "x");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->find("is a directory"), std::string::npos) << *e;
+  EXPECT_EQ(core::write_file_atomically("/dev/null", "x"), std::nullopt);
+}
+
+// ---- the hgsim process -------------------------------------------------------------------
+
+struct Process {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// Runs the hgsim binary with `env` added, stdout to `stdout_path` (a file of ours if empty).
+Process run_binary(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                   const std::string& stdout_path = {}) {
+  TempDir dir;
+  const std::string out = stdout_path.empty() ? dir.path("out") : stdout_path;
+  const std::string err = dir.path("err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(HGSIM_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(HGSIM_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Process p;
+  p.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::stringstream o, e;
+  if (stdout_path.empty()) o << std::ifstream(out).rdbuf();
+  e << std::ifstream(err).rdbuf();
+  p.out = o.str();
+  p.err = e.str();
+  return p;
+}
+
+TEST(HgsimProcess, OutputThatCannotBeWrittenFailsTheCommand) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const Process full = run_binary({"check", scenario}, {}, "/dev/full");
+  EXPECT_EQ(full.status, 1) << full.err;
+  EXPECT_NE(full.err.find("cannot write the output: No space left on device"), std::string::npos)
+      << full.err;
+  const Process trace = run_binary({"run", scenario, "--trace", "/dev/full"});
+  EXPECT_EQ(trace.status, 1) << trace.err;
+  EXPECT_NE(trace.err.find("cannot write '/dev/full'"), std::string::npos) << trace.err;
+  const Process graph =
+      run_binary({"run", scenario, "--export-graph", dir.path("missing/graph.json")});
+  EXPECT_EQ(graph.status, 1) << graph.err;
+  EXPECT_NE(graph.err.find("No such file or directory"), std::string::npos) << graph.err;
+}
+
+TEST(HgsimProcess, WrittenFilesAreCompleteAndNoTemporaryStays) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const Process r = run_binary({"run", scenario, "--trace", dir.path("t.json"), "--export-graph",
+                                dir.path("g.json"), "--export-platform", dir.path("p.xml")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* name : {"t.json", "g.json"}) {
+    std::stringstream text;
+    text << std::ifstream(dir.path(name)).rdbuf();
+    EXPECT_NO_THROW((void)core::Json::parse(text.str())) << name;
+  }
+  for (const auto& e : fs::directory_iterator(dir.dir()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST(HgsimProcess, LimitsAreSetInTheEnvironment) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  Process p = run_binary({"check", scenario}, {"HGSIM_MAX_INPUT_BYTES=100"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("is larger than 100 B"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("HGSIM_MAX_INPUT_BYTES"), std::string::npos) << p.err;
+  p = run_binary({"check", scenario}, {"HGSIM_MAX_GPUS=3"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find(":16:12: error: clusters[1].nodes: the clusters hold 4 GPUs"),
+            std::string::npos)
+      << p.err;
+  p = run_binary({"check", scenario}, {"HGSIM_MAX_DOCUMENT_DEPTH=1"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("nest more than 1 deep"), std::string::npos) << p.err;
+  p = run_binary({"run", scenario}, {"HGSIM_MAX_GRAPH_NODES=10"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("use --fidelity folded"), std::string::npos) << p.err;
+  // A value that is not a positive number is ignored, with a warning.
+  p = run_binary({"check", scenario}, {"HGSIM_MAX_GPUS=lots"});
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("ignoring HGSIM_MAX_GPUS='lots'"), std::string::npos) << p.err;
+}
+
+TEST(HgsimProcess, TraceRowLimitAndStep) {
+  TempDir dir;
+  dir.write("bw.csv", "0,1Gbps\n1,2Gbps\n2,1Gbps\n3,2Gbps\n");
+  const std::string scenario =
+      dir.write("scenario.yaml",
+                replaced(kBase, "    latency: 15ms\n", "    latency: 15ms\n    trace: bw.csv\n"));
+  Process p = run_binary({"check", scenario}, {"HGSIM_MAX_TRACE_ROWS=3"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("bw.csv:4:1: error: wan[0].trace: the bandwidth trace has more than 3 rows"),
+            std::string::npos)
+      << p.err;
+  p = run_binary({"check", scenario}, {"HGSIM_MIN_TRACE_STEP_S=2"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("bw.csv:2:1: error"), std::string::npos) << p.err;
+}
+
+// The simulator child of a killed `hgsim run` must not stay behind: SIGTERM is passed on,
+// and SIGKILL (which nothing can catch) ends it through PR_SET_PDEATHSIG.
+pid_t first_child_of(pid_t parent, std::chrono::seconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  const std::string file =
+      "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children";
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream in(file);
+    pid_t child = 0;
+    if (in >> child && child > 0) return child;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return 0;
+}
+
+bool gone(pid_t pid, std::chrono::seconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string ignored, state;
+    if (!(stat >> ignored >> ignored >> state) || state == "Z") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(HgsimProcess, TheSimulatorDiesWithHgsim) {
+  const std::string scenario =
+      (fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "scale" / "hetero-256-full.yaml").string();
+  for (int sig : {SIGTERM, SIGKILL}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(HGSIM_BINARY, HGSIM_BINARY, "run", scenario.c_str(), "--fidelity", "full",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const pid_t child = first_child_of(pid, std::chrono::seconds(60));
+    ASSERT_GT(child, 0) << "hgsim run started no simulator process";
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    EXPECT_TRUE(gone(child, std::chrono::seconds(10))) << "signal " << sig << ": child " << child;
+  }
+}
+
+}  // namespace
