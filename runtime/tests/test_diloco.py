@@ -225,3 +225,18 @@ def test_int8_outer_sync_leaves_islands_bit_identical_and_sends_exact_sizes(tmp_
     events = json.loads(trace.read_text())["traceEvents"]
     spans = [e for e in events if e.get("ph") == "X" and e["name"].startswith("outer sync")]
     assert any(e["name"] == "outer sync fragment 0 stage 0 lane 0" for e in spans)
+
+
+def test_validation_simulates_the_runs_steps_with_their_outer_syncs():
+    from pathlib import Path
+
+    from hgsim_runtime import validate
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "live" / "diloco.yaml"
+    resolved = hgsim.resolve(str(path))
+    job = live.job_from(resolved["scenario"], resolved["model"], resolved["plan"],
+                        resolved["compression"], steps=21)
+    s = validate.live_scenario(job, validate.INSTANT_LINK)
+    assert s["simulation"]["iterations"] == 21
+    sim = hgsim.simulate(s)
+    # H = 10: syncs after steps 10 and 20, as the live run's schedule says.
+    assert sim["outer_sync"]["count"] == 2 == len(hgsim.outer_sync_events(21, 10))
