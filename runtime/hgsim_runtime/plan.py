@@ -111,9 +111,6 @@ def check_executable(plan: dict, model: dict, max_workers: int, gpus: int) -> No
                         "(the live runner executes gpipe and 1f1b)")
     if plan.get("sequence_parallel"):
         raise LiveError("sequence_parallel is simulated but not executed live")
-    if plan.get("outer_sync", "none") != "none":
-        raise LiveError("outer_sync (DiLoCo) is simulated but not executed live yet: the live "
-                        "runner would synchronise every step instead")
     if gpus > max_workers:
         raise LiveError(f"the plan needs {gpus} workers, more than --max-workers "
                         f"{max_workers}: pick a smaller plan (scenarios/live/) or raise the limit")
