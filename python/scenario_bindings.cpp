@@ -10,6 +10,8 @@
 #include "apps/validate.hpp"
 #include "compress/codec_spec.hpp"
 #include "python/bindings.hpp"
+#include "sim/iterations.hpp"
+#include "sim/outer_sync.hpp"
 
 namespace hgsim::python {
 namespace {
@@ -188,6 +190,38 @@ double parse_quantity(const std::string& text, const std::string& kind) {
   throw Error("parse_quantity: kind '" + kind + "' is not bytes, bandwidth or duration");
 }
 
+// The simulator's outer-sync schedule (sim::outer_sync_events), for the live runner: one
+// dict per fragment all-reduce, in the order they start.
+py::list outer_sync_events(int iterations, int inner_steps, int fragments, int overlap_steps) {
+  if (iterations < 0) throw Error("outer_sync_events: iterations must be at least 0");
+  if (inner_steps < 1 || fragments < 1 || overlap_steps < 1)
+    throw Error("outer_sync_events: inner_steps, fragments and overlap_steps must be at least 1");
+  if (inner_steps % fragments != 0)
+    throw Error("outer_sync_events: fragments must divide inner_steps");
+  if (fragments > 1 && overlap_steps > inner_steps / fragments)
+    throw Error("outer_sync_events: overlap_steps must be at most inner_steps / fragments");
+  core::OuterSync o;
+  o.method = core::OuterSyncMethod::diloco;
+  o.inner_steps = inner_steps;
+  o.fragments = fragments;
+  o.overlap_steps = overlap_steps;
+  py::list out;
+  for (const auto& e : sim::outer_sync_events(iterations, o)) {
+    py::dict d;
+    d["fragment"] = e.fragment;
+    d["start_after"] = e.start_after;
+    d["applies_after"] = e.applies_after;
+    out.append(d);
+  }
+  return out;
+}
+
+std::pair<int, int> fragment_layers(int layers, int fragment, int fragments) {
+  if (fragments < 1 || fragment < 0 || fragment >= fragments || layers < fragments)
+    throw Error("fragment_layers: need 0 <= fragment < fragments <= layers");
+  return sim::fragment_layers(layers, fragment, fragments);
+}
+
 }  // namespace
 
 void bind_scenario(py::module_& m) {
@@ -205,6 +239,15 @@ void bind_scenario(py::module_& m) {
         py::arg("profiles") = py::none(), py::arg("layer_profile") = py::none(),
         py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),
         py::arg("allow_oom") = false, "One simulated iteration: the `hgsim run --json` object.");
+  m.def("outer_sync_events", &outer_sync_events, py::arg("iterations"), py::arg("inner_steps"),
+        py::arg("fragments") = 1, py::arg("overlap_steps") = 1,
+        "The simulator's outer-sync schedule: [{fragment, start_after, applies_after}] in "
+        "iterations finished when each fragment's pseudo-gradient is taken and when its update "
+        "applies.");
+  m.def("fragment_layers", &fragment_layers, py::arg("layers"), py::arg("fragment"),
+        py::arg("fragments"),
+        "Layers [first, end) of a Streaming DiLoCo fragment (embeddings go with fragment 0, "
+        "the final norm and head with the last).");
   m.def("plan", &plan, py::arg("scenario"), py::kw_only(), py::arg("time_budget_s") = 60.0,
         py::arg("verify") = 3, py::arg("baselines") = false, py::arg("no_compression") = false,
         "Search a plan as `hgsim plan --json` does and return what it prints.");

@@ -89,6 +89,43 @@ void add_sync(PhaseGraph& phase, NodeId ready, int fragment, const SyncBuilder& 
 
 }  // namespace
 
+std::vector<int> phase_order(int iterations, const core::OuterSync& o) {
+  const int H = o.inner_steps;
+  if (!o.enabled() || iterations < H) return std::vector<int>(std::max(iterations, 0), 0);
+  std::vector<int> order;
+  const int rounds = iterations / H;
+  for (int r = 0; r < rounds; ++r) {
+    if (o.fragments == 1) {
+      order.insert(order.end(), H - 1, 0);
+      order.push_back(1);
+    } else {
+      for (int f = 0; f < o.fragments; ++f) {
+        order.insert(order.end(), H / o.fragments - o.overlap_steps, 0);
+        order.push_back(1 + f);
+      }
+    }
+  }
+  order.insert(order.end(), iterations - rounds * H, 0);
+  return order;
+}
+
+std::vector<OuterSyncEvent> outer_sync_events(int iterations, const core::OuterSync& o) {
+  std::vector<OuterSyncEvent> out;
+  int done = 0;
+  for (int phase : phase_order(iterations, o)) {
+    if (phase == 0) {
+      ++done;
+    } else if (o.fragments == 1) {  // one iteration, then the whole model syncs
+      ++done;
+      out.push_back({0, done, done});
+    } else {  // window f: the sync starts with the phase, applies after its overlap steps
+      out.push_back({phase - 1, done, done + o.overlap_steps});
+      done += o.overlap_steps;
+    }
+  }
+  return out;
+}
+
 IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,
                               const SyncBuilder& build_sync) {
   IterationPlan plan;
@@ -100,8 +137,6 @@ IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSyn
     plan.order.assign(iterations, 0);
     return plan;
   }
-  const int rounds = iterations / H;
-  const int tail = iterations - rounds * H;
   if (o.fragments == 1) {
     PhaseGraph sync;
     const NodeId stepped = append_graph(sync.graph, step, sync.graph.join());
@@ -109,10 +144,6 @@ IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSyn
     add_sync(sync, stepped, 0, build_sync);
     sync.graph.finish();
     plan.phases.push_back(std::move(sync));
-    for (int r = 0; r < rounds; ++r) {
-      plan.order.insert(plan.order.end(), H - 1, 0);
-      plan.order.push_back(1);
-    }
   } else {
     const int tau = o.overlap_steps;
     for (int f = 0; f < o.fragments; ++f) {
@@ -129,13 +160,8 @@ IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSyn
       window.graph.finish();
       plan.phases.push_back(std::move(window));
     }
-    for (int r = 0; r < rounds; ++r)
-      for (int f = 0; f < o.fragments; ++f) {
-        plan.order.insert(plan.order.end(), H / o.fragments - tau, 0);
-        plan.order.push_back(1 + f);
-      }
   }
-  plan.order.insert(plan.order.end(), tail, 0);
+  plan.order = phase_order(iterations, o);
   plan.phases[0].graph = std::move(step);
   return plan;
 }

@@ -57,6 +57,21 @@ struct IterationPlan {
   int iterations = 0;
 };
 
+// The order in which training plays the phases (0 = step, 1 = sync, 1 + f = window f): the
+// schedule above, the one rule the simulator and the live runner follow.
+std::vector<int> phase_order(int iterations, const core::OuterSync& o);
+
+// The outer syncs of `iterations` iterations with outer sync `o`, in the order they start:
+// fragment f's pseudo-gradient is taken when `start_after` iterations have finished, and its
+// update applies once `applies_after` iterations have finished (blocking: the same; streaming:
+// start_after + overlap_steps). From phase_order.
+struct OuterSyncEvent {
+  int fragment = 0;
+  int start_after = 0;
+  int applies_after = 0;
+};
+std::vector<OuterSyncEvent> outer_sync_events(int iterations, const core::OuterSync& o);
+
 // The phases of `iterations` iterations of `step` (finished; it becomes the step phase)
 // with outer sync `o`.
 IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,

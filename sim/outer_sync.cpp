@@ -9,11 +9,16 @@
 
 namespace hgsim::sim {
 
+std::pair<int, int> fragment_layers(int layers, int fragment, int fragments) {
+  const auto at = [&](int f) {
+    return static_cast<int>(static_cast<long long>(f) * layers / std::max(fragments, 1));
+  };
+  return {at(fragment), at(fragment + 1)};
+}
+
 double fragment_stage_parameters(const core::ModelConfig& m, const std::vector<int>& stage_layers,
                                  int stage, int tp, int fragment, int fragments) {
-  const int total = m.layers;
-  const int frag_begin = static_cast<int>(static_cast<long long>(fragment) * total / fragments);
-  const int frag_end = static_cast<int>(static_cast<long long>(fragment + 1) * total / fragments);
+  const auto [frag_begin, frag_end] = fragment_layers(m.layers, fragment, fragments);
   int stage_begin = 0;
   for (int s = 0; s < stage; ++s) stage_begin += stage_layers[s];
   const int stage_end = stage_begin + stage_layers[stage];

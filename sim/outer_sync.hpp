@@ -21,6 +21,7 @@
 // its shard on a stage is the part of the stage's parameters in those layers.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "compress/codec_spec.hpp"
@@ -32,6 +33,10 @@
 namespace hgsim::sim {
 
 struct DeviceRole;  // sim/workload.hpp
+
+// Layers [first, end) of fragment `fragment` of `fragments`: [f L / F, (f + 1) L / F). The
+// embeddings go with fragment 0, the final norm and head with fragment F - 1.
+std::pair<int, int> fragment_layers(int layers, int fragment, int fragments);
 
 // Parameters of fragment `fragment` (of `fragments`) held by one GPU of stage `stage` of a
 // pipeline whose stages hold `stage_layers` (tp-way sharded).

@@ -4,6 +4,9 @@
     PYTHONPATH=build/release/python:runtime /usr/bin/python3 validation/convergence.py \
         [--steps 300] [--out validation]
 
+    PYTHONPATH=build/release/python:runtime /usr/bin/python3 validation/convergence.py \
+        --diloco [--steps 150] [--seeds 3]
+
 Runs scenarios/live/convergence.yaml (two clusters; two pipelines that cross the WAN in
 opposite directions, so both the activations between stages and the gradient sync cross it)
 with the same seed, data and plan under each compression setting, on unshaped links (only
@@ -11,6 +14,11 @@ the loss matters here, not the time), and writes:
     validation/convergence.csv   step, then the loss of every setting
     validation/convergence.png   the curves (smoothed) and their gap to no compression
     validation/convergence.md    the table of final losses
+
+With --diloco: scenarios/live/diloco.yaml (two islands of one worker) with synchronous data
+parallelism and DiLoCo for a few H and outer-sync codecs, at equal tokens (same steps, same
+global batch), each with several seeds; writes validation/convergence-diloco.csv and .png and
+the "DiLoCo" section of validation/convergence.md (the rest of the file is kept).
 """
 
 from __future__ import annotations
@@ -27,6 +35,17 @@ from hgsim_runtime import live
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIO = os.path.join(ROOT, "scenarios", "live", "convergence.yaml")
+DILOCO_SCENARIO = os.path.join(ROOT, "scenarios", "live", "diloco.yaml")
+DILOCO_HEADING = "## DiLoCo against synchronous data parallelism"
+
+# (name, outer_sync): the scenario's outer_sync replaced by each.
+DILOCO_SETTINGS = [
+    ("synchronous DP", "none"),
+    ("DiLoCo H=10", {"method": "diloco", "inner_steps": 10}),
+    ("DiLoCo H=10 int8", {"method": "diloco", "inner_steps": 10, "codec": "int8"}),
+    ("DiLoCo H=50", {"method": "diloco", "inner_steps": 50}),
+    ("DiLoCo H=50 int8", {"method": "diloco", "inner_steps": 50, "codec": "int8"}),
+]
 
 SETTINGS = [
     ("none", {"wan_activations": "none", "wan_gradients": "none"}),
@@ -52,12 +71,120 @@ def smooth(values, window=10):
     return out
 
 
+def keep_diloco_section(path: str) -> str:
+    """The DiLoCo section of convergence.md as it is, for the codec run to keep."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return ""
+    at = text.find(DILOCO_HEADING)
+    return "" if at < 0 else "\n" + text[at:]
+
+
+def mean_and_error(values):
+    """Mean and standard error of the mean (sample standard deviation / sqrt(n))."""
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return m, 0.0
+    var = sum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return m, (var / len(values)) ** 0.5
+
+
+def diloco(args) -> int:
+    seeds = list(range(1234, 1234 + args.seeds))
+    curves, wan = {}, {}
+    for name, outer_sync in DILOCO_SETTINGS:
+        resolved = hgsim.resolve(DILOCO_SCENARIO, dict(hgsim.resolve(DILOCO_SCENARIO)["plan"],
+                                                       outer_sync=outer_sync))
+        for seed in seeds:
+            started = time.time()
+            job = live.job_from(resolved["scenario"], resolved["model"], resolved["plan"],
+                                resolved["compression"], steps=args.steps, seed=seed,
+                                lr=1e-3, timeout_s=3600)
+            out_dir = tempfile.mkdtemp(prefix="hgsim-convergence-")
+            summary = live.execute(job, out_dir, shape=False, timeout_s=3600, stall_s=600,
+                                   echo=lambda *a: None)
+            with open(summary["loss_csv"]) as f:
+                curves[(name, seed)] = [float(row["loss"]) for row in csv.DictReader(f)]
+            wan[(name, seed)] = summary["wan_bytes"]["sent_by_workers_wire"] / args.steps
+            print(f"{name:20s} seed {seed}  final loss {curves[(name, seed)][-1]:.4f}  WAN "
+                  f"{wan[(name, seed)] / 1e6:.3f} MB/step  {time.time() - started:.0f} s",
+                  flush=True)
+    names = [n for n, _ in DILOCO_SETTINGS]
+    with open(os.path.join(args.out, "convergence-diloco.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step"] + [f"{n} seed {s}" for n in names for s in seeds])
+        for step in range(args.steps):
+            w.writerow([step] + [f"{curves[(n, s)][step]:.6f}" for n in names for s in seeds])
+    tail = max(1, args.steps // 10)
+    finals = {n: [sum(curves[(n, s)][-tail:]) / tail for s in seeds] for n in names}
+    base, _ = mean_and_error(finals[names[0]])
+    lines = [DILOCO_HEADING, "",
+             f"Command: `PYTHONPATH=build/release/python:runtime /usr/bin/python3 "
+             f"validation/convergence.py --diloco --steps {args.steps} --seeds {args.seeds}` "
+             "(scenario `scenarios/live/diloco.yaml`: two islands of one CPU worker, 4 layers, "
+             "hidden 128, 16 sequences of 64 bytes per step in all; inner Adam lr 1e-3; outer "
+             "Nesterov lr 0.7, momentum 0.9; unshaped links). Every setting trains the same "
+             f"tokens ({args.steps} steps of the same global batch); seeds {seeds[0]}-"
+             f"{seeds[-1]} (initial weights and data order). Loss: training cross-entropy in "
+             "nats per byte of the models that trained on each batch (with DiLoCo, each "
+             f"island's own model), mean of the last {tail} steps; ± is the standard error of "
+             "the mean over the seeds.", "",
+             "| setting | final loss | vs synchronous | WAN MB/step |", "|---|---|---|---|"]
+    for n in names:
+        m, e = mean_and_error(finals[n])
+        mb = sum(wan[(n, s)] for s in seeds) / len(seeds) / 1e6
+        lines.append(f"| {n} | {m:.4f} ± {e:.4f} | {100 * (m - base) / base:+.2f}% | "
+                     f"{mb:.3f} |")
+    lines.append("")
+    md = os.path.join(args.out, "convergence.md")
+    try:
+        with open(md) as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    at = text.find(DILOCO_HEADING)
+    head = text if at < 0 else text[:at]
+    with open(md, "w") as f:
+        f.write(head.rstrip("\n") + "\n\n" + "\n".join(lines))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    steps = list(range(args.steps))
+    for n in names:
+        runs = [smooth(curves[(n, s)]) for s in seeds]
+        mean = [sum(r[i] for r in runs) / len(runs) for i in steps]
+        err = [mean_and_error([r[i] for r in runs])[1] for i in steps]
+        line, = ax.plot(steps, mean, label=n, linewidth=1.2)
+        ax.fill_between(steps, [a - b for a, b in zip(mean, err)],
+                        [a + b for a, b in zip(mean, err)], alpha=0.2, color=line.get_color())
+    ax.set_xlabel("step (equal tokens per step in every setting)")
+    ax.set_ylabel("training loss (nats/byte, 10-step mean)")
+    ax.set_title(f"scenarios/live/diloco.yaml, mean ± s.e. over {len(seeds)} seeds")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "convergence-diloco.png"), dpi=110)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per run (default 300; 150 with --diloco)")
     parser.add_argument("--out", default=os.path.join(ROOT, "validation"))
     parser.add_argument("--only", help="comma-separated setting numbers (0-based)")
+    parser.add_argument("--diloco", action="store_true",
+                        help="DiLoCo against synchronous data parallelism instead of codecs")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per setting (--diloco)")
     args = parser.parse_args(argv)
+    if args.diloco:
+        args.steps = args.steps or 150
+        return diloco(args)
+    args.steps = args.steps or 300
+    kept = keep_diloco_section(os.path.join(args.out, "convergence.md"))
     resolved = hgsim.resolve(SCENARIO)
     chosen = SETTINGS if not args.only else [SETTINGS[int(i)] for i in args.only.split(",")]
     curves = {}
@@ -98,6 +225,7 @@ def main(argv=None) -> int:
             wire, raw = curves[n + " :bytes"]
             f.write(f"| {n} | {final:.4f} | {100 * (final - base) / base:+.2f}% | "
                     f"{wire / args.steps / 1e6:.3f} | {100 * wire / raw:.1f}% |\n")
+        f.write(kept)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -25,6 +25,7 @@ from ._hgsim import CodecError, Error, TensorCodec
 __all__ = [
     "Error", "CodecError", "load_scenario", "load_plan", "resolve", "simulate", "plan",
     "codecs", "encoded_bytes", "encode", "decode", "TensorCodec", "parse_quantity",
+    "outer_sync_events", "fragment_layers",
 ]
 
 
@@ -88,6 +89,22 @@ def plan(scenario, *, time_budget_s=60.0, verify=3, baselines=False, no_compress
     """
     return _hgsim.plan(scenario, time_budget_s=time_budget_s, verify=verify,
                        baselines=baselines, no_compression=no_compression)
+
+
+def outer_sync_events(iterations, inner_steps, fragments=1, overlap_steps=1):
+    """The simulator's DiLoCo schedule over ``iterations`` iterations (sim/iterations.hpp):
+    one dict per fragment all-reduce, in the order they start, ``{"fragment", "start_after",
+    "applies_after"}``: the fragment's pseudo-gradient is taken once ``start_after``
+    iterations have finished and its update applies once ``applies_after`` have (blocking
+    DiLoCo: the same; Streaming DiLoCo: ``overlap_steps`` later)."""
+    return _hgsim.outer_sync_events(iterations, inner_steps, fragments, overlap_steps)
+
+
+def fragment_layers(layers, fragment, fragments):
+    """Layers ``(first, end)`` of Streaming DiLoCo fragment ``fragment`` of ``fragments``
+    (the simulator's rule; the embeddings go with fragment 0, the final norm and head with
+    the last)."""
+    return _hgsim.fragment_layers(layers, fragment, fragments)
 
 
 def codecs():

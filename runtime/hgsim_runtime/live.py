@@ -25,6 +25,7 @@ import tempfile
 
 import hgsim
 
+from . import outer
 from . import plan as planning
 from . import trace as tracing
 from .plan import LiveError
@@ -104,6 +105,11 @@ def job_from(scenario: dict, model: dict, plan: dict, compression: dict, *, scal
     global_batch = sum(p["replicas"] * p["micro_batches"] for p in plan["pipelines"]) \
         * plan["micro_batch"]
     bucket = plan.get("grad_sync", {}).get("bucket", "25MB")
+    outer_sync = outer.spec_of(plan)
+    if outer_sync and outer_sync["fragments"] > 1:
+        notes.append("streaming DiLoCo: each fragment's update applies at the step the "
+                     "simulator has it arrive, but the live workers run its all-reduce when it "
+                     "starts, without overlapping it with the following steps")
     return {
         "scenario_name": scenario.get("name", ""),
         "model": live_model, "seq_len": seq_len, "seed": seed, "lr": lr,
@@ -114,6 +120,7 @@ def job_from(scenario: dict, model: dict, plan: dict, compression: dict, *, scal
                       "bucket_bytes": hgsim.parse_quantity(bucket, "bytes")
                       if isinstance(bucket, str) else float(bucket)},
         "compression": compression, "ranks": roles, "segments": segs,
+        "outer_sync": outer_sync,
         "clusters": [c["name"] for c in scenario["clusters"]],
         "wan": planning.wan_links(scenario), "scenario": scenario, "notes": notes,
         "timeout_s": timeout_s, "corpus": corpus or planning.default_corpus(),
@@ -259,6 +266,7 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
     last = steps[max(steps)]
     summary = {
         "scenario": job["scenario_name"], "steps": len(rows),
+        "iteration_time_mean_s": statistics.mean(r["iteration_time_s"] for r in timed),
         "iteration_time_s": statistics.median(r["iteration_time_s"] for r in timed),
         "iteration_time_range_s": [min(r["iteration_time_s"] for r in timed),
                                    max(r["iteration_time_s"] for r in timed)],
@@ -270,6 +278,8 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
         "provenance": "measured: live run on this machine",
         "out_dir": out_dir, "loss_csv": os.path.join(out_dir, "loss.csv"),
     }
+    if job.get("outer_sync"):
+        summary["outer_syncs"] = outer_sync_summary(job, steps)
     if trace_path:
         spans = {}
         for role in job["ranks"]:
@@ -287,6 +297,37 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
     return summary
 
 
+def outer_sync_summary(job: dict, steps: dict) -> dict:
+    """`outer_syncs` of summary.json: every fragment all-reduce of the run, with the WAN
+    bytes all workers sent for it and its time (first worker starting it to last finishing)."""
+    syncs: dict[tuple, list[dict]] = {}
+    for records in steps.values():
+        for r in records:
+            for s in r.get("outer_syncs", []):
+                syncs.setdefault((s["start_after"], s["fragment"]), []).append(s)
+    rows = []
+    for (after, fragment), parts in sorted(syncs.items()):
+        rows.append({"fragment": fragment, "after_step": after,
+                     "applies_after_step": parts[0]["applies_after"],
+                     "wan_bytes": sum(p["wan_wire_bytes"] for p in parts),
+                     "wan_raw_bytes": sum(p["wan_raw_bytes"] for p in parts),
+                     "seconds": max(p["end"] for p in parts) - min(p["start"] for p in parts)})
+    o = job["outer_sync"]
+    return {"method": "streaming diloco" if o["fragments"] > 1 else "diloco",
+            "inner_steps": o["inner_steps"], "fragments": o["fragments"],
+            "overlap_steps": o["overlap_steps"], "codec": o["codec"],
+            "outer_optimizer": "nesterov (PyTorch SGD nesterov=True semantics)",
+            "outer_lr": o["outer_lr"], "outer_momentum": o["outer_momentum"],
+            "count": len(rows),
+            "bytes_per_sync": [r["wan_bytes"] for r in rows],
+            "seconds": [r["seconds"] for r in rows],
+            "syncs": rows,
+            "provenance": "measured: live run on this machine; bytes are the encoded messages "
+                          "the workers sent across clusters for each fragment all-reduce, "
+                          "seconds from the first worker starting it to the last finishing "
+                          "its outer optimizer step"}
+
+
 def print_summary(summary: dict, echo=print):
     echo(f"live run of {summary['scenario']}: {summary['steps']} steps")
     echo(f"  iteration time  {summary['iteration_time_s']:.4f} s (median of steps after the "
@@ -297,6 +338,13 @@ def print_summary(summary: dict, echo=print):
          f"({wb['sent_by_workers_raw']:.0f} before coding), all steps")
     for link, n in sorted(wb["shaped_interfaces"].items()):
         echo(f"    {link}: {n} bytes counted by tc on the shaped interface")
+    if "outer_syncs" in summary:
+        o = summary["outer_syncs"]
+        mean_bytes = sum(o["bytes_per_sync"]) / max(o["count"], 1)
+        mean_s = sum(o["seconds"]) / max(o["count"], 1)
+        echo(f"  outer syncs     {o['count']} ({o['method']}, H = {o['inner_steps']}, "
+             f"{o['fragments']} fragment(s)): {mean_bytes:.0f} WAN bytes and {mean_s:.4f} s "
+             "per sync on average (measured)")
     for d in summary["devices"]:
         echo(f"  {d['name']:<16} rank {d['rank']:<3} stage {d['stage']}  compute "
              f"{d['compute_s']:.4f} s per step")

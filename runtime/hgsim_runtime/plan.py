@@ -121,9 +121,6 @@ def check_executable(plan: dict, model: dict, seq_len: int, max_workers: int,
                         "(the live runner executes gpipe and 1f1b)")
     if plan.get("sequence_parallel"):
         raise LiveError("sequence_parallel is simulated but not executed live")
-    if plan.get("outer_sync", "none") != "none":
-        raise LiveError("outer_sync (DiLoCo) is simulated but not executed live yet: the live "
-                        "runner would synchronise every step instead")
     if len(roles) > max_workers:
         raise LiveError(f"the plan needs {len(roles)} workers, more than --max-workers "
                         f"{max_workers}: pick a smaller plan (scenarios/live/) or raise the limit")

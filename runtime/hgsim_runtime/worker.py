@@ -36,6 +36,7 @@ import torch.distributed as dist
 from . import comm
 from .comm import ACTIVITY, TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
 from .model import GptConfig, StageModule, TensorParallel
+from .outer import OuterSync
 from .trace import Recorder
 
 
@@ -143,6 +144,8 @@ class Worker:
             raise SystemExit(f"corpus {self.job['corpus']}: {corpus.size} bytes, need more than "
                              f"seq_len + 1 = {self.cfg.seq_len + 1}")
         self.corpus = torch.from_numpy(corpus.astype(np.int64))
+        spec = self.job.get("outer_sync")
+        self.outer = OuterSync(self, spec) if spec else None
 
     # ---- data -------------------------------------------------------------------------------
 
@@ -226,7 +229,11 @@ class Worker:
         m = self.pipeline["micro_batches"]
         per_dp = self.micro_batch // self.stage["dp"]
         shape = (per_dp, self.cfg.seq_len, self.cfg.hidden)
-        scale = 1.0 / (self.job["global_batch"] * self.cfg.seq_len)
+        # The loss is the mean over the batch whose gradients are summed: the global batch,
+        # or with outer sync the island's (islands step on their own).
+        batch = self.job["global_batch"] if self.outer is None else \
+            self.pipeline["replicas"] * self.pipeline["micro_batches"] * self.micro_batch
+        scale = 1.0 / (batch * self.cfg.seq_len)
         saved, loss_sum, compute_s = {}, 0.0, 0.0
         first_span = len(self.recorder.spans)
         # Every receive of the step is posted now, so that each transfer starts as soon as
@@ -303,7 +310,9 @@ class Worker:
         every pipeline's holding stage, in placement order."""
         members = []
         for r in self.roles:
-            if (r["stage"] == segment["holders"][r["pipeline"]] and r["tp"] == self.me["tp"]):
+            if (r["stage"] == segment["holders"][r["pipeline"]] and r["tp"] == self.me["tp"]
+                    and (self.outer is None or r["pipeline"] == self.me["pipeline"])):
+                # With outer sync (DiLoCo) every step synchronises inside the island only.
                 members.append(r["rank"])
         clusters = self.job["clusters"]
         return [[x for x in members if self.cluster_of[x] == c] for c in clusters
@@ -355,6 +364,18 @@ class Worker:
                 p.grad.copy_(flat[at: at + n].view_as(p.grad))
                 at += n
 
+    def named_weights(self) -> dict:
+        """This rank's parameters named by model layer ("blocks.<layer>.<name>"), for tests
+        that compare them with a model held whole."""
+        out = {}
+        first = self.module.first_layer
+        for name, p in self.module.named_parameters():
+            if name.startswith("blocks."):
+                _, i, rest = name.split(".", 2)
+                name = f"blocks.{first + int(i)}.{rest}"
+            out[name] = p.detach().clone()
+        return out
+
     # ---- profiling in the run ------------------------------------------------------------------
 
     def profile_between_steps(self) -> dict:
@@ -389,17 +410,19 @@ class Worker:
             dist.barrier()
             start = now()
             record = self.run_step(step)
+            if self.outer is not None:
+                record["outer_syncs"] = self.outer.after_step(step + 1)
             end = now()
             # Replicas of a stage shard must hold identical weights (tests compare this).
             record["weights_checksum"] = float(sum(p.detach().double().sum()
                                                    for p in self.module.parameters()))
             if self.job.get("profile_between_steps"):
                 record["profile"] = self.profile_between_steps()
+            wires = [self.activation_wire, self.gradient_wire] + (
+                [self.outer.wire] if self.outer is not None else [])
             record.update(step=step, rank=self.rank, start=start, end=end,
-                          wan_raw_bytes=self.activation_wire.wan_raw_bytes
-                          + self.gradient_wire.wan_raw_bytes,
-                          wan_wire_bytes=self.activation_wire.wan_wire_bytes
-                          + self.gradient_wire.wan_wire_bytes)
+                          wan_raw_bytes=sum(w.wan_raw_bytes for w in wires),
+                          wan_wire_bytes=sum(w.wan_wire_bytes for w in wires))
             steps_file.write(json.dumps(record) + "\n")
             steps_file.flush()
             loss = (f" loss {record['loss_sum'] / record['tokens']:.4f}"
@@ -408,6 +431,8 @@ class Worker:
                   f"{end - start:.3f} s)", flush=True)
         dist.barrier()
         self.recorder.dump(os.path.join(out_dir, f"rank{self.rank}.spans.json"))
+        if self.job.get("dump_weights"):
+            torch.save(self.named_weights(), os.path.join(out_dir, f"rank{self.rank}.weights.pt"))
         steps_file.close()
 
 
