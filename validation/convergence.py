@@ -5,7 +5,7 @@
         [--steps 300] [--out validation]
 
     PYTHONPATH=build/release/python:runtime /usr/bin/python3 validation/convergence.py \
-        --diloco [--steps 150] [--seeds 3]
+        --diloco [--steps 100] [--seeds 3]
 
 Runs scenarios/live/convergence.yaml (two clusters; two pipelines that cross the WAN in
 opposite directions, so both the activations between stages and the gradient sync cross it)
@@ -173,7 +173,7 @@ def diloco(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=None,
-                        help="steps per run (default 300; 150 with --diloco)")
+                        help="steps per run (default 300; 100 with --diloco)")
     parser.add_argument("--out", default=os.path.join(ROOT, "validation"))
     parser.add_argument("--only", help="comma-separated setting numbers (0-based)")
     parser.add_argument("--diloco", action="store_true",
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per setting (--diloco)")
     args = parser.parse_args(argv)
     if args.diloco:
-        args.steps = args.steps or 150
+        args.steps = args.steps or 100
         return diloco(args)
     args.steps = args.steps or 300
     kept = keep_diloco_section(os.path.join(args.out, "convergence.md"))
