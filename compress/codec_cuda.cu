@@ -25,8 +25,9 @@
 //    order and a column of P may have the opposite sign (Q follows it), so P Q^T agrees
 //    with the CPU's to rounding.
 //
-// Compiled as C++17 by nvcc, only when nvcc is found. Every CUDA and cuBLAS call is
-// checked; a failure becomes the `error` string (CodecError in codec.cpp).
+// Compiled as C++17 by nvcc into the CUDA module (core/cuda_module.hpp), only when nvcc is
+// found. Every CUDA and cuBLAS call is checked; a failure becomes the `error` string
+// (CodecError in codec.cpp).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -818,3 +819,20 @@ bool decode_body_host(const BodyParams& p, const void* body, std::size_t body_by
 }
 
 }  // namespace hgsim::compress::cuda
+
+// The table the main library calls through (core/cuda_module.hpp).
+extern "C" __attribute__((visibility("default"))) const hgsim::compress::cuda::CodecCudaTable*
+hgsim_codec_cuda_table() {
+  namespace cuda = hgsim::compress::cuda;
+  static const cuda::CodecCudaTable table = [] {
+    cuda::CodecCudaTable t;
+    t.check_available = &cuda::available;
+    t.supports_kind = &cuda::supports;
+    t.encode_device = &cuda::encode_body_device;
+    t.decode_device = &cuda::decode_body_device;
+    t.encode_host = &cuda::encode_body_host;
+    t.decode_host = &cuda::decode_body_host;
+    return t;
+  }();
+  return &table;
+}

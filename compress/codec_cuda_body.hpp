@@ -2,7 +2,9 @@
 // nvcc, C++17): the body of an encoding (everything after the header), computed on the
 // GPU with the element arithmetic of codec_math.hpp, so that it is bit-identical to the
 // CPU's for every codec but PowerSGD (cuBLAS sums in another order: equal to rounding).
-// Built from codec_cuda_none.cpp without nvcc.
+// codec_cuda.cu is built into the CUDA module; the main library's definitions forward to
+// it (compress/codec_cuda_calls.cpp) and fail with the reason when it cannot be loaded (no
+// CUDA in this build, the module missing: core/cuda_module.hpp).
 #pragma once
 
 #include <cstddef>
@@ -47,5 +49,19 @@ bool encode_body_host(const BodyParams& p, const void* input, std::size_t input_
                       std::size_t body_bytes, std::string& error);
 bool decode_body_host(const BodyParams& p, const void* body, std::size_t body_bytes, float* output,
                       std::string& error);
+
+// What the CUDA module exports for this interface (core/cuda_module.hpp).
+struct CodecCudaTable {
+  static constexpr int kVersion = 1;
+  static constexpr const char* kSymbol = "hgsim_codec_cuda_table";
+  int version = kVersion;
+  std::size_t size = sizeof(CodecCudaTable);
+  decltype(&available) check_available = nullptr;
+  decltype(&supports) supports_kind = nullptr;
+  decltype(&encode_body_device) encode_device = nullptr;
+  decltype(&decode_body_device) decode_device = nullptr;
+  decltype(&encode_body_host) encode_host = nullptr;
+  decltype(&decode_body_host) decode_host = nullptr;
+};
 
 }  // namespace hgsim::compress::cuda

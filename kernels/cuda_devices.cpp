@@ -1,11 +1,12 @@
 #include "kernels/cuda_devices.hpp"
 
+#include "core/cuda_module.hpp"
 #include "kernels/cuda_runtime_query.hpp"
 
 namespace hgsim::kernels {
 
 bool built_with_cuda() {
-  return detail::cuda_compiled();
+  return core::cuda_module_built();
 }
 
 std::vector<LocalGpu> local_cuda_devices(std::string* why_none) {

@@ -1,13 +1,10 @@
-// Lists the CUDA devices with the CUDA runtime. Compiled only when nvcc is found.
+// Lists the CUDA devices with the CUDA runtime. Part of the CUDA module (built only when
+// nvcc is found; core/cuda_module.hpp).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_runtime_query.hpp"
 
 namespace hgsim::kernels::detail {
-
-bool cuda_compiled() {
-  return true;
-}
 
 std::vector<RawDevice> query_cuda_devices(std::string& why_none) {
   std::vector<RawDevice> devices;
@@ -28,3 +25,15 @@ std::vector<RawDevice> query_cuda_devices(std::string& why_none) {
 }
 
 }  // namespace hgsim::kernels::detail
+
+// The table the main library calls through (core/cuda_module.hpp).
+extern "C" __attribute__((visibility("default"))) const hgsim::kernels::detail::CudaDevicesTable*
+hgsim_cuda_devices_table() {
+  using hgsim::kernels::detail::CudaDevicesTable;
+  static const CudaDevicesTable table = [] {
+    CudaDevicesTable t;
+    t.query = &hgsim::kernels::detail::query_cuda_devices;
+    return t;
+  }();
+  return &table;
+}

@@ -1,6 +1,7 @@
-// The CUDA devices this process can see, as the CUDA runtime reports them. Built from
-// cuda_devices.cu when nvcc is found, from cuda_devices_none.cpp otherwise (then the list
-// is empty and `why_none` says the build has no CUDA).
+// The CUDA devices this process can see, as the CUDA runtime reports them, through the
+// CUDA module (cuda_devices.cu, loaded on the first call: core/cuda_module.hpp). Without
+// it (no nvcc when the build was configured, the module missing) the list is empty and
+// `why_none` says why.
 #pragma once
 
 #include <string>
@@ -23,7 +24,8 @@ struct LocalGpu {
 // no driver, or no device.
 std::vector<LocalGpu> local_cuda_devices(std::string* why_none = nullptr);
 
-// Whether this build compiled its CUDA sources.
+// Whether this build compiled its CUDA sources (into the CUDA module; whether it loads is
+// another matter: local_cuda_devices() says).
 bool built_with_cuda();
 
 }  // namespace hgsim::kernels

@@ -840,3 +840,18 @@ bool cuda_measure_peaks(std::map<std::string, double>* peaks, double* copy_bandw
 }
 
 }  // namespace hgsim::kernels::gpu
+
+// The table the main library calls through (core/cuda_module.hpp).
+extern "C" __attribute__((visibility("default"))) const hgsim::kernels::gpu::OpsCudaTable*
+hgsim_ops_cuda_table() {
+  namespace gpu = hgsim::kernels::gpu;
+  static const gpu::OpsCudaTable table = [] {
+    gpu::OpsCudaTable t;
+    t.device_info = &gpu::cuda_device_info;
+    t.time_op = &gpu::cuda_time_op;
+    t.run_op = &gpu::cuda_run_op;
+    t.measure_peaks = &gpu::cuda_measure_peaks;
+    return t;
+  }();
+  return &table;
+}

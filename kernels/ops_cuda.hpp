@@ -2,13 +2,16 @@
 // and fp8 e4m3 on GPUs with fp8 tensor cores) and simple kernels for the rest, storage in
 // the dtype, math in fp32. Attention is batched cuBLASLt GEMMs + a causal softmax kernel
 // (scores materialised), grouped-query heads stacked per kv head so one strided batch does
-// every head. Compiled from ops_cuda.cu when nvcc is found (C++17, plain types only), from
-// ops_cuda_none.cpp otherwise (every call then fails with "no CUDA in this build").
+// every head. Compiled from ops_cuda.cu into the CUDA module when nvcc is found (C++17,
+// plain types only); the main library's definitions forward to it
+// (kernels/cuda_module_calls.cpp), and fail with the reason when it cannot be loaded (no
+// CUDA in this build, the module missing: core/cuda_module.hpp).
 //
 // Shapes and op names as in layer_ops.hpp. Non-GEMM ops in fp8 run in bf16 (fp8 training
 // keeps 16-bit activations); tf32 non-GEMM ops run in fp32.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,5 +49,17 @@ bool cuda_run_op(const std::string& op, const std::vector<int>& shape, const std
 // bandwidth (device-to-device cudaMemcpy of 1 GiB, bytes read + written).
 bool cuda_measure_peaks(std::map<std::string, double>* peak_flops_per_s,
                         double* copy_bandwidth_bytes_per_s, std::string* error);
+
+// What the CUDA module exports for this interface (core/cuda_module.hpp).
+struct OpsCudaTable {
+  static constexpr int kVersion = 1;
+  static constexpr const char* kSymbol = "hgsim_ops_cuda_table";
+  int version = kVersion;
+  std::size_t size = sizeof(OpsCudaTable);
+  decltype(&cuda_device_info) device_info = nullptr;
+  decltype(&cuda_time_op) time_op = nullptr;
+  decltype(&cuda_run_op) run_op = nullptr;
+  decltype(&cuda_measure_peaks) measure_peaks = nullptr;
+};
 
 }  // namespace hgsim::kernels::gpu
