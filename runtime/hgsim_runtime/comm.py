@@ -59,6 +59,28 @@ class Activity:
 ACTIVITY = Activity()
 
 
+class Directions:
+    """One process group per direction of every pair: messages from a lower to a higher
+    rank go on `up`, the others on `down`. Gloo keeps one TCP connection per pair and group;
+    sending both ways at once on one connection got about half of each direction of a shaped
+    link (validation/duplex.py), while the simulator, and a router, treat the two directions
+    as independent. Every rank must create them, in the same order, after
+    init_process_group."""
+
+    up = None
+    down = None
+
+    @classmethod
+    def create(cls):
+        world = list(range(dist.get_world_size()))
+        cls.up = dist.new_group(world)
+        cls.down = dist.new_group(world)
+
+    @classmethod
+    def group(cls, sender: int, receiver: int):
+        return cls.up if sender < receiver else cls.down
+
+
 class Wire:
     """Sends and receives flat fp32 tensors between ranks, coding the ones that cross the WAN.
 
@@ -119,7 +141,7 @@ class Wire:
             self.wan_raw_bytes += values * 4
             self.wan_wire_bytes += nbytes
         t0 = now()
-        work = dist.isend(payload, peer, tag=tag)
+        work = dist.isend(payload, peer, tag=tag, group=Directions.group(self.me, peer))
         args = {"bytes": nbytes, "to": peer}
         self.pending.append((work, self.recorder.open_span(label, category, 1, t0, args), payload))
 
@@ -131,7 +153,8 @@ class Wire:
         if self.coded(peer):
             size = hgsim.encoded_bytes(self.codec, codec_shape(out.numel(), self.columns))
             buffer = torch.empty(size, dtype=torch.uint8)
-        return dist.irecv(buffer, peer, tag=tag), buffer, out, peer, label
+        return (dist.irecv(buffer, peer, tag=tag, group=Directions.group(peer, self.me)),
+                buffer, out, peer, label)
 
     def wait_recv(self, posted: tuple, category: str) -> torch.Tensor:
         """Waits for a posted receive (decoding it if it was coded)."""

@@ -106,6 +106,7 @@ class Worker:
     def build(self):
         torch.manual_seed(self.job["seed"])
         self.make_groups()
+        comm.Directions.create()
         first_layer = sum(s["layers"] for s in self.stages[: self.me["stage"]])
         self.tp = TensorParallel(self.me["tp"], self.stage["tp"], self.tp_group)
         self.tp.recorder = self.recorder
