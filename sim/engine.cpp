@@ -23,7 +23,6 @@ using simgrid::kernel::routing::NetPoint;
 namespace {
 
 std::atomic<bool> engine_used{false};
-int progress_setting = -1;  // -1: when stderr is a terminal
 
 std::vector<sg::LinkInRoute> in_route(const std::vector<sg::Link*>& links,
                                       const std::vector<Hop>& hops) {
@@ -293,17 +292,14 @@ class Runner {
   std::unordered_multimap<NodeId, sg::ActivityPtr> extra_;
   std::vector<NodeId> ready_, finished_single_, finished_multi_;
   std::vector<sg::ActivityPtr> retired_;
-  bool progress_ = progress_setting < 0 ? ::isatty(2) != 0 : progress_setting > 0;
+  // Progress on stderr every few seconds of a long run, when stderr is a terminal.
+  bool progress_ = ::isatty(2) != 0;
   bool reported_ = false;
   std::size_t finished_count_ = 0;
   std::chrono::steady_clock::time_point last_report_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
-
-void set_progress(bool on) {
-  progress_setting = on ? 1 : 0;
-}
 
 void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<int>& order,
                     const Platform& platform, double start_time_s,

@@ -50,10 +50,6 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
                     const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
                     CompletionSink* first_phase_sink = nullptr);
 
-// Whether execute() reports progress on stderr (every few seconds of a long run): on by
-// default when stderr is a terminal.
-void set_progress(bool on);
-
 // Host speed in the SimGrid platform: one flop is a picosecond of GPU time.
 constexpr double flops_per_second = 1e12;
 

@@ -422,8 +422,11 @@ TEST(ResultsJson, AWanRouteWithoutRoundTripHasNoWindowCap) {
   EXPECT_EQ(wan, 2);  // both directions
   EXPECT_TRUE(result["warnings"].empty()) << result["warnings"].dump();
   const sim::Results back = sim::results_from_json(result);
-  for (const sim::LinkResult& link : back.links)
-    if (link.kind == "wan") EXPECT_TRUE(std::isinf(*link.flow_cap_bytes_per_s));
+  for (const sim::LinkResult& link : back.links) {
+    if (link.kind == "wan") {
+      EXPECT_TRUE(std::isinf(*link.flow_cap_bytes_per_s));
+    }
+  }
   fs::remove(scenario);
   fs::remove(plan);
 }
