@@ -217,13 +217,32 @@ def test_big_models_are_scaled_down_and_say_so():
 # ---- the command, over shaped links --------------------------------------------------------
 
 def hgsim_live(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "hgsim_runtime.live", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    """Runs the live runner; the result also has `pid`, the runner's process id, which
+    names its namespaces ("hg<pid>-...")."""
+    proc = subprocess.Popen([sys.executable, "-m", "hgsim_runtime.live", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    result.pid = proc.pid
+    return result
 
 
-def worker_processes() -> list[str]:
+# Only this test's own runner and workers are looked for: other suites (or another checkout's
+# test run) may run live workers and namespaces on the same machine at the same time.
+def namespaces_of(pid: int) -> list[str]:
+    return [n for n in list_namespaces() if n.startswith(f"hg{pid}-")]
+
+
+def worker_processes(root) -> list[str]:
+    """Live worker processes whose job lies under `root` (their command line names it)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "hgsim_runtime.worker" in line]
+    return [line for line in out.splitlines()
+            if "hgsim_runtime.worker" in line and str(root) in line]
 
 
 def test_live_run_over_a_shaped_link_writes_loss_trace_and_counts_wan_bytes(tmp_path):
@@ -268,19 +287,18 @@ def test_live_run_over_a_shaped_link_writes_loss_trace_and_counts_wan_bytes(tmp_
     # tc counts every byte that crossed, headers and gloo's own messages included.
     counted = sum(wan["shaped_interfaces"].values())
     assert wan["sent_by_workers_wire"] <= counted <= 1.15 * wan["sent_by_workers_wire"] + 2e5
-    assert not [n for n in list_namespaces() if n.startswith("hg")]
+    assert namespaces_of(result.pid) == []
 
 
 @pytest.mark.parametrize("mode,reason", [("crash", "exit status 3"), ("hang", "no progress")])
 def test_a_failing_worker_stops_the_run_and_leaves_nothing_behind(tmp_path, mode, reason):
-    before = set(list_namespaces())
     result = hgsim_live(LIVE_SCENARIOS / "wan-bound-1f1b.yaml", "--steps", 3, "--out",
                         tmp_path, "--inject-failure", f"1:1:{mode}", "--stall", 6)
     assert result.returncode == 1, result.stderr
     assert "rank 1" in result.stderr and reason in result.stderr
     assert f"injected failure: {mode} at step 1" in result.stderr  # the worker's last lines
-    assert set(list_namespaces()) <= before
-    assert worker_processes() == []
+    assert namespaces_of(result.pid) == []
+    assert worker_processes(tmp_path) == []
 
 
 def test_across_machines_from_the_usual_environment(tmp_path):
