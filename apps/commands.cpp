@@ -432,12 +432,16 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
                 "use hgsim sweep " + path + " to run every point");
     return report_bad_input(diags, json, out, err);
   }
-  // The figure's WAN time series comes from the trace: a temporary one unless --trace.
+  // The figure's WAN time series comes from the trace: unless --trace, a temporary one of
+  // the WAN tracks alone (the whole trace of a 32-GPU run is 800 MB, which Python read in
+  // minutes).
   const bool temporary_trace = !plot_file.empty() && options.sim.trace_path.empty();
-  if (temporary_trace)
+  if (temporary_trace) {
     options.sim.trace_path = (std::filesystem::temp_directory_path() /
                               ("hgsim-run-trace-" + std::to_string(::getpid()) + ".json"))
                                  .string();
+    options.sim.trace_filter.wan_only = true;
+  }
   auto result = simulate_point(points->front().checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();

@@ -46,6 +46,7 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
                                            core::Diagnostics& diags) {
   sim::SimulationOptions sim_options = options.sim;
   sim_options.trace_filter = sim::parse_trace_filter(options.trace_filter, "--trace-filter", diags);
+  sim_options.trace_filter.wan_only |= options.sim.trace_filter.wan_only;  // run --plot's own
   if (diags.has_errors()) return std::nullopt;  // before the planner runs for strategy: auto
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;

@@ -51,7 +51,8 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     const std::string hint = "e.g. --trace-filter cluster=beijing,stage=0,kind=pp_comm";
     if (eq == std::string::npos || value.empty()) {
-      diags.error({}, option, "'" + item + "' is not KEY=VALUE (cluster, stage or kind)", hint);
+      diags.error({}, option, "'" + item + "' is not KEY=VALUE (cluster, stage, kind or tracks)",
+                  hint);
     } else if (key == "cluster") {
       filter.clusters.insert(value);
     } else if (key == "stage") {
@@ -61,6 +62,12 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
         diags.error({}, option, "stage=" + value + ": expected a stage number (0, 1, ...)", hint);
       else
         filter.stages.insert(static_cast<int>(stage));
+    } else if (key == "tracks") {
+      if (value != "wan")
+        diags.error({}, option, "tracks=" + value + ": only tracks=wan (the WAN links' tracks)",
+                    hint);
+      else
+        filter.wan_only = true;
     } else if (key == "kind") {
       if (!kinds().count(value)) {
         std::string list;
@@ -70,7 +77,8 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
         filter.kinds.insert(value);
       }
     } else {
-      diags.error({}, option, "unknown key '" + key + "'", "cluster, stage or kind; " + hint);
+      diags.error({}, option, "unknown key '" + key + "'",
+                  "cluster, stage, kind or tracks; " + hint);
     }
   }
   return filter;
@@ -161,17 +169,20 @@ void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {
   std::string name = graph_.label_text(n.label);
   if (n.micro_batch >= 0) name += " mb " + std::to_string(n.micro_batch);
   const Device& dev = platform_.devices[n.device];
+  const bool device_slices = !filter_.wan_only;
   if (n.op == Op::compute) {
-    slice(name, category, dev.cluster, 2 * n.device, start, end, "");
+    if (device_slices) slice(name, category, dev.cluster, 2 * n.device, start, end, "");
     return;
   }
   if (n.op == Op::delay) {
-    slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
+    if (device_slices)
+      slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
     return;
   }
+  if (!device_slices && !platform_.crosses_wan(n.device, n.peer)) return;
   const std::string args = "{\"bytes\": " + core::shortest_decimal(n.amount) +
                            ", \"to\": " + quoted(platform_.devices[n.peer].name) + "}";
-  slice(name, category, dev.cluster, 2 * n.device + 1, start, end, args);
+  if (device_slices) slice(name, category, dev.cluster, 2 * n.device + 1, start, end, args);
   if (!platform_.crosses_wan(n.device, n.peer)) return;
   const int wan_pid = static_cast<int>(platform_.clusters.size());
   for (const Hop& h : platform_.route(n.device, n.peer))
@@ -182,7 +193,7 @@ void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {
 void ChromeTraceWriter::finish(const std::vector<std::vector<std::pair<double, double>>>& bubbles) {
   // Bubbles are the gaps between a device's compute and communication: disjoint from every
   // compute slice, so they share the compute track's first lane.
-  for (std::size_t d = 0; d < bubbles.size(); ++d) {
+  for (std::size_t d = 0; d < bubbles.size() && !filter_.wan_only; ++d) {
     if (!kept(static_cast<int>(d), "bubble")) continue;
     for (const auto& [start, end] : bubbles[d])
       if (nanos(end) > nanos(start))

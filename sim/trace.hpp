@@ -31,7 +31,10 @@ struct TraceFilter {
   std::set<std::string> clusters;
   std::set<int> stages;
   std::set<std::string> kinds;
-  bool empty() const { return clusters.empty() && stages.empty() && kinds.empty(); }
+  // tracks=wan: only the WAN links' tracks, no device slice and no bubble (what `hgsim run
+  // --plot` draws from; the whole trace of a 32-GPU run is 800 MB).
+  bool wan_only = false;
+  bool empty() const { return clusters.empty() && stages.empty() && kinds.empty() && !wan_only; }
 };
 // Parses the filter; problems (an unknown key or kind, a stage that is not a number) go to
 // `diags` at `option`.

@@ -345,6 +345,21 @@ TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
     EXPECT_NE(e["pid"], 0) << "a slice of cluster a";
   }
   EXPECT_GT(kept, 0);
+  // tracks=wan keeps exactly the full trace's WAN slices (what run --plot reads), nothing else.
+  auto wan_slices = [](const Json& events, int wan_pid) {
+    std::multiset<std::string> out;
+    for (const Json& e : events)
+      if (e["ph"] == "X" && e["pid"] == wan_pid) out.insert(e.dump());
+    return out;
+  };
+  auto wan_only = cli({"run", scenario.c_str(), "--plan", plan.c_str(), "--trace", trace.c_str(),
+                       "--trace-filter", "tracks=wan"});
+  ASSERT_EQ(wan_only.status, 0) << wan_only.err;
+  const Json wan_events = Json::parse(std::ifstream(trace))["traceEvents"];
+  for (const Json& e : wan_events)
+    if (e["ph"] == "X") EXPECT_EQ(e["pid"], 2) << "a device slice: " << e.dump();
+  EXPECT_FALSE(wan_slices(wan_events, 2).empty());
+  EXPECT_EQ(wan_slices(wan_events, 2), wan_slices(events, 2));
   auto bad = cli({"run", scenario.c_str(), "--trace", trace.c_str(), "--trace-filter", "kind=x"});
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("kind=x: no such kind"), std::string::npos) << bad.err;
