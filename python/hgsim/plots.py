@@ -20,6 +20,8 @@ import re
 import sqlite3
 import sys
 
+from .files import atomic_open
+
 COLUMNS = ("iteration_time_s", "tokens_per_s", "mfu", "wall_s", "point")
 UNITS = {"iteration_time_s": "s", "tokens_per_s": "tokens/s", "wall_s": "s"}
 QUANTITY_UNITS = {"bandwidth": "Gbit/s", "duration": "ms", "bytes": "GiB"}
@@ -139,7 +141,8 @@ def plot_sweep(db, x, y, out, color=None):
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out)
+    with atomic_open(out, "wb") as f:
+        fig.savefig(f, format=os.path.splitext(out)[1].lower()[1:])
     plt.close(fig)
     return out
 
@@ -265,7 +268,8 @@ def plot_run(result, out, trace=None, scenario=None):
     a3.set_title("memory per GPU by stage (models/: estimate) against capacity")
     a3.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(out)
+    with atomic_open(out, "wb") as f:
+        fig.savefig(f, format=os.path.splitext(out)[1].lower()[1:])
     plt.close(fig)
     return out
 

@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 import hgsim
+from hgsim.files import atomic_open
 
 from . import outer
 from . import plan as planning
@@ -160,7 +161,7 @@ def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 9
         elif not described["shaped"]:
             echo(f"note: {described['why_not']}")
         job_path = os.path.join(out_dir, "job.json")
-        with open(job_path, "w") as f:
+        with atomic_open(job_path) as f:
             json.dump(job, f, indent=1)
         specs = []
         python = os.environ.get("HGSIM_PYTHON", sys.executable)
@@ -249,7 +250,7 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
                      "iteration_time_s": max(r["end"] for r in records)
                      - min(r["start"] for r in records),
                      "tokens": tokens})
-    with open(os.path.join(out_dir, "loss.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out_dir, "loss.csv"), newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "loss", "iteration_time_s", "tokens"])
         for r in rows:
@@ -293,7 +294,7 @@ def summarise(job, out_dir, described, shaped_bytes, trace_path) -> dict:
                             for r in job["ranks"]]
         tracing.merge(trace_path, job["clusters"], devices_in_order, spans, links, origin)
         summary["trace"] = trace_path
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+    with atomic_open(os.path.join(out_dir, "summary.json")) as f:
         json.dump(summary, f, indent=1)
     return summary
 
@@ -365,7 +366,7 @@ def prepare_only(job: dict, args) -> int:
     job["corpus"] = planning.corpus_file(args.corpus, out_dir)
     job["inject_failure"] = parse_failure(args.inject_failure)
     path = os.path.join(out_dir, "job.json")
-    with open(path, "w") as f:
+    with atomic_open(path) as f:
         json.dump(job, f, indent=1)
     print(f"wrote {path}; on the machine of each rank (same paths, or copy the folder):")
     for role in job["ranks"]:

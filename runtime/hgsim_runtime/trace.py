@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from hgsim.files import atomic_open
+
 
 class Recorder:
     """Spans of one worker: (name, category, track 0 = compute / 1 = comm, start, end, args)."""
@@ -32,7 +34,7 @@ class Recorder:
         self.spans[index][4] = end
 
     def dump(self, path: str):
-        with open(path, "w") as f:
+        with atomic_open(path) as f:
             json.dump([s for s in self.spans if s[4] is not None], f)
 
 
@@ -81,7 +83,7 @@ def merge(path: str, clusters: list[str], devices: list[dict], spans_per_rank: d
             link = f"wan:{dev['cluster']}->{peer_cluster}"
             if peer_cluster != dev["cluster"] and link in wan_tid:
                 events.append(dict(event, pid=wan_pid, tid=wan_tid[link]))
-    with open(path, "w") as f:
+    with atomic_open(path) as f:
         f.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
         f.write(",\n".join(json.dumps(e) for e in events))
         f.write("\n]}\n")

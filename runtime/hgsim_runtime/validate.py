@@ -37,6 +37,7 @@ import sys
 import tempfile
 
 import hgsim
+from hgsim.files import atomic_open
 
 from . import live
 from . import wan
@@ -286,7 +287,7 @@ def run(args, echo) -> dict:
          "shape)")
     isolated = profile_in_child(job, args.repeats, echo)
     isolated_path = os.path.join(out_dir, "layer-profile-isolated.json")
-    with open(isolated_path, "w") as f:
+    with atomic_open(isolated_path) as f:
         json.dump(isolated, f, indent=1)
     # Refused here where it is known that the links will not be shaped; checked again after
     # the run where they could not be built after all.
@@ -313,10 +314,10 @@ def run(args, echo) -> dict:
     drift = layer_drift(isolated, layer_profile)
     echo(f"  layers during the run / alone before it: {drift:.3f}")
     profile_path = os.path.join(out_dir, "layer-profile.json")
-    with open(profile_path, "w") as f:
+    with atomic_open(profile_path) as f:
         json.dump(layer_profile, f, indent=1)
     scenario = live_scenario(job, loopback, wan_shaped=shaped)
-    with open(os.path.join(out_dir, "live-scenario.json"), "w") as f:
+    with atomic_open(os.path.join(out_dir, "live-scenario.json")) as f:
         json.dump(scenario, f, indent=1)
     echo("simulating")
     sim_trace = os.path.join(out_dir, "sim-trace.json")
@@ -379,7 +380,7 @@ def run(args, echo) -> dict:
             f"the WAN links were not shaped, so the simulation gives them the loopback the "
             f"workers used; at the scenario's rates they account for {share['share']:.1%} of "
             f"the simulated iteration, which this validation leaves unchecked")
-    with open(os.path.join(out_dir, "validation.json"), "w") as f:
+    with atomic_open(os.path.join(out_dir, "validation.json")) as f:
         json.dump(result, f, indent=1)
     return result
 
