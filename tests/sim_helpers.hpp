@@ -40,6 +40,12 @@ inline CliResult cli(std::vector<const char*> args) {
   const int status = apps::run_cli(static_cast<int>(args.size()), args.data(), out, err);
   return {status, out.str(), err.str()};
 }
+// The same with the arguments as strings.
+inline CliResult hgsim(std::vector<std::string> args) {
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return cli(std::move(argv));
+}
 
 // Every layer takes `forward` seconds forward and twice that backward; nothing else costs.
 class FixedTimes final : public kernels::ComputeModel {
@@ -87,15 +93,15 @@ inline std::string pipeline_scenario(const std::string& schedule, int stages, in
   return yaml;
 }
 
-// Simulates a checked scenario's plan with `compute` at the given fidelity (the CLI's
+// Simulates `plan` on a checked scenario with `compute` at the given fidelity (the CLI's
 // choice of fidelity, not the automatic one); the results JSON, or an iteration time of -1
 // with a test failure when the simulation refuses.
-inline core::Json simulate_plan(const apps::CheckedScenario& c,
+inline core::Json simulate_plan(const apps::CheckedScenario& c, const core::Plan& plan,
                                 const kernels::ComputeModel& compute,
                                 core::Fidelity fidelity = core::Fidelity::full) {
   sim::SimulationInput in;
   in.scenario = &c.scenario;
-  in.plan = &c.scenario.strategy.plan;
+  in.plan = &plan;
   in.model = &c.model;
   in.compression = c.compression;
   in.compute = &compute;
@@ -106,6 +112,13 @@ inline core::Json simulate_plan(const apps::CheckedScenario& c,
   auto result = sim::simulate(in, options, diags);
   EXPECT_TRUE(result) << diags.format();
   return result ? sim::to_json(*result) : core::Json{{"iteration_time_s", -1}};
+}
+
+// The same for the scenario's own plan.
+inline core::Json simulate_plan(const apps::CheckedScenario& c,
+                                const kernels::ComputeModel& compute,
+                                core::Fidelity fidelity = core::Fidelity::full) {
+  return simulate_plan(c, c.scenario.strategy.plan, compute, fidelity);
 }
 
 }  // namespace hgsim::testing

@@ -37,19 +37,7 @@ using testing::FixedTimes;
 double simulate(const apps::CheckedScenario& c, const core::Plan& plan,
                 const kernels::ComputeModel& compute,
                 core::Fidelity fidelity = core::Fidelity::full) {
-  sim::SimulationInput in;
-  in.scenario = &c.scenario;
-  in.plan = &plan;
-  in.model = &c.model;
-  in.compression = c.compression;
-  in.compute = &compute;
-  sim::SimulationOptions options;
-  options.fidelity = fidelity;
-  options.fidelity_from_cli = true;
-  core::Diagnostics diags;
-  auto result = sim::simulate(in, options, diags);
-  EXPECT_TRUE(result) << diags.format();
-  return result ? result->iteration_time_s : -1;
+  return testing::simulate_plan(c, plan, compute, fidelity)["iteration_time_s"].get<double>();
 }
 
 using testing::cli;

@@ -535,18 +535,8 @@ TEST(SimPlatform, ExportedXmlLoadsIntoSimGridWithTheSameRoutes) {
 
 // ---- the command ----------------------------------------------------------------------------
 
-struct CliResult {
-  int status;
-  std::string out, err;
-};
-CliResult hgsim(std::vector<std::string> args) {
-  args.insert(args.begin(), "hgsim");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int status = apps::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {status, out.str(), err.str()};
-}
+using testing::CliResult;
+using testing::hgsim;
 
 fs::path temp_file(const std::string& name, const std::string& text) {
   const fs::path path = fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name);

@@ -19,6 +19,7 @@
 #include "apps/results_db.hpp"
 #include "core/document.hpp"
 #include "core/scenario.hpp"
+#include "tests/sim_helpers.hpp"
 
 namespace hgsim {
 namespace {
@@ -26,19 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using core::Json;
 
-struct CliResult {
-  int status;
-  std::string out, err;
-};
-
-CliResult hgsim(std::vector<std::string> args) {
-  args.insert(args.begin(), "hgsim");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int status = apps::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {status, out.str(), err.str()};
-}
+using testing::CliResult;
+using testing::hgsim;
 
 // A directory of its own per test, removed at the end.
 class TempDir {
