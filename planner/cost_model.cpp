@@ -16,6 +16,8 @@ namespace hgsim::planner {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+// A port time below any real transfer's, dividing in its place when a port is idle (0 s).
+constexpr double no_division_by_zero_s = 1e-30;
 
 sim::Hop2 nvlink_hop(const core::Cluster& c) {
   return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
@@ -291,7 +293,8 @@ void share_ports(const Context& ctx, const sim::ResolvedPlan& r, const core::Pip
     const LayerCost lc =
         layer_cost_under(ctx, r.choices, nodes[st].cluster, stage.tp, stage.dp, r.plan.micro_batch);
     const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
-    const double overlap = std::clamp((x.port - gap) / std::max(x.port, 1e-30), 0.0, 1.0);
+    const double overlap =
+        std::clamp((x.port - gap) / std::max(x.port, no_division_by_zero_s), 0.0, 1.0);
     x.seconds = x.fixed + std::max(x.link, x.port * (1 + overlap));
   }
 }
