@@ -197,6 +197,10 @@ Json search_json(const PlanReport& r) {
   j["best"]["iteration_time_s"] = best.simulated_s;
   j["best"]["tokens_per_s"] = r.tokens_per_iteration / best.simulated_s;
   j["best"]["adopted_from_baseline"] = r.adopted_from_baseline;
+  if (r.own_best) {
+    j["planner_own"] = {{"iteration_time_s", r.own_best->simulated_s},
+                        {"description", r.own_best->candidate.description}};
+  }
   j["best"]["result"] = sim::to_json(best.result);
   if (best.candidate.plan.outer_sync.enabled()) {
     j["best"]["token_efficiency_source"] = r.token_efficiency_source;
@@ -251,7 +255,8 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
   print_outer_sync(r, best, out);
   if (!r.adopted_from_baseline.empty())
     out << "  (the plan of baseline " << r.adopted_from_baseline
-        << ", with the scenario's codecs)\n";
+        << ", with the scenario's codecs; the planner's own best: "
+        << (r.own_best ? seconds_text(r.own_best->simulated_s) : std::string("none")) << ")\n";
   out << "  compression: WAN activations " << compress::describe(r.compression.wan_activations)
       << ", WAN gradients " << compress::describe(r.compression.wan_gradients) << "\n\n";
   print_stages(best.candidate.plan, out);
@@ -344,6 +349,7 @@ std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOption
     po.time_budget_s = options.time_budget_s;
     po.progress = &progress;
     report.search = planner::plan(ctx, po);
+    report.own_best = report.search.best;
     if (options.baselines) {
       report.baselines = planner::run_baselines(ctx, po);
       if (report.search.best)

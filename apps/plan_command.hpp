@@ -36,7 +36,10 @@ struct PlanReport {
   // The plan chosen (or evaluated), simulated; absent when no plan fits.
   std::optional<planner::Verified> best;
   std::string adopted_from_baseline;  // the baseline whose plan was adopted, or ""
-  planner::SearchResult search;       // candidates, verification, why nothing fits
+  // The planner's own best before any baseline's plan was adopted (what "never slower than
+  // a baseline" is about; `best` when nothing was adopted).
+  std::optional<planner::Verified> own_best;
+  planner::SearchResult search;  // candidates, verification, why nothing fits
   std::vector<planner::Baseline> baselines;
   double wall_s = 0;
   // planner.diloco_token_efficiency and where it comes from (planner/outer_sync_cost.hpp),

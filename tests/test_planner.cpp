@@ -343,6 +343,13 @@ TEST(PlannerCli, PlanPrintsTheContractAndItsPlanFileRunsUnchangedToTheSameTime) 
   EXPECT_GT(j["search"]["candidates_evaluated"].get<long>(), 100);
   EXPECT_GE(j["search"]["wall_s"].get<double>(), 0);
   ASSERT_GE(j["baselines"].size(), 5u);
+  // The planner's own plan, before any baseline's was adopted: the search itself must find
+  // a plan at least as fast as every feasible baseline.
+  ASSERT_TRUE(j.contains("planner_own"));
+  const double own = j["planner_own"]["iteration_time_s"];
+  EXPECT_GE(own, best * (1 - 1e-9));
+  EXPECT_EQ(j["best"]["adopted_from_baseline"].get<std::string>().empty(),
+            std::abs(own - best) <= 1e-9 * best);
   std::set<std::string> names;
   for (const auto& b : j["baselines"]) {
     names.insert(b["name"]);
@@ -351,8 +358,11 @@ TEST(PlannerCli, PlanPrintsTheContractAndItsPlanFileRunsUnchangedToTheSameTime) 
       EXPECT_FALSE(b["why"].get<std::string>().empty());
       continue;
     }
-    // The planner never returns a plan slower than a feasible baseline it reports.
+    // The planner never returns a plan slower than a feasible baseline it reports, and its
+    // own search does not need a baseline's plan to get there.
     EXPECT_LE(best, b["iteration_time_s"].get<double>() * (1 + 1e-9)) << b["name"];
+    EXPECT_LE(own, b["iteration_time_s"].get<double>() * (1 + 1e-9))
+        << "the planner's own plan is slower than baseline " << b["name"];
   }
   for (const char* name : {"megatron", "dp-only", "pipeline-uniform", "metis-like", "dtfm"})
     EXPECT_TRUE(names.count(name)) << name;

@@ -6,6 +6,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <unistd.h>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -643,63 +644,166 @@ TEST(SimCli, SweepSimulatesEveryPoint) {
   fs::remove(scenario);
 }
 
-// Every example with an explicit strategy matches the summary checked in beside it
-// (STYLE.md): iteration time, throughput and the per-stage breakdown, within the tolerance
-// the file states. HGSIM_UPDATE_EXPECTED=1 rewrites the files.
-TEST(SimExamples, ExplicitStrategiesMatchTheirExpectedSummaries) {
+// ---- every example against the summary checked in beside it (STYLE.md) ------------------
+
+// What an example's summary pins: iteration time, throughput, MFU, the per-stage breakdown
+// and the plan that ran (the planner's for strategy: auto).
+Json run_summary(const Json& got) {
+  Json summary{{"iteration_time_s", got["iteration_time_s"]},
+               {"tokens_per_s", got["tokens_per_s"]},
+               {"mfu", got["mfu"]},
+               {"plan", got["plan"]}};
+  Json stages = Json::object();
+  for (const auto& d : got["devices"]) {
+    const std::string key = "p" + std::to_string(d["pipeline"].get<int>()) + " s" +
+                            std::to_string(d["stage"].get<int>());
+    if (stages.contains(key)) continue;
+    stages[key] = {{"compute_s", d["compute_s"]},
+                   {"comm_exposed_s", d["comm_exposed_s"]},
+                   {"bubble_s", d["bubble_s"]},
+                   {"idle_s", d["idle_s"]},
+                   {"peak_bytes", d["memory"]["peak_bytes"]}};
+  }
+  summary["stages"] = stages;
+  return summary;
+}
+
+// A sweep's summary: every point run, by its index, with its settings, status and the plan
+// and numbers of a run.
+Json sweep_summary(const Json& got) {
+  Json points = Json::object();
+  for (const auto& p : got["points"]) {
+    Json point{{"settings", p["settings"]}, {"status", p["status"]}};
+    if (p["status"] == "ok") {
+      const Json& r = p["result"];
+      point["plan"] = p["plan"];
+      point["iteration_time_s"] = r["iteration_time_s"];
+      point["tokens_per_s"] = r["tokens_per_s"];
+      point["mfu"] = r["mfu"];
+    }
+    points[std::to_string(p["point"].get<int>())] = point;
+  }
+  return Json{{"points", points}};
+}
+
+// Numbers within the relative tolerance; everything else (strings, booleans, integers in
+// plans, array lengths, keys) exactly.
+void compare_summary(const Json& want, const Json& have, double tolerance, const std::string& path,
+                     std::vector<std::string>& problems) {
+  if (want.is_object() || want.is_array()) {
+    if (want.is_array() && (!have.is_array() || have.size() != want.size())) {
+      problems.push_back(path + ": expected " + want.dump() + ", got " + have.dump());
+      return;
+    }
+    if (want.is_object() && (!have.is_object() || have.size() != want.size())) {
+      problems.push_back(path + ": expected keys of " + want.dump() + ", got " + have.dump());
+      return;
+    }
+    if (want.is_array()) {
+      for (std::size_t k = 0; k < want.size(); ++k)
+        compare_summary(want[k], have[k], tolerance, path + "[" + std::to_string(k) + "]",
+                        problems);
+    } else {
+      for (auto it = want.begin(); it != want.end(); ++it) {
+        if (!have.contains(it.key())) {
+          problems.push_back(path + "." + it.key() + ": missing");
+          continue;
+        }
+        compare_summary(it.value(), have[it.key()], tolerance, path + "." + it.key(), problems);
+      }
+    }
+    return;
+  }
+  if (want.is_number_float() && have.is_number()) {
+    const double w = want.get<double>(), h = have.get<double>();
+    if (!(std::abs(h - w) <= tolerance * std::max(std::abs(w), 1e-6)))
+      problems.push_back(path + ": expected " + std::to_string(w) + ", got " + std::to_string(h) +
+                         " (" + std::to_string(100 * (h - w) / w) + "%)");
+    return;
+  }
+  if (want != have) problems.push_back(path + ": expected " + want.dump() + ", got " + have.dump());
+}
+
+struct Example {
+  const char* name;  // scenarios/examples/<name>.yaml
+  bool sweep;
+  std::vector<std::string> points;  // a sweep's points to run (--point K); empty: all
+};
+
+void PrintTo(const Example& e, std::ostream* os) {
+  *os << e.name;
+}
+
+class SimExamples : public ::testing::TestWithParam<Example> {};
+
+// Every example matches the summary checked in beside it, within the tolerance the file
+// states. HGSIM_UPDATE_EXPECTED=1 rewrites the files (and the diff shows by how much a
+// change moved each number).
+TEST_P(SimExamples, MatchTheirExpectedSummaries) {
+  const Example& example = GetParam();
   const fs::path dir = fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "examples";
-  int compared = 0;
-  for (const char* name : {"explicit-plan", "inline-model"}) {
-    const fs::path scenario = dir / (std::string(name) + ".yaml");
-    const fs::path expected_file = dir / (std::string(name) + ".expected.json");
+  const fs::path scenario = dir / (std::string(example.name) + ".yaml");
+  const fs::path expected_file = dir / (std::string(example.name) + ".expected.json");
+  std::string command = std::string("hgsim ") + (example.sweep ? "sweep" : "run") +
+                        " scenarios/examples/" + example.name + ".yaml --json";
+  Json summary;
+  if (!example.sweep) {
     auto r = hgsim({"run", scenario.string(), "--json"});
     ASSERT_EQ(r.status, 0) << r.err;
-    const Json got = Json::parse(r.out);
-    Json summary{{"iteration_time_s", got["iteration_time_s"]},
-                 {"tokens_per_s", got["tokens_per_s"]},
-                 {"mfu", got["mfu"]}};
-    Json stages = Json::object();
-    for (const auto& d : got["devices"]) {
-      const std::string key = "p" + std::to_string(d["pipeline"].get<int>()) + " s" +
-                              std::to_string(d["stage"].get<int>());
-      if (stages.contains(key)) continue;
-      stages[key] = {{"compute_s", d["compute_s"]},
-                     {"comm_exposed_s", d["comm_exposed_s"]},
-                     {"bubble_s", d["bubble_s"]},
-                     {"idle_s", d["idle_s"]},
-                     {"peak_bytes", d["memory"]["peak_bytes"]}};
+    summary = run_summary(Json::parse(r.out));
+  } else {
+    const fs::path db = fs::temp_directory_path() / ("hgsim-example-" + std::to_string(::getpid()) +
+                                                     "-" + example.name + ".sqlite");
+    Json points{{"points", Json::array()}};
+    std::vector<std::vector<std::string>> runs;
+    for (const auto& k : example.points) runs.push_back({"--point", k});
+    if (runs.empty()) runs.push_back({});
+    for (const auto& extra : runs) {
+      std::vector<std::string> args{"sweep", scenario.string(), "--json", "--db", db.string(), "-j",
+                                    "1"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      auto r = hgsim(args);
+      fs::remove(db);
+      ASSERT_EQ(r.status, 0) << r.err;
+      const Json got = Json::parse(r.out);
+      for (const auto& p : got["points"]) points["points"].push_back(p);
     }
-    summary["stages"] = stages;
-    if (std::getenv("HGSIM_UPDATE_EXPECTED")) {
-      Json file{{"command", "hgsim run scenarios/examples/" + std::string(name) + ".yaml --json"},
-                {"tolerance", "relative 1e-6 on every number (the simulator is deterministic)"},
-                {"relative_tolerance", 1e-6},
-                {"summary", summary}};
-      std::ofstream(expected_file) << file.dump(2) << "\n";
-    }
-    std::ifstream in(expected_file);
-    ASSERT_TRUE(in) << "missing " << expected_file << " (run with HGSIM_UPDATE_EXPECTED=1)";
-    const Json expected = Json::parse(in);
-    const double tolerance = expected["relative_tolerance"];
-    std::function<void(const Json&, const Json&, const std::string&)> compare =
-        [&](const Json& e, const Json& g, const std::string& path) {
-          if (e.is_object()) {
-            for (auto it = e.begin(); it != e.end(); ++it) {
-              ASSERT_TRUE(g.contains(it.key())) << path << "." << it.key();
-              compare(it.value(), g[it.key()], path + "." + it.key());
-            }
-            return;
-          }
-          const double want = e.get<double>(), have = g.get<double>();
-          EXPECT_NEAR(have, want, tolerance * std::max(std::abs(want), 1e-6))
-              << name << path << ": expected " << want << ", got " << have << " ("
-              << 100 * (have - want) / want << "%)";
-        };
-    compare(expected["summary"], summary, "");
-    ++compared;
+    summary = sweep_summary(points);
+    for (const auto& k : example.points) command += " --point " + k;
   }
-  EXPECT_EQ(compared, 2);
+  if (std::getenv("HGSIM_UPDATE_EXPECTED")) {
+    Json file{{"command", command},
+              {"tolerance",
+               "relative 1e-6 on every number, the rest exactly (the simulator and the planner "
+               "are deterministic)"},
+              {"relative_tolerance", 1e-6},
+              {"summary", summary}};
+    std::ofstream(expected_file) << file.dump(2) << "\n";
+  }
+  std::ifstream in(expected_file);
+  ASSERT_TRUE(in) << "missing " << expected_file << " (run with HGSIM_UPDATE_EXPECTED=1)";
+  const Json expected = Json::parse(in);
+  EXPECT_EQ(expected["command"].get<std::string>(), command);
+  std::vector<std::string> problems;
+  compare_summary(expected["summary"], summary, expected["relative_tolerance"].get<double>(), "",
+                  problems);
+  for (const auto& p : problems) ADD_FAILURE() << example.name << p;
 }
+
+// The four-regions sweep has 12 points, each a planner search over 128 GPUs (a minute and a
+// half in all): its first and last points stand for it.
+INSTANTIATE_TEST_SUITE_P(All, SimExamples,
+                         ::testing::Values(Example{"explicit-plan", false, {}},
+                                           Example{"inline-model", false, {}},
+                                           Example{"two-clusters", false, {}},
+                                           Example{"wan-sweep", true, {}},
+                                           Example{"four-regions-sweep", true, {"0", "11"}}),
+                         [](const ::testing::TestParamInfo<Example>& info) {
+                           std::string name = info.param.name;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace hgsim

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Checks that the outputs the README quotes are what hgsim prints today.
+
+A quoted output is pinned by an HTML comment right before its code block:
+
+    <!-- pinned: hgsim run scenarios/examples/explicit-plan.yaml; exit 0; volatile: ^  search: -->
+    ```
+    ...what the command prints...
+    ```
+
+Fields after the command, separated by '; ':
+  exit N         the exit status the command must end with (default 0);
+  volatile: RE   block lines matching the regular expression RE stand for any one output
+                 line (wall-clock times, which no run repeats).
+In the block, a first line '$ hgsim ...' is the command as a reader types it (not compared);
+a line that is only '...' stands for any number of output lines; '...' inside a line stands
+for any text. Every other line must equal an output line (trailing spaces ignored), in
+order, consecutive except across '...'. The command runs in a scratch directory that sees
+the repository's scenarios/ (so files it writes land there), with 'hgsim' replaced by the
+binary given; stdout and stderr are compared together, stderr first.
+
+Usage: check-readme-outputs.py HGSIM README.md [--show]   (--show prints each command's output)
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+MARKER = re.compile(r"^<!-- pinned: (.*?) -->\s*$")
+
+
+def parse(readme):
+    """[(line number of the marker, command, exit status, volatile RE or None, block lines)]."""
+    lines = readme.splitlines()
+    pins = []
+    for i, line in enumerate(lines):
+        m = MARKER.match(line)
+        if not m:
+            continue
+        fields = m.group(1).split("; ")
+        command, status, volatile = fields[0], 0, None
+        for f in fields[1:]:
+            if f.startswith("exit "):
+                status = int(f[5:])
+            elif f.startswith("volatile: "):
+                volatile = re.compile(f[len("volatile: "):])
+            else:
+                raise SystemExit(f"README.md:{i + 1}: unknown field '{f}' in the pinned marker")
+        if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
+            raise SystemExit(f"README.md:{i + 1}: a pinned marker must be followed by a ``` block")
+        block = []
+        j = i + 2
+        while j < len(lines) and not lines[j].startswith("```"):
+            block.append(lines[j])
+            j += 1
+        if j == len(lines):
+            raise SystemExit(f"README.md:{i + 2}: the pinned block is never closed")
+        if block and block[0].startswith("$ "):
+            block = block[1:]
+        pins.append((i + 1, command, status, volatile, block))
+    return pins
+
+
+def line_matches(want, have, volatile):
+    if volatile is not None and volatile.search(want):
+        return True
+    have = have.rstrip()
+    want = want.rstrip()
+    if "..." not in want:
+        return want == have
+    pattern = ".*".join(re.escape(part) for part in want.split("..."))
+    return re.fullmatch(pattern, have) is not None
+
+
+def match(block, output, volatile):
+    """None when the block matches the output, else the quoted line it fails at (the
+    furthest any alignment got)."""
+    out = output.splitlines()
+    furthest = [0]
+
+    def fits(b, o):
+        while b < len(block):
+            if block[b].strip() == "...":
+                return any(fits(b + 1, k) for k in range(o, len(out) + 1))
+            if o >= len(out) or not line_matches(block[b], out[o], volatile):
+                furthest[0] = max(furthest[0], b)
+                return False
+            b += 1
+            o += 1
+        return True
+
+    # The quoted lines may start anywhere in the output.
+    if any(fits(0, start) for start in range(len(out) + 1)):
+        return None
+    return block[furthest[0]]
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    hgsim, readme_path = os.path.abspath(sys.argv[1]), sys.argv[2]
+    show = "--show" in sys.argv[3:]
+    root = os.path.dirname(os.path.abspath(readme_path))
+    with open(readme_path, encoding="utf-8") as f:
+        pins = parse(f.read())
+    if not pins:
+        raise SystemExit(f"{readme_path}: no pinned outputs found")
+    failures = 0
+    for line, command, status, volatile, block in pins:
+        argv = shlex.split(command)
+        if argv[0] != "hgsim":
+            raise SystemExit(f"README.md:{line}: a pinned command must start with hgsim")
+        with tempfile.TemporaryDirectory(prefix="hgsim-readme-") as scratch:
+            os.symlink(os.path.join(root, "scenarios"), os.path.join(scratch, "scenarios"))
+            r = subprocess.run([hgsim] + argv[1:], cwd=scratch, capture_output=True, text=True,
+                               timeout=600)
+        output = r.stderr + r.stdout
+        if show:
+            print(f"==== README.md:{line}: {command} (exit {r.returncode})\n{output}")
+        problems = []
+        if r.returncode != status:
+            problems.append(f"exited {r.returncode}, the README says {status}")
+        miss = match(block, output, volatile)
+        if miss is not None:
+            problems.append(f"the quoted line\n    {miss}\n  is not in the output (in order)")
+        if problems:
+            failures += 1
+            print(f"README.md:{line}: {command}: " + "; ".join(problems))
+            print("  the output:\n" + "\n".join("    " + l for l in output.splitlines()))
+        else:
+            print(f"README.md:{line}: {command}: the quoted output matches ({len(block)} lines)")
+    if failures:
+        print(f"{failures} of {len(pins)} pinned outputs differ from what hgsim prints; update "
+              "the README (run with --show to see the outputs)")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
