@@ -196,12 +196,8 @@ double token_efficiency(const Context& ctx, const core::Plan& plan) {
   return plan.outer_sync.enabled() ? ctx.scenario->planner.diloco_token_efficiency : 1.0;
 }
 
-const char* token_efficiency_source(const Context& ctx) {
-  return ctx.scenario->locations.count("planner.diloco_token_efficiency")
-             ? "the scenario's planner.diloco_token_efficiency (the user's assumption)"
-             : "default of planner.diloco_token_efficiency: an assumption from DiLoCo (Douillard "
-               "et al. 2023, arXiv:2311.08105), whose 8 workers on C4 perform as well as fully "
-               "synchronous training";
+std::string token_efficiency_source(const Context& ctx) {
+  return core::diloco_token_efficiency_source(*ctx.scenario);
 }
 
 }  // namespace hgsim::planner

@@ -22,6 +22,7 @@
 // efficiency (1 for synchronous plans, planner.diloco_token_efficiency with outer sync).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/scenario.hpp"
@@ -56,7 +57,7 @@ std::vector<core::Plan> outer_sync_variants(const Context& ctx, const core::Plan
 // planner.diloco_token_efficiency with it.
 double token_efficiency(const Context& ctx, const core::Plan& plan);
 
-// Where the efficiency comes from, for reports.
-const char* token_efficiency_source(const Context& ctx);
+// Where the efficiency comes from, for reports (core::diloco_token_efficiency_source).
+std::string token_efficiency_source(const Context& ctx);
 
 }  // namespace hgsim::planner
