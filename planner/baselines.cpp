@@ -15,6 +15,17 @@ namespace hgsim::planner {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+// "As fast as the fabric" for the baselines planned blind to the WAN (megatron, metis-like):
+// 1 PB/s, far above any NIC or NVLink, yet finite so that bytes / bandwidth stays a number.
+constexpr double free_link_bytes_per_s = 1e15;
+// DT-FM's evolutionary search: a fixed seed (any fixed value: the baseline's plan must be the
+// same run to run), a population of 8 (the uniform assignment and 7 shuffles), 20 generations,
+// each keeping the 4 fittest and adding one mutated child of each (1 to 3 swaps).
+constexpr std::uint32_t dtfm_seed = 20220601;
+constexpr int dtfm_shuffled = 7;
+constexpr int dtfm_generations = 20;
+constexpr std::size_t dtfm_elite = 4;
+constexpr int dtfm_max_swaps = 3;
 
 compress::CompressionSpecs no_compression() {
   return {};
@@ -61,9 +72,9 @@ Baseline megatron(const Context& ctx, const Options& options) {
   naive.compression = no_compression();
   for (auto& g : naive.gpus) g = &homogeneous;
   for (auto& row : naive.latency) std::fill(row.begin(), row.end(), 0.0);
-  for (auto& row : naive.wan_bandwidth) std::fill(row.begin(), row.end(), 1e15);
-  for (auto& row : naive.flow_cap) std::fill(row.begin(), row.end(), 1e15);
-  for (auto& l : naive.wan_link_bandwidth) l = 1e15;
+  for (auto& row : naive.wan_bandwidth) std::fill(row.begin(), row.end(), free_link_bytes_per_s);
+  for (auto& row : naive.flow_cap) std::fill(row.begin(), row.end(), free_link_bytes_per_s);
+  for (auto& l : naive.wan_link_bandwidth) l = free_link_bytes_per_s;
 
   int common_node = 0;
   for (const auto& c : s.clusters) common_node = std::gcd(common_node, c.gpus_per_node);
@@ -271,10 +282,10 @@ Baseline metis_like(const Context& ctx, const Options& options) {
   for (auto& row : blind.latency)
     for (double& v : row) v = std::isinf(v) ? v : 0.0;
   for (auto& row : blind.wan_bandwidth)
-    for (double& v : row) v = v > 0 ? 1e15 : 0.0;
+    for (double& v : row) v = v > 0 ? free_link_bytes_per_s : 0.0;
   for (auto& row : blind.flow_cap)
-    for (double& v : row) v = v > 0 ? 1e15 : 0.0;
-  for (auto& l : blind.wan_link_bandwidth) l = 1e15;
+    for (double& v : row) v = v > 0 ? free_link_bytes_per_s : 0.0;
+  for (auto& l : blind.wan_link_bandwidth) l = free_link_bytes_per_s;
   Options quick = options;
   quick.progress = nullptr;
   const SearchResult r = search(blind, quick);
@@ -299,7 +310,7 @@ Baseline dtfm(const Context& ctx, const Options& options) {
   real.compression = no_compression();
   const auto& s = *ctx.scenario;
   const int L = ctx.model->layers;
-  std::mt19937 rng(20220601);
+  std::mt19937 rng(dtfm_seed);
   double best = infinity;
   core::Plan best_plan;
   const auto start = std::chrono::steady_clock::now();
@@ -333,18 +344,19 @@ Baseline dtfm(const Context& ctx, const Options& options) {
       std::vector<std::pair<double, std::vector<int>>> population;
       population.emplace_back(fitness(slots), slots);
       if (population.front().first == infinity) continue;  // uniform stages do not fit
-      for (int k = 0; k < 7; ++k) {
+      for (int k = 0; k < dtfm_shuffled; ++k) {
         auto g = slots;
         std::shuffle(g.begin(), g.end(), rng);
         population.emplace_back(fitness(g), g);
       }
-      for (int generation = 0; generation < 20; ++generation) {
+      for (int generation = 0; generation < dtfm_generations; ++generation) {
         std::sort(population.begin(), population.end());
-        population.resize(4);
-        for (int child = 0; child < 4; ++child) {
-          auto g = population[child % 4].second;
+        population.resize(dtfm_elite);
+        for (std::size_t child = 0; child < dtfm_elite; ++child) {
+          auto g = population[child].second;
           std::uniform_int_distribution<std::size_t> pick(0, g.size() - 1);
-          for (int swaps = 1 + child % 3; swaps > 0; --swaps) std::swap(g[pick(rng)], g[pick(rng)]);
+          for (int swaps = 1 + static_cast<int>(child) % dtfm_max_swaps; swaps > 0; --swaps)
+            std::swap(g[pick(rng)], g[pick(rng)]);
           population.emplace_back(fitness(g), g);
         }
         if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >

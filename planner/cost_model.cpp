@@ -26,6 +26,8 @@ sim::Hop2 nic_hop(const core::Cluster& c) {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+// A port time below any real transfer's, dividing in its place when a port is idle (0 s).
+constexpr double no_division_by_zero_s = 1e-30;
 
 double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int dp, int micro_batch) {
   return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / dp);
@@ -44,7 +46,8 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
                                            nvlink_hop(ctx.scenario->clusters[cluster]));
   const bool full = work.recompute == core::Recompute::full;
   return {times.forward.value() + 2 * all_reduce,
-          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce};
+          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce,
+          times.recompute.value() + (full ? 2 : 0) * all_reduce};
 }
 
 // The codec of one traffic class applied to `share` bytes sent by a GPU of cluster `from`
@@ -221,47 +224,46 @@ double logits_cost(const Context& ctx, int cluster, int tp, int dp, int micro_ba
   return times.forward.value() + times.backward.value();
 }
 
-Estimate estimate(const Context& ctx, const core::Plan& plan) {
-  const auto& s = *ctx.scenario;
-  // The plan's own choices (recompute, codecs, sequence parallelism) and placement, as the
-  // simulator resolves them.
-  core::Diagnostics diags;
-  const auto resolved = sim::resolve_plan(s, *ctx.model, ctx.compression, plan, "", diags);
-  Estimate out;
-  if (!resolved) {
-    out.iteration_s = infinity;
-    out.fits = false;
-    out.not_fitting = "the plan (it cannot be resolved: " + diags.format() + ")";
-    return out;
-  }
-  const sim::ResolvedPlan& r = *resolved;
-  const auto& training = r.choices.training;
-  const int chunks = r.chunks;
-  const auto nodes = placement(r);
-  std::vector<double> wan_bytes(ctx.wan_link_bandwidth.size(), 0);
-  // finish[i][s]: when stage s of pipeline i ends its last backward.
-  std::vector<std::vector<double>> finish(plan.pipelines.size());
+namespace {
 
-  // Every pipeline's transfers first: pipelines whose stages cross the same WAN link in
-  // the same direction share it (they run side by side, micro-batch for micro-batch).
-  std::vector<std::vector<Transfer>> all_sends(plan.pipelines.size());
-  std::vector<double> step_load(ctx.wan_link_bandwidth.size(), 0);
-  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
-    const auto& pipeline = plan.pipelines[i];
+// ---- the estimate, formula by formula (the list in cost_model.hpp) ----------------------
+
+// Transfers of one pipeline: sends[s] carries one micro-batch from stage s to s + 1 (X_s);
+// with v > 1 model chunks sends[p - 1] carries it from the last stage back to stage 0's
+// next chunk. A stage without a successor keeps an empty Transfer.
+using Sends = std::vector<Transfer>;
+
+// X_s of every boundary of every pipeline, before any sharing (stage_transfer).
+std::vector<Sends> stage_transfers(const Context& ctx, const sim::ResolvedPlan& r,
+                                   const std::vector<std::vector<NodeRange>>& nodes) {
+  std::vector<Sends> all(r.plan.pipelines.size());
+  for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+    const auto& pipeline = r.plan.pipelines[i];
     const int p = static_cast<int>(pipeline.stages.size());
-    auto& sends = all_sends[i];
+    Sends& sends = all[i];
     sends.resize(p);
     for (int st = 0; st + 1 < p; ++st)
       sends[st] = stage_transfer(ctx, r, pipeline, pipeline.stages[st], pipeline.stages[st + 1],
                                  r.reshard[i][st], nodes[i][st], nodes[i][st + 1]);
-    if (chunks > 1 && p > 1)  // the last stage hands chunk k to stage 0's chunk k + 1
+    if (r.chunks > 1 && p > 1)  // the last stage hands chunk k to stage 0's chunk k + 1
       sends[p - 1] = stage_transfer(ctx, r, pipeline, pipeline.stages[p - 1], pipeline.stages[0],
                                     r.reshard[i][p - 1], nodes[i][p - 1], nodes[i][0]);
+  }
+  return all;
+}
+
+// WAN sharing between pipelines: pipelines whose stages cross the same WAN link in the same
+// direction run side by side, micro-batch for micro-batch, so in one step link l carries
+// the wire bytes of all of them:
+//   link_X = max over the links l of X's route of (sum of wire bytes on l) / bandwidth_l;
+// when that exceeds X's own link time, X = fixed + max(link_X, port_X).
+void share_wan_links(const Context& ctx, std::vector<Sends>& all) {
+  std::vector<double> step_load(ctx.wan_link_bandwidth.size(), 0);
+  for (const Sends& sends : all)
     for (const Transfer& x : sends)
       if (x.wire > 0)
         for (int l : ctx.wan_links[x.from][x.to]) step_load[l] += x.wire;
-  }
-  for (auto& sends : all_sends)
+  for (Sends& sends : all)
     for (Transfer& x : sends) {
       if (x.wire <= 0) continue;
       double shared = 0;
@@ -272,236 +274,441 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       x.serial = std::max(x.serial, shared);
       x.seconds = x.fixed + std::max(x.link, x.port);
     }
+}
 
-  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
-    const auto& pipeline = plan.pipelines[i];
-    const int p = static_cast<int>(pipeline.stages.size());
-    const int m = pipeline.micro_batches;
-    PipelineEstimate pe;
-    pe.stages.resize(p);
-    std::vector<Transfer>& sends = all_sends[i];
-    // A stage inside the pipeline sends activations forward and gradients backward
-    // through the same port (NIC or NVLink), and receives both through the other
-    // direction: when a transfer outlasts the op between the two sends, they overlap and
-    // share the port.
-    for (int st = 0; st + 1 < p; ++st) {
-      Transfer& x = sends[st];
-      const bool sender_busy = st > 0 && sends[st - 1].port > 0;
-      const bool receiver_busy = st + 2 < p && sends[st + 1].port > 0;
-      if (!sender_busy && !receiver_busy) continue;
-      const auto& stage = pipeline.stages[st];
-      const LayerCost lc = layer_cost_under(ctx, r.choices, nodes[i][st].cluster, stage.tp,
-                                            stage.dp, plan.micro_batch);
-      const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
-      const double overlap = std::clamp((x.port - gap) / std::max(x.port, 1e-30), 0.0, 1.0);
-      x.seconds = x.fixed + std::max(x.link, x.port * (1 + overlap));
-    }
-    double sum_fb = 0, max_fb = 0, sum_f = 0, sum_b = 0, max_f = 0, max_b = 0;
-    double sum_x = 0, max_serial = 0;
-    for (int st = 0; st < p; ++st) {
-      const auto& stage = pipeline.stages[st];
-      const int c = nodes[i][st].cluster;
-      const LayerCost lc =
-          layer_cost_under(ctx, r.choices, c, stage.tp, stage.dp, plan.micro_batch);
-      StageEstimate& se = pe.stages[st];
-      se.forward_s = stage.layers * lc.forward_s;
-      se.backward_s = stage.layers * lc.backward_s;
-      if (st == p - 1) {
-        const auto times = ctx.compute->logits(*ctx.gpus[c], r.layer_work(stage));
-        se.forward_s += times.forward.value();
-        se.backward_s += times.backward.value();
-      }
-      // Codec work on this stage's GPUs: encode what it sends, decode what it receives.
-      const Transfer& out_x = sends[st];
-      const Transfer* in_x =
-          st > 0 ? &sends[st - 1] : (chunks > 1 && p > 1 ? &sends[p - 1] : nullptr);
-      se.forward_s += out_x.encode + (in_x ? in_x->decode : 0);
-      se.backward_s += (in_x ? in_x->encode : 0) + out_x.decode;
-      se.send_s = out_x.seconds;
-      const auto spec = models::stage_spec(plan, i, st);
-      se.memory_bytes = models::stage_memory(*ctx.model, training, spec).total.value();
-      se.capacity_bytes = ctx.gpus[c]->memory.value();
-      if (se.memory_bytes > se.capacity_bytes && out.fits) {
-        out.fits = false;
-        out.not_fitting = "pipelines[" + std::to_string(i) + "].stages[" + std::to_string(st) +
-                          "] (" + stage.cluster + ")";
-      }
-      se.optimizer_s =
-          ctx.compute
-              ->optimizer_step(*ctx.gpus[c], models::stage_parameters(*ctx.model, spec),
-                               training.precision, training.optimizer)
-              .value();
-      const double fb = se.forward_s + se.backward_s;
-      sum_fb += fb;
-      max_fb = std::max(max_fb, fb);
-      sum_f += se.forward_s;
-      sum_b += se.backward_s;
-      max_f = std::max(max_f, se.forward_s);
-      max_b = std::max(max_b, se.backward_s);
-      // The stage's port carries its activations out and its gradients back.
-      if (st > 0) max_serial = std::max(max_serial, out_x.port + sends[st - 1].port);
-      if (st + 1 < p || chunks > 1) {
-        sum_x += out_x.seconds;
-        max_serial = std::max(max_serial, out_x.serial);
-        if (out_x.wire > 0) {
-          const double per_link = out_x.wire * m * chunks;
-          for (int l : ctx.wan_links[out_x.from][out_x.to]) wan_bytes[l] += per_link;
-          for (int l : ctx.wan_links[out_x.to][out_x.from]) wan_bytes[l] += per_link;
-        }
-      }
-    }
-    double T = 0;
-    switch (plan.schedule) {
-      case core::Schedule::one_f_one_b: {
-        double period = std::max(max_fb, max_serial);
-        // 1F1B alternates strictly: stage s runs F(k), B(k - (p - s - 1)), F(k + 1), ...
-        // and stage s + d holds d fewer micro-batches in flight, so the backward stage s
-        // runs d ops after F(k) needs F(k) to travel to s + d and its B to come back.
-        // Over the window [s, s + d]: (d + 1) periods >= sum of F + B in the window plus
-        // twice the transfers inside it (d = p - 1 from s = 0: the whole round trip over
-        // p micro-batches in flight; d = 1: X_s + the mean F + B of the two stages).
-        for (int first = 0; first < p; ++first) {
-          double window = 0;
-          for (int last = first; last < p; ++last) {
-            window += pe.stages[last].forward_s + pe.stages[last].backward_s;
-            if (last > first) window += 2 * pe.stages[last - 1].send_s;
-            // With m <= d + 1 every micro-batch is in flight at once: no such wait.
-            if (last - first + 1 > m) break;
-            period = std::max(period, window / (last - first + 1));
-          }
-        }
-        pe.fill_s = sum_fb + 2 * sum_x;
-        pe.period_s = period;
-        T = pe.fill_s + (m - 1) * period;
-        break;
-      }
-      case core::Schedule::gpipe: {
-        const double forward = sum_f + sum_x + (m - 1) * std::max(max_f, max_serial);
-        const double backward = sum_b + sum_x + (m - 1) * std::max(max_b, max_serial);
-        pe.fill_s = sum_fb + 2 * sum_x;
-        pe.period_s = std::max(max_f, max_serial) + std::max(max_b, max_serial);
-        T = forward + backward;
-        break;
-      }
-      case core::Schedule::interleaved: {
-        // Every micro-batch crosses every boundary v times each way; the same windows as
-        // 1F1B bound the period, with v transfers per boundary.
-        double period = std::max(max_fb, chunks * max_serial);
-        for (int first = 0; first < p; ++first) {
-          double window = 0;
-          for (int last = first; last < p; ++last) {
-            window += pe.stages[last].forward_s + pe.stages[last].backward_s;
-            if (last > first) window += 2 * chunks * pe.stages[last - 1].send_s;
-            if (last - first + 1 > m) break;
-            period = std::max(period, window / (last - first + 1));
-          }
-        }
-        pe.fill_s = max_fb + (sum_fb - max_fb) / chunks + 2 * chunks * sum_x;
-        pe.period_s = period;
-        T = pe.fill_s + (m - 1) * pe.period_s;
-        break;
-      }
-    }
-    pe.pipeline_s = T;
-    finish[i].assign(p, T);
-    double behind = 0;
-    for (int st = 0; st < p; ++st) {
-      finish[i][st] = T - behind / chunks;
-      behind += pe.stages[st].backward_s + pe.stages[st].send_s;
-    }
-    out.pipelines.push_back(std::move(pe));
+// Port sharing inside a pipeline: a stage sends activations forward and gradients backward
+// through the same port (NIC or NVLink) and receives both through the other direction.
+// When X_s outlasts the gap between the two sends (the shorter of the stage's forward and
+// backward, gap = layers x min(f, b)), the two overlap for the fraction
+//   overlap = clamp((port_X - gap) / port_X, 0, 1)   and   X = fixed + max(link_X, port_X (1 +
+//   overlap)).
+void share_ports(const Context& ctx, const sim::ResolvedPlan& r, const core::Pipeline& pipeline,
+                 const std::vector<NodeRange>& nodes, Sends& sends) {
+  const int p = static_cast<int>(pipeline.stages.size());
+  for (int st = 0; st + 1 < p; ++st) {
+    Transfer& x = sends[st];
+    const bool sender_busy = st > 0 && sends[st - 1].port > 0;
+    const bool receiver_busy = st + 2 < p && sends[st + 1].port > 0;
+    if (!sender_busy && !receiver_busy) continue;
+    const auto& stage = pipeline.stages[st];
+    const LayerCost lc =
+        layer_cost_under(ctx, r.choices, nodes[st].cluster, stage.tp, stage.dp, r.plan.micro_batch);
+    const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
+    const double overlap =
+        std::clamp((x.port - gap) / std::max(x.port, no_division_by_zero_s), 0.0, 1.0);
+    x.seconds = x.fixed + std::max(x.link, x.port * (1 + overlap));
   }
+}
 
-  // ---- gradient sync, segment by segment in backward order ----
-  std::vector<std::vector<double>> stream = finish;  // when each stage's sync stream is free
-  // WAN bytes of gradient sync: the syncs of all segments run at once after the
-  // backward, so a WAN link carries them all in that phase (a bound on its length).
-  std::vector<double> sync_bytes(ctx.wan_link_bandwidth.size(), 0);
-  double first_sync = std::numeric_limits<double>::infinity();
+// The per-stage costs of one micro-batch on stage s of pipeline i:
+//   F_s = layers_s x f + [logits forward, last stage] + encode(X_s) + decode(X_{s-1})
+//   B_s = layers_s x b + [logits backward, last stage] + encode(X_{s-1}) + decode(X_s)
+// (f and b per layer: recomputation and the tensor-parallel all-reduces included; X_{-1}
+// is the wrap-around transfer of the last chunk when v > 1), X_s as send_s, the stage's
+// memory against its GPUs' capacity, and its optimizer step.
+StageEstimate stage_costs(const Context& ctx, const sim::ResolvedPlan& r, std::size_t i, int st,
+                          const NodeRange& range, const Sends& sends) {
+  const auto& pipeline = r.plan.pipelines[i];
+  const int p = static_cast<int>(pipeline.stages.size());
+  const auto& stage = pipeline.stages[st];
+  const int c = range.cluster;
+  const LayerCost lc = layer_cost_under(ctx, r.choices, c, stage.tp, stage.dp, r.plan.micro_batch);
+  StageEstimate se;
+  se.forward_s = stage.layers * lc.forward_s;
+  se.backward_s = stage.layers * lc.backward_s;
+  if (st == p - 1) {
+    const auto times = ctx.compute->logits(*ctx.gpus[c], r.layer_work(stage));
+    se.forward_s += times.forward.value();
+    se.backward_s += times.backward.value();
+  }
+  // Codec work on this stage's GPUs: encode what it sends, decode what it receives.
+  const Transfer& out_x = sends[st];
+  const Transfer* in_x =
+      st > 0 ? &sends[st - 1] : (r.chunks > 1 && p > 1 ? &sends[p - 1] : nullptr);
+  se.forward_s += out_x.encode + (in_x ? in_x->decode : 0);
+  se.backward_s += (in_x ? in_x->encode : 0) + out_x.decode;
+  se.send_s = out_x.seconds;
+  const auto spec = models::stage_spec(r.plan, i, st);
+  se.memory_bytes = models::stage_memory(*ctx.model, r.choices.training, spec).total.value();
+  se.capacity_bytes = ctx.gpus[c]->memory.value();
+  se.optimizer_s = ctx.compute
+                       ->optimizer_step(*ctx.gpus[c], models::stage_parameters(*ctx.model, spec),
+                                        r.choices.training.precision, r.choices.training.optimizer)
+                       .value();
+  return se;
+}
+
+// The sums and maxima over a pipeline's stages that the schedules' closed forms read.
+struct StageTotals {
+  double sum_fb = 0, max_fb = 0;  // sum and max of F_s + B_s
+  double sum_f = 0, max_f = 0;
+  double sum_b = 0, max_b = 0;
+  double sum_x = 0;       // sum of the X_s that are sent (v > 1: the wrap-around too)
+  double max_serial = 0;  // the busiest port or link: max_s (port_{s-1} + port_s, serial_s)
+};
+
+StageTotals stage_totals(const std::vector<StageEstimate>& stages, const Sends& sends, int chunks) {
+  const int p = static_cast<int>(stages.size());
+  StageTotals t;
+  for (int st = 0; st < p; ++st) {
+    const StageEstimate& se = stages[st];
+    const double fb = se.forward_s + se.backward_s;
+    t.sum_fb += fb;
+    t.max_fb = std::max(t.max_fb, fb);
+    t.sum_f += se.forward_s;
+    t.sum_b += se.backward_s;
+    t.max_f = std::max(t.max_f, se.forward_s);
+    t.max_b = std::max(t.max_b, se.backward_s);
+    // The stage's port carries its activations out and its gradients back.
+    const Transfer& out_x = sends[st];
+    if (st > 0) t.max_serial = std::max(t.max_serial, out_x.port + sends[st - 1].port);
+    if (st + 1 < p || chunks > 1) {
+      t.sum_x += out_x.seconds;
+      t.max_serial = std::max(t.max_serial, out_x.serial);
+    }
+  }
+  return t;
+}
+
+// The activation and gradient bytes of one iteration on each WAN link: every sent X_s
+// crosses its route m x v times each way (wire bytes of all replicas).
+void add_pipeline_wan_bytes(const Context& ctx, const Sends& sends, int m, int chunks,
+                            std::vector<double>& wan_bytes) {
+  const int p = static_cast<int>(sends.size());
+  for (int st = 0; st < p; ++st) {
+    const Transfer& x = sends[st];
+    if ((st + 1 < p || chunks > 1) && x.wire > 0) {
+      const double per_link = x.wire * m * chunks;
+      for (int l : ctx.wan_links[x.from][x.to]) wan_bytes[l] += per_link;
+      for (int l : ctx.wan_links[x.to][x.from]) wan_bytes[l] += per_link;
+    }
+  }
+}
+
+// The steady-state period's in-flight bound, shared by 1F1B and interleaved. 1F1B
+// alternates strictly: stage s runs F(k), B(k - (p - s - 1)), F(k + 1), ... and stage
+// s + d holds d fewer micro-batches in flight, so the backward stage s runs d ops after
+// F(k) needs F(k) to travel to s + d and its B to come back. Over every window [s, s + d]
+// with d + 1 <= m:
+//   period >= (sum_{j=s..s+d} (F_j + B_j) + 2 v sum_{j=s..s+d-1} X_j) / (d + 1)
+// (d = p - 1 from s = 0: the whole round trip over p micro-batches in flight; d = 1: X_s +
+// the mean F + B of the two stages; v transfers per boundary when interleaved). With
+// m <= d + 1 every micro-batch is in flight at once: no such wait.
+double in_flight_period(const std::vector<StageEstimate>& stages, int m, int chunks,
+                        double period) {
+  const int p = static_cast<int>(stages.size());
+  for (int first = 0; first < p; ++first) {
+    double window = 0;
+    for (int last = first; last < p; ++last) {
+      window += stages[last].forward_s + stages[last].backward_s;
+      if (last > first) window += 2 * chunks * stages[last - 1].send_s;
+      if (last - first + 1 > m) break;
+      period = std::max(period, window / (last - first + 1));
+    }
+  }
+  return period;
+}
+
+// 1F1B: fill = sum (F_s + B_s) + 2 sum X_s; period = max(max (F_s + B_s), max serial,
+// in-flight bound); pipeline = fill + (m - 1) period ((m + p - 1)(t_f + t_b) balanced).
+double one_f_one_b(PipelineEstimate& pe, const StageTotals& t, int m) {
+  pe.fill_s = t.sum_fb + 2 * t.sum_x;
+  pe.period_s = in_flight_period(pe.stages, m, 1, std::max(t.max_fb, t.max_serial));
+  return pe.fill_s + (m - 1) * pe.period_s;
+}
+
+// GPipe: all forwards, then all backwards, each a pipeline of its own:
+//   forward = sum F_s + sum X_s + (m - 1) max(max F_s, max serial), backward likewise with B.
+double gpipe(PipelineEstimate& pe, const StageTotals& t, int m) {
+  const double forward = t.sum_f + t.sum_x + (m - 1) * std::max(t.max_f, t.max_serial);
+  const double backward = t.sum_b + t.sum_x + (m - 1) * std::max(t.max_b, t.max_serial);
+  pe.fill_s = t.sum_fb + 2 * t.sum_x;
+  pe.period_s = std::max(t.max_f, t.max_serial) + std::max(t.max_b, t.max_serial);
+  return forward + backward;
+}
+
+// Interleaved over v chunks: every micro-batch crosses every boundary v times each way;
+//   fill = max (F_s + B_s) + (sum - max) / v + 2 v sum X_s,
+//   period = max(max (F_s + B_s), v max serial, in-flight bound with v X per boundary),
+//   pipeline = fill + (m - 1) period ((m + (p - 1)/v)(t_f + t_b) balanced).
+double interleaved(PipelineEstimate& pe, const StageTotals& t, int m, int chunks) {
+  pe.fill_s = t.max_fb + (t.sum_fb - t.max_fb) / chunks + 2 * chunks * t.sum_x;
+  pe.period_s = in_flight_period(pe.stages, m, chunks, std::max(t.max_fb, chunks * t.max_serial));
+  return pe.fill_s + (m - 1) * pe.period_s;
+}
+
+double schedule_time(core::Schedule schedule, PipelineEstimate& pe, const StageTotals& t, int m,
+                     int chunks) {
+  switch (schedule) {
+    case core::Schedule::one_f_one_b:
+      return one_f_one_b(pe, t, m);
+    case core::Schedule::gpipe:
+      return gpipe(pe, t, m);
+    case core::Schedule::interleaved:
+      return interleaved(pe, t, m, chunks);
+  }
+  return 0;
+}
+
+// When each stage ends its last backward: stage 0 at the pipeline's end T, stage s
+// sum_{j<s} (B_j + X_j) / v before it.
+std::vector<double> stage_finish(const PipelineEstimate& pe, int chunks) {
+  std::vector<double> finish(pe.stages.size(), pe.pipeline_s);
+  double behind = 0;
+  for (std::size_t st = 0; st < pe.stages.size(); ++st) {
+    finish[st] = pe.pipeline_s - behind / chunks;
+    behind += pe.stages[st].backward_s + pe.stages[st].send_s;
+  }
+  return finish;
+}
+
+// ---- gradient sync ----------------------------------------------------------------------
+
+// Who syncs a segment: per pipeline the holding stage, and per cluster its members (tp
+// groups: replicas x dp) and whether they all sit on one node.
+struct SyncGroup {
+  // Sentinels of `node`: no member in the cluster yet, or members on several nodes.
+  static constexpr int no_member = -2;
+  static constexpr int several_nodes = -1;
+  std::vector<int> holder;    // per pipeline: the stage holding the segment
+  std::vector<int> members;   // per cluster
+  std::vector<int> node;      // per cluster: the one node all its members sit on, or a sentinel
+  std::vector<int> clusters;  // the clusters with members, in scenario order
+};
+
+SyncGroup sync_group(const sim::ResolvedPlan& r, const sim::Segment& seg,
+                     const std::vector<std::vector<NodeRange>>& nodes) {
+  const std::size_t n = r.scenario->clusters.size();
+  SyncGroup g;
+  for (const auto& holder : seg.holders) g.holder.push_back(holder.first);
+  g.members.assign(n, 0);
+  g.node.assign(n, SyncGroup::no_member);
+  for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+    const auto& st = r.plan.pipelines[i].stages[g.holder[i]];
+    const NodeRange& range = nodes[i][g.holder[i]];
+    const int c = range.cluster;
+    g.members[c] += r.plan.pipelines[i].replicas * st.dp;
+    if (!range.single() || (g.node[c] != SyncGroup::no_member && g.node[c] != range.first))
+      g.node[c] = SyncGroup::several_nodes;
+    else
+      g.node[c] = range.first;
+  }
+  for (std::size_t c = 0; c < n; ++c)
+    if (g.members[c] > 0) g.clusters.push_back(static_cast<int>(c));
+  return g;
+}
+
+// The hop between two members of cluster c: NVLink when they share a node, else the NIC.
+sim::Hop2 member_hop(const core::Scenario& s, const SyncGroup& g, int c) {
+  return g.node[c] >= 0 ? nvlink_hop(s.clusters[c]) : nic_hop(s.clusters[c]);
+}
+
+// One bucket across clusters, hierarchically: a reduce-scatter inside each cluster, a ring
+// of the k cluster leaders over the WAN, an all-gather inside:
+//   bucket = 2 max_c RS_c + 2 (k - 1) step,
+//   step = max over ring edges a->b of latency_ab + encode + decode + max(wire / (flows x
+//          flow_cap_ab), max over WAN links l of the edge (ring load on l) / bandwidth_l),
+// with flows = lanes x rings (lanes: the fewest members of any cluster), each carrying
+// bytes x rings / k / flows through the gradient codec. Adds the segment's WAN bytes
+// (2 (k - 1) steps of every bucket) to `sync_bytes`.
+double hierarchical_bucket_time(const Context& ctx, const sim::ResolvedPlan& r,
+                                const sim::Segment& seg, const SyncGroup& g,
+                                std::vector<double>& sync_bytes) {
+  const auto& s = *ctx.scenario;
+  const double bytes = seg.bucket_bytes;
+  int lanes = std::numeric_limits<int>::max();
+  double inside = 0;
+  for (int c : g.clusters) {
+    lanes = std::min(lanes, g.members[c]);
+    inside =
+        std::max(inside, sim::ring_reduce_scatter_time(g.members[c], bytes, member_hop(s, g, c)));
+  }
+  const int k = static_cast<int>(g.clusters.size());
+  const double flows = static_cast<double>(lanes) * seg.rings;
+  const double chunk = bytes * seg.rings / k;
+  std::vector<double> load(ctx.wan_link_bandwidth.size(), 0);
+  std::vector<Coded> coded(k);
+  for (int j = 0; j < k; ++j) {
+    const int a = g.clusters[j], b = g.clusters[(j + 1) % k];
+    coded[j] = code(ctx, r.choices.codecs.wan_gradients, chunk / flows, a, b);
+    for (int l : ctx.wan_links[a][b]) load[l] += coded[j].wire * flows;
+  }
+  double step = 0;
+  for (int j = 0; j < k; ++j) {
+    const int a = g.clusters[j], b = g.clusters[(j + 1) % k];
+    const double wire = coded[j].wire * flows;
+    double t = wire / (flows * ctx.flow_cap[a][b]);
+    for (int l : ctx.wan_links[a][b]) t = std::max(t, load[l] / ctx.wan_link_bandwidth[l]);
+    step = std::max(step, ctx.latency[a][b] + t + coded[j].encode + coded[j].decode);
+  }
+  for (double& l : load) l *= 2.0 * (k - 1) * seg.buckets;
+  for (std::size_t l = 0; l < load.size(); ++l) sync_bytes[l] += load[l];
+  return 2 * inside + 2.0 * (k - 1) * step;
+}
+
+// A segment's sync: buckets x one bucket's all-reduce, in closed form (the plan's algorithm
+// inside one cluster; hierarchical across clusters). 0 when nothing is synced.
+double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const sim::Segment& seg,
+                         const SyncGroup& g, std::vector<double>& sync_bytes) {
+  if (seg.buckets <= 0) return 0;
+  double bucket_time = 0;
+  if (g.clusters.size() == 1) {
+    const int c = g.clusters[0];
+    bucket_time = sim::all_reduce_time(r.plan.grad_sync.algorithm, g.members[c], seg.bucket_bytes,
+                                       member_hop(*ctx.scenario, g, c));
+  } else {
+    bucket_time = hierarchical_bucket_time(ctx, r, seg, g, sync_bytes);
+  }
+  return seg.buckets * bucket_time;
+}
+
+// The backward time of one layer of pipeline i's stage holding `seg`, as it runs after the
+// recomputation is done (tp = 1: the stage recomputes all its layers before their backward;
+// tp > 1: layer by layer, recomputation included) -- what a bucket waits for per layer
+// below it (bucket_ready).
+double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, const sim::Segment& seg,
+                            std::size_t i, const NodeRange& where) {
+  const core::Stage& stage = r.plan.pipelines[i].stages[seg.holders[i].first];
+  const LayerCost lc =
+      layer_cost_under(ctx, r.choices, where.cluster, stage.tp, stage.dp, r.plan.micro_batch);
+  return stage.tp <= 1 ? lc.backward_s - lc.recompute_s : lc.backward_s;
+}
+
+// When bucket `bucket` of segment `seg` is ready on the holding stage of pipeline i, which
+// ends its last backward at `finish`. grad_reduce: overlap (one chunk per stage): once the
+// last micro-batch's backward has finished the bucket's lowest layer, as the workload
+// generator hands it over (sim/workload.cpp, ready_node): buckets fill from the segment's
+// last layer down, bucket b covering its top ceil((b + 1) n / buckets) of n layers, and the
+// stage still runs the backward of the layers below:
+//   ready = finish - (lowest - first layer of the stage) x layer_backward_after.
+// after_backward, or interleaved chunks: ready = finish.
+double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int bucket, std::size_t i,
+                    double per_layer, double finish) {
+  if (r.choices.grad_reduce != core::GradReduce::overlap || r.chunks > 1) return finish;
+  const auto [stage_index, chunk] = seg.holders[i];
+  const int covered = std::max(
+      1, static_cast<int>(std::ceil(double(bucket + 1) * seg.layers / seg.buckets - 1e-9)));
+  const int lowest = seg.first_layer + seg.layers - covered;
+  const int below = lowest - r.layers[i][stage_index][chunk].first;
+  return below <= 0 ? finish : finish - below * per_layer;
+}
+
+// Gradient sync, segment by segment in backward order, bucket by bucket. A bucket's
+// all-reduce starts when it is ready on every holder (bucket_ready) and the holders'
+// previous sync is done, so sync overlaps the backward (of the stage itself with
+// grad_reduce: overlap, of earlier stages always):
+//   start = max_i max(stream_i(holder_i), ready_i),   stream_i(holder_i) = start + bucket time.
+// `stream` starts as each stage's finish and ends as each stage's last sync; the WAN bytes
+// of the syncs go to `sync_bytes` and the earliest cross-cluster start to `first_sync`.
+void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
+                   const std::vector<std::vector<NodeRange>>& nodes,
+                   std::vector<std::vector<double>>& stream, Estimate& out,
+                   std::vector<double>& sync_bytes, double& first_sync) {
+  const std::vector<std::vector<double>> finish = stream;
+  std::vector<std::vector<double>> busy;  // when each stage's sync stream is free
+  for (const auto& f : finish) busy.emplace_back(f.size(), 0.0);
   for (auto seg = r.segments.rbegin(); seg != r.segments.rend(); ++seg) {
-    std::vector<int> h;  // per pipeline: the holding stage
-    for (const auto& holder : seg->holders) h.push_back(holder.first);
-    // Members per cluster (tp groups), one node or not.
-    std::vector<int> members(s.clusters.size(), 0);
-    std::vector<int> node(s.clusters.size(), -2);  // -2 none yet, -1 several nodes
-    for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
-      const auto& st = plan.pipelines[i].stages[h[i]];
-      const NodeRange& range = nodes[i][h[i]];
-      const int c = range.cluster;
-      members[c] += plan.pipelines[i].replicas * st.dp;
-      if (!range.single() || (node[c] != -2 && node[c] != range.first))
-        node[c] = -1;
-      else
-        node[c] = range.first;
-    }
-    std::vector<int> clusters;
-    for (std::size_t c = 0; c < members.size(); ++c)
-      if (members[c] > 0) clusters.push_back(static_cast<int>(c));
-    double seg_time = 0;
-    if (seg->buckets > 0) {
-      const int rings = seg->rings;
-      const int buckets = seg->buckets;
-      const double bytes = seg->bucket_bytes;
-      auto hop = [&](int c) {
-        return node[c] >= 0 ? nvlink_hop(s.clusters[c]) : nic_hop(s.clusters[c]);
-      };
-      double bucket_time = 0;
-      if (clusters.size() == 1) {
-        const int c = clusters[0];
-        bucket_time = sim::all_reduce_time(plan.grad_sync.algorithm, members[c], bytes, hop(c));
-      } else {
-        // Hierarchical: reduce-scatter inside, the leaders' ring over the WAN, all-gather.
-        int lanes = std::numeric_limits<int>::max();
-        double inside = 0;
-        for (int c : clusters) {
-          lanes = std::min(lanes, members[c]);
-          inside = std::max(inside, sim::ring_reduce_scatter_time(members[c], bytes, hop(c)));
-        }
-        const int k = static_cast<int>(clusters.size());
-        const double flows = static_cast<double>(lanes) * rings;
-        const double chunk = bytes * rings / k;
-        std::vector<double> load(ctx.wan_link_bandwidth.size(), 0);
-        std::vector<Coded> coded(k);
-        for (int j = 0; j < k; ++j) {
-          const int a = clusters[j], b = clusters[(j + 1) % k];
-          coded[j] = code(ctx, r.choices.codecs.wan_gradients, chunk / flows, a, b);
-          for (int l : ctx.wan_links[a][b]) load[l] += coded[j].wire * flows;
-        }
-        double step = 0;
-        for (int j = 0; j < k; ++j) {
-          const int a = clusters[j], b = clusters[(j + 1) % k];
-          const double wire = coded[j].wire * flows;
-          double t = wire / (flows * ctx.flow_cap[a][b]);
-          for (int l : ctx.wan_links[a][b]) t = std::max(t, load[l] / ctx.wan_link_bandwidth[l]);
-          step = std::max(step, ctx.latency[a][b] + t + coded[j].encode + coded[j].decode);
-        }
-        for (double& l : load) l *= 2.0 * (k - 1) * buckets;
-        for (std::size_t l = 0; l < load.size(); ++l) sync_bytes[l] += load[l];
-        bucket_time = 2 * inside + 2.0 * (k - 1) * step;
-      }
-      seg_time = buckets * bucket_time;
-    }
-    if (seg_time > 0) {
+    const SyncGroup g = sync_group(r, *seg, nodes);
+    const double seg_time = segment_sync_time(ctx, r, *seg, g, sync_bytes);
+    if (seg_time <= 0) continue;
+    const double bucket_time = seg_time / seg->buckets;
+    std::vector<double> per_layer(r.plan.pipelines.size());
+    for (std::size_t i = 0; i < per_layer.size(); ++i)
+      per_layer[i] = layer_backward_after(ctx, r, *seg, i, nodes[i][g.holder[i]]);
+    for (int b = 0; b < seg->buckets; ++b) {
       double start = 0;
-      for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
-        start = std::max(start, stream[i][h[i]]);
-      if (clusters.size() > 1) first_sync = std::min(first_sync, start);
-      for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
-        stream[i][h[i]] = start + seg_time;
-        out.pipelines[i].stages[h[i]].sync_s += seg_time;
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+        const int h = g.holder[i];
+        start =
+            std::max({start, busy[i][h], bucket_ready(r, *seg, b, i, per_layer[i], finish[i][h])});
       }
+      if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+        busy[i][g.holder[i]] = start + bucket_time;
     }
+    for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+      out.pipelines[i].stages[g.holder[i]].sync_s += seg_time;
   }
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    for (std::size_t st = 0; st < stream[i].size(); ++st)
+      stream[i][st] = std::max(finish[i][st], busy[i][st]);
+}
 
+// ---- the bound --------------------------------------------------------------------------
+
+// The iteration: the latest optimizer end, max over stages of (last sync end + optimizer),
+// and no WAN link carries its bytes faster than its bandwidth:
+//   T >= (activation bytes_l + sync bytes_l) / bandwidth_l, and, since the syncs of all
+//   segments share the phase after the first cross-cluster sync starts,
+//   T >= first_sync + sync bytes_l / bandwidth_l.
+double iteration_bound(const Context& ctx, const Estimate& out,
+                       const std::vector<std::vector<double>>& stream,
+                       const std::vector<double>& wan_bytes, const std::vector<double>& sync_bytes,
+                       double first_sync) {
   double T = 0;
-  for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
-    for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st)
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    for (std::size_t st = 0; st < stream[i].size(); ++st)
       T = std::max(T, stream[i][st] + out.pipelines[i].stages[st].optimizer_s);
   for (std::size_t l = 0; l < wan_bytes.size(); ++l) {
     T = std::max(T, (wan_bytes[l] + sync_bytes[l]) / ctx.wan_link_bandwidth[l]);
     if (sync_bytes[l] > 0) T = std::max(T, first_sync + sync_bytes[l] / ctx.wan_link_bandwidth[l]);
   }
-  out.iteration_s = T;
+  return T;
+}
+
+}  // namespace
+
+Estimate estimate(const Context& ctx, const core::Plan& plan) {
+  // The plan's own choices (recompute, codecs, sequence parallelism) and placement, as the
+  // simulator resolves them.
+  core::Diagnostics diags;
+  const auto resolved =
+      sim::resolve_plan(*ctx.scenario, *ctx.model, ctx.compression, plan, "", diags);
+  Estimate out;
+  if (!resolved) {
+    out.iteration_s = infinity;
+    out.fits = false;
+    out.not_fitting = "the plan (it cannot be resolved: " + diags.format() + ")";
+    return out;
+  }
+  const sim::ResolvedPlan& r = *resolved;
+  const auto nodes = placement(r);
+
+  std::vector<Sends> all_sends = stage_transfers(ctx, r, nodes);
+  share_wan_links(ctx, all_sends);
+
+  std::vector<double> wan_bytes(ctx.wan_link_bandwidth.size(), 0);
+  // finish[i][s]: when stage s of pipeline i ends its last backward.
+  std::vector<std::vector<double>> finish;
+  for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+    const auto& pipeline = r.plan.pipelines[i];
+    const int p = static_cast<int>(pipeline.stages.size());
+    Sends& sends = all_sends[i];
+    share_ports(ctx, r, pipeline, nodes[i], sends);
+    PipelineEstimate pe;
+    for (int st = 0; st < p; ++st) {
+      pe.stages.push_back(stage_costs(ctx, r, i, st, nodes[i][st], sends));
+      const StageEstimate& se = pe.stages.back();
+      if (se.memory_bytes > se.capacity_bytes && out.fits) {
+        out.fits = false;
+        out.not_fitting = "pipelines[" + std::to_string(i) + "].stages[" + std::to_string(st) +
+                          "] (" + pipeline.stages[st].cluster + ")";
+      }
+    }
+    add_pipeline_wan_bytes(ctx, sends, pipeline.micro_batches, r.chunks, wan_bytes);
+    const StageTotals totals = stage_totals(pe.stages, sends, r.chunks);
+    pe.pipeline_s = schedule_time(r.plan.schedule, pe, totals, pipeline.micro_batches, r.chunks);
+    finish.push_back(stage_finish(pe, r.chunks));
+    out.pipelines.push_back(std::move(pe));
+  }
+
+  std::vector<std::vector<double>> stream = std::move(finish);  // each stage's sync stream
+  // The syncs of all segments run after the backward, so a WAN link carries them all in
+  // that phase (a bound on its length).
+  std::vector<double> sync_bytes(ctx.wan_link_bandwidth.size(), 0);
+  double first_sync = infinity;
+  gradient_sync(ctx, r, nodes, stream, out, sync_bytes, first_sync);
+  out.iteration_s = iteration_bound(ctx, out, stream, wan_bytes, sync_bytes, first_sync);
   return out;
 }
 

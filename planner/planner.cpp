@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -21,6 +22,50 @@ namespace hgsim::planner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// ---- the search's caps, hedges and sentinels ---------------------------------------------
+// The caps bound the enumeration so that a search over up to 8 clusters ends within its
+// budget (README, Planner: world-wide, 8 clusters, in 17 s of a 60 s budget); each says
+// what it gives up.
+
+// Sentinel for "no time yet": the best analytic time before any plan is costed, and the
+// pruning bound before the lists it reads are full (every real time is below it).
+constexpr double no_time_yet_s = 1e300;
+// The plans kept ranked by analytic time, for verification (3 by default) and the report's
+// ranked list: a list this short stays cheap to insert into and to deduplicate by scanning,
+// and it is the pruning bound (a configuration whose lower bound exceeds its worst is cut).
+constexpr std::size_t ranked_kept = 64;
+// A path of more clusters than this is a long path: its cluster orders and its shapes per
+// cluster are cut (k! orders and shapes^k combinations grow too fast beyond four).
+constexpr std::size_t long_path_clusters = 4;
+constexpr int long_path_orders = 2;  // the two orders with the least WAN latency + 1 GB time
+// Shape combinations tried per group: shapes per cluster = combinations^(1/k), clamped to
+// Options::shapes_per_cluster.
+constexpr double shape_combinations = 256;
+constexpr double shape_combinations_long_path = 32;
+// The interleaved schedule is tried with this many model chunks per stage (Megatron's
+// smallest; more chunks cut the bubble further but multiply the transfers).
+constexpr int interleaved_chunks = 2;
+// A mixture of groups tries every combination of the groups' kept configurations while
+// there are at most this many combinations and this many groups; beyond, each group's best.
+constexpr double mixture_combinations_all = 27;  // 3 kept configurations (top_per_group) ^ 3
+constexpr std::size_t mixture_groups_all = 3;
+// Gradient-sync bucket sizes tried for mixtures, whose sync crosses the WAN: every bucket
+// pays the ring's 2(k - 1) WAN round trips, so larger buckets amortise them (25 MB is
+// PyTorch DDP's default bucket; 250 MB and 2.5 GB are one and two decades larger).
+constexpr double mixture_bucket_bytes[] = {25e6, 250e6, 2.5e9};
+// The hedge: the best plan of each other family (set of clusters) is simulated too when its
+// analytic time is within this factor of the best's. The model's error on simulated
+// candidates reaches 62% on the paper scenarios (README, Planner), so a family it ranks
+// up to 1.5x behind can still be the fastest simulated.
+constexpr double hedge_factor = 1.5;
+// Progress lines: one per second of search; the verified times are listed when search and
+// verification took longer than this (a short plan prints nothing but its report).
+constexpr double progress_interval_s = 1.0;
+constexpr double list_verified_after_s = 2.0;
+// Explaining an infeasible scenario retries the search with full recomputation for at most
+// this long (a hint, not a plan).
+constexpr double recompute_retry_budget_s = 10.0;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -66,7 +111,7 @@ class Search {
   bool stop() {
     if (result_.budget_exhausted) return true;
     const double t = seconds_since(start_);
-    if (options_.progress && t - last_progress_ >= 1.0) {
+    if (options_.progress && t - last_progress_ >= progress_interval_s) {
       last_progress_ = t;
       *options_.progress << "hgsim plan: " << result_.evaluated << " candidates costed in "
                          << static_cast<int>(t) << " s; best so far "
@@ -84,7 +129,7 @@ class Search {
     return result_.budget_exhausted;
   }
 
-  double worst_kept_best() const { return best_s_ < 1e300 ? best_s_ : 0; }
+  double worst_kept_best() const { return best_s_ < no_time_yet_s ? best_s_ : 0; }
 
   static bool by_effective(const Candidate& a, const Candidate& b) {
     return a.effective_s() < b.effective_s();
@@ -119,14 +164,13 @@ class Search {
       for (const auto& st : p.stages) family |= 1 << ctx_.cluster_index(st.cluster);
     auto [it, fresh] = families_.try_emplace(family, c);
     if (!fresh && effective < it->second.effective_s()) it->second = c;
-    // Keep the best 64 distinct plans.
-    constexpr std::size_t keep = 64;
-    if (ranked_.size() >= keep && effective >= ranked_.back().effective_s()) return;
+    // Keep the best `ranked_kept` distinct plans.
+    if (ranked_.size() >= ranked_kept && effective >= ranked_.back().effective_s()) return;
     for (const auto& r : ranked_)
       if (r.plan == c.plan) return;
     auto at = std::upper_bound(ranked_.begin(), ranked_.end(), c, by_effective);
     ranked_.insert(at, std::move(c));
-    if (ranked_.size() > keep) ranked_.pop_back();
+    if (ranked_.size() > ranked_kept) ranked_.pop_back();
   }
 
   std::optional<Estimate> cost(const core::Plan& plan) {
@@ -143,21 +187,19 @@ class Search {
   void single_groups(int mask, int b, int total) {
     const auto& s = *ctx_.scenario;
     std::vector<int> members;
-    int min_gpus = 1 << 30;
+    int min_gpus = std::numeric_limits<int>::max();  // the mask is never empty
     for (std::size_t c = 0; c < s.clusters.size(); ++c)
       if (mask & (1 << c)) {
         members.push_back(static_cast<int>(c));
         min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
       }
     const int L = ctx_.model->layers;
-    // Long paths: only the two cheapest orders.
-    const int orders = members.size() <= 4 ? options_.orders_per_group : 2;
+    const bool long_path = members.size() > long_path_clusters;
+    const int orders = long_path ? long_path_orders : options_.orders_per_group;
     for (const auto& order : pipeline_orders(ctx_, members, orders)) {
       for (int R : replica_options(min_gpus)) {
         if (R > total || stop()) break;
-        // At most ~256 shape combinations per group (32 beyond four clusters): fewer
-        // shapes per cluster on long paths.
-        const double combinations = order.size() <= 4 ? 256 : 32;
+        const double combinations = long_path ? shape_combinations_long_path : shape_combinations;
         const int per_cluster = std::clamp(
             static_cast<int>(std::pow(combinations, 1.0 / static_cast<double>(order.size()))), 1,
             options_.shapes_per_cluster);
@@ -195,7 +237,7 @@ class Search {
   // Configurations whose lower bound exceeds this cannot enter the kept list of the mask
   // nor the ranked list.
   double prune_above(int mask, int b) {
-    double limit = ranked_.size() >= 64 ? ranked_.back().effective_s() : 1e300;
+    double limit = ranked_.size() >= ranked_kept ? ranked_.back().effective_s() : no_time_yet_s;
     double kept_worst = 0;
     bool full = true;
     for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
@@ -206,7 +248,7 @@ class Search {
       }
       kept_worst = std::max(kept_worst, it->second.back().alone_s);
     }
-    return full ? std::max(limit == 1e300 ? 0 : limit, kept_worst) : 1e300;
+    return full ? std::max(limit == no_time_yet_s ? 0 : limit, kept_worst) : no_time_yet_s;
   }
 
   void try_group(int mask, const GroupConfig& g, int p, int b, int total,
@@ -214,8 +256,9 @@ class Search {
     const int L = ctx_.model->layers;
     std::vector<std::pair<core::Schedule, int>> schedules{{core::Schedule::one_f_one_b, 1},
                                                           {core::Schedule::gpipe, 1}};
-    if (order.size() == 1 && p > 1 && L % (2 * p) == 0 && total % (g.replicas * p) == 0)
-      schedules.push_back({core::Schedule::interleaved, 2});
+    if (order.size() == 1 && p > 1 && L % (interleaved_chunks * p) == 0 &&
+        total % (g.replicas * p) == 0)
+      schedules.push_back({core::Schedule::interleaved, interleaved_chunks});
     for (auto [schedule, v] : schedules) {
       const int per_replica = (total + g.replicas - 1) / g.replicas;
       auto pipeline = make_pipeline(ctx_, limits_, g, b, schedule, v, per_replica);
@@ -275,9 +318,9 @@ class Search {
         combinations *= it->second.size();
       }
       if (lists.size() != masks.size()) continue;
-      // Many groups: only each group's best configuration.
-      const std::size_t depth =
-          combinations > 27 || masks.size() > 3 ? 1 : static_cast<std::size_t>(-1);
+      const bool every_combination =
+          combinations <= mixture_combinations_all && masks.size() <= mixture_groups_all;
+      const std::size_t depth = every_combination ? std::numeric_limits<std::size_t>::max() : 1;
       std::vector<std::size_t> pick(lists.size(), 0);
       for (;;) {
         std::vector<core::Pipeline> pipelines;
@@ -293,7 +336,7 @@ class Search {
         // Gradient sync crosses the WAN here: every bucket pays its round trips, so
         // larger buckets are tried too (a grad_sync.bucket of the plan).
         if (!plan.pipelines.empty())
-          for (double bucket : {25e6, 250e6, 2.5e9}) {
+          for (double bucket : mixture_bucket_bytes) {
             plan.grad_sync.bucket = core::Bytes(bucket);
             if (auto e = cost(plan)) offer_with_variants(plan, e->iteration_s);
           }
@@ -309,13 +352,21 @@ class Search {
   MemoryLimits limits_;
   Clock::time_point start_;
   double last_progress_ = 0;
-  double best_s_ = 1e300;
+  double best_s_ = no_time_yet_s;
   SearchResult result_;
   std::vector<Candidate> ranked_;
   std::optional<Candidate> best_sync_;  // the best synchronous plan costed
   std::map<int, Candidate> families_;
   std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
 };
+
+// "1, 2 or 4".
+std::string alternatives(const std::vector<int>& values) {
+  std::string out;
+  for (std::size_t k = 0; k < values.size(); ++k)
+    out += (k == 0 ? "" : k + 1 == values.size() ? " or " : ", ") + std::to_string(values[k]);
+  return out;
+}
 
 // Which constraint binds when nothing fits, and what would make it fit.
 std::vector<std::string> explain_infeasible(const Context& ctx, const Options& options,
@@ -333,7 +384,8 @@ std::vector<std::string> explain_infeasible(const Context& ctx, const Options& o
   if (!batch_ok)
     out.push_back("batch: training.global_batch " + std::to_string(s.training.global_batch) +
                   " is not a multiple of any micro-batch size tried; use a global batch that "
-                  "is a multiple of 1, 2 or 4");
+                  "is a multiple of " +
+                  alternatives(options.micro_batches));
   if (state > memory) {
     out.push_back("memory: weights, gradients and optimizer state alone take " +
                   core::human_size(core::Bytes(state)) + ", more than all " +
@@ -347,7 +399,10 @@ std::vector<std::string> explain_infeasible(const Context& ctx, const Options& o
     std::string line = "memory: every partition of the " + std::to_string(m.layers) +
                        " layers leaves some stage above its GPUs' memory (" +
                        std::to_string(r.rejected_memory) +
-                       " configurations tried; micro-batch sizes down to 1)";
+                       " configurations tried; micro-batch sizes down to " +
+                       std::to_string(*std::min_element(options.micro_batches.begin(),
+                                                        options.micro_batches.end())) +
+                       ")";
     if (s.training.recompute != core::Recompute::full) {
       core::Scenario with = s;
       with.training.recompute = core::Recompute::full;
@@ -355,7 +410,7 @@ std::vector<std::string> explain_infeasible(const Context& ctx, const Options& o
       again.scenario = &with;
       Options quick = options;
       quick.progress = nullptr;
-      quick.time_budget_s = std::min(options.time_budget_s, 10.0);
+      quick.time_budget_s = std::min(options.time_budget_s, recompute_retry_budget_s);
       const SearchResult retry = search(again, quick);
       line += retry.ranked.empty()
                   ? "; even full recomputation (training.recompute: full) does not make it fit: "
@@ -561,8 +616,8 @@ SearchResult plan(const Context& ctx, const Options& options) {
   for (auto& c : r.ranked)
     if (c.description.empty()) c.description = describe(ctx, c.plan);
   const int want = std::max(options.verify, 1);
-  // Hedge: the best plan of each other family (set of clusters used) within 1.5 x of the
-  // best analytic time is simulated too, up to K more.
+  // Hedge: the best plan of each other family (set of clusters used) within hedge_factor of
+  // the best analytic time is simulated too, up to K more.
   // The best family of each cluster count first (one cluster, two, ...), then the rest.
   auto clusters_used = [&](const core::Plan& plan) {
     std::set<std::string> used;
@@ -579,7 +634,8 @@ SearchResult plan(const Context& ctx, const Options& options) {
                      [&](const Candidate& h) { return h.plan == c.plan; }) == hedges.end())
       hedges.push_back(c);
   auto eligible_hedge = [&](const Candidate& c) {
-    if (r.ranked.empty() || c.effective_s() > 1.5 * r.ranked.front().effective_s()) return false;
+    if (r.ranked.empty() || c.effective_s() > hedge_factor * r.ranked.front().effective_s())
+      return false;
     for (const Verified& v : r.verified)
       if (v.candidate.plan == c.plan) return false;
     return true;
@@ -656,7 +712,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
       if (results[0]) r.verified.push_back(std::move(*results[0]));
     }
   }
-  if (options.progress && r.search_s + seconds_since(start) > 2)
+  if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
     for (const Verified& v : r.verified)
       *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "
                         << v.candidate.analytic_s << " s analytic\n";

@@ -28,6 +28,11 @@ std::vector<int> replica_options(int max) {
   return out;
 }
 
+// Orders of clusters along a pipeline are ranked by the time one gigabyte takes across each
+// boundary (latency + bytes / bandwidth): a stage boundary carries hundreds of megabytes to a
+// few gigabytes per iteration, so bandwidth dominates and latency breaks ties.
+constexpr double order_probe_bytes = 1e9;
+
 std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vector<int>& clusters,
                                               int limit) {
   std::vector<int> order = clusters;
@@ -42,7 +47,7 @@ std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vec
         joined = false;
         break;
       }
-      cost += ctx.latency[a][b] + 1e9 / ctx.wan_bandwidth[a][b];
+      cost += ctx.latency[a][b] + order_probe_bytes / ctx.wan_bandwidth[a][b];
     }
     if (joined) found.emplace_back(cost, order);
   } while (std::next_permutation(order.begin(), order.end()));
@@ -97,7 +102,7 @@ int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
         std::uint64_t(spec.schedule), std::uint64_t(spec.virtual_stages), std::uint64_t(in_flight),
         std::uint64_t(first), std::uint64_t(last), std::uint64_t(spec.zero),
         std::uint64_t(spec.zero_shards), std::uint64_t(spec.sequence_parallel)})
-    key = key * 1000003 + v;
+    key = key * 1000003 + v;  // a prime multiplier mixes the fields
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const double capacity = ctx_.gpus[cluster]->memory.value();
   auto fits = [&](int layers) {

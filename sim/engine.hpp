@@ -50,7 +50,11 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
                     const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
                     CompletionSink* first_phase_sink = nullptr);
 
-// Host speed in the SimGrid platform: one flop is a picosecond of GPU time.
-constexpr double flops_per_second = 1e12;
+// SimGrid 3.32's LV08 network model (network/model: LV08, its default), calibrated on TCP:
+// every flow's latency is multiplied by this and its bandwidth by that (SimGrid's
+// network/latency-factor and network/bandwidth-factor defaults for LV08). The engine leaves
+// them at SimGrid's values; these name them for the results' provenance.
+constexpr double lv08_latency_factor = 13.01;
+constexpr double lv08_bandwidth_factor = 0.97;
 
 }  // namespace hgsim::sim

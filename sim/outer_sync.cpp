@@ -44,7 +44,7 @@ double fragment_stage_parameters(const core::ModelConfig& m, const std::vector<i
 }
 
 core::Bytes outer_state_bytes(double parameters_per_gpu) {
-  return core::Bytes(8.0 * parameters_per_gpu);
+  return core::Bytes(outer_state_bytes_per_parameter * parameters_per_gpu);
 }
 
 std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,

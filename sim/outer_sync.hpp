@@ -45,6 +45,7 @@ double fragment_stage_parameters(const core::ModelConfig& m, const std::vector<i
 
 // Extra memory per GPU for DiLoCo: the snapshot of the parameters at the last outer sync and
 // the outer optimizer's momentum, both fp32 (4 + 4 bytes per parameter the GPU holds).
+constexpr double outer_state_bytes_per_parameter = 4 + 4;
 core::Bytes outer_state_bytes(double parameters_per_gpu);
 
 struct OuterSyncInput {

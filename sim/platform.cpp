@@ -317,7 +317,8 @@ std::string platform_xml(const Platform& p) {
   std::ostringstream out;
   out << "<?xml version='1.0'?>\n"
       << "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-      << "<!-- Written by hgsim: the platform it simulates. Hosts run 1e12 flop/s (one flop\n"
+      << "<!-- Written by hgsim: the platform it simulates. Hosts run " << number(flops_per_second)
+      << " flop/s (one flop\n"
       << "     stands for a picosecond of GPU time). Bandwidth traces are listed as a\n"
       << "     property (SimGrid's XML takes them from files). -->\n"
       << "<platform version=\"4.1\">\n"
@@ -332,7 +333,8 @@ std::string platform_xml(const Platform& p) {
       const std::string zone = name + "/n" + std::to_string(node.index);
       out << "    <zone id=\"" << xml(zone) << "\" routing=\"Full\">\n";
       for (int d : node.devices)
-        out << "      <host id=\"" << xml(p.devices[d].name) << "\" speed=\"1e12f\"/>\n";
+        out << "      <host id=\"" << xml(p.devices[d].name) << "\" speed=\""
+            << number(flops_per_second) << "f\"/>\n";
       out << "      <router id=\"" << xml(zone) << "/gw\"/>\n";
       for (int d : node.devices) {
         xml_link(out, p.links[p.devices[d].nvlink], "      ");

@@ -30,6 +30,10 @@
 
 namespace hgsim::sim {
 
+// Host speed in the SimGrid platform (built and exported): one flop is a picosecond of GPU
+// time.
+constexpr double flops_per_second = 1e12;
+
 enum class LinkKind { nvlink, nic, uplink, fabric, wan, tcp_window };
 std::string to_string(LinkKind kind);
 

@@ -1,5 +1,7 @@
 #include "sim/simulate.hpp"
 
+#include <xbt/base.h>  // what simgrid/version.h needs before it
+#include <simgrid/version.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include "core/files.hpp"
 #include "core/limits.hpp"
 #include "core/process.hpp"
+#include "core/units.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "sim/engine.hpp"
@@ -316,19 +319,25 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
       "analytic: models::stage_memory (weights, gradients, optimizer, activations)" +
       std::string(plan.outer_sync.enabled()
                       ? " + sim::outer_state_bytes (DiLoCo's fp32 parameter snapshot and "
-                        "outer momentum, 8 bytes per parameter)"
-                      : "");
+                        "outer momentum, " +
+                            core::shortest_decimal(outer_state_bytes_per_parameter) +
+                            " bytes per parameter)"
+                      : std::string());
   result.iterations_provenance =
       iterations == 1 ? "one iteration, from t = 0"
                       : std::to_string(iterations) +
                             " consecutive iterations on one simulated clock, each starting when "
                             "every GPU has finished the one before (sim/iterations.hpp)";
-  result.network_provenance = std::string("SimGrid ") + "3.32, " +
-                              (s.simulation.network_model == core::NetworkModel::lv08
-                                   ? "LV08 model (latency x 13.01, bandwidth x 0.97)"
-                                   : "CM02 flow model (latency and bandwidth as written)") +
-                              ", TCP window " + core::format_size(s.simulation.tcp_window) +
-                              " per WAN flow unless the link sets one";
+  result.network_provenance =
+      "SimGrid " + std::to_string(SIMGRID_VERSION_MAJOR) + "." +
+      std::to_string(SIMGRID_VERSION_MINOR) + ", " +
+      (s.simulation.network_model == core::NetworkModel::lv08
+           ? "LV08 model (latency x " + core::shortest_decimal(lv08_latency_factor) +
+                 ", bandwidth x " + core::shortest_decimal(lv08_bandwidth_factor) + ")"
+           : std::string("CM02 flow model (latency and bandwidth as "
+                         "written)")) +
+      ", TCP window " + core::format_size(s.simulation.tcp_window) +
+      " per WAN flow unless the link sets one";
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   result.simulator = {core::to_string(fidelity),
