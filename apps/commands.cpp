@@ -211,7 +211,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       const core::Pipeline& p = plan.pipelines[pi];
       for (std::size_t si = 0; si < p.stages.size(); ++si) {
         const core::Stage& st = p.stages[si];
-        const kernels::GpuSpec* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
+        const kernels::GpuSpec* gpu = kernels::find_gpu(s.cluster(st.cluster).gpu);
         models::StageSpec spec = models::stage_spec(plan, pi, si);
         models::StageMemory mem = models::stage_memory(m, s.training, spec);
         stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",

@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/units.hpp"
 
@@ -187,13 +188,15 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
   }
 
   // WAN links, one shared link per direction.
-  std::map<std::string, int> cluster_index;
-  for (std::size_t c = 0; c < s.clusters.size(); ++c)
-    cluster_index[s.clusters[c].name] = static_cast<int>(c);
   std::vector<std::vector<WanEdge>> graph(s.clusters.size());
   for (const core::WanLink& w : s.wan) {
-    const int a = cluster_index.at(w.from);
-    const int b = cluster_index.at(w.to);
+    const auto from = s.cluster_index(w.from);
+    const auto to = s.cluster_index(w.to);
+    if (!from || !to)  // the scenario's checks refuse such a link: here it is a bug
+      throw std::invalid_argument("wan link " + w.from + " <-> " + w.to +
+                                  " names a cluster the scenario does not have");
+    const int a = *from;
+    const int b = *to;
     const double forward = w.bandwidth.value();
     const double backward = w.reverse_bandwidth ? w.reverse_bandwidth->value() : forward;
     const double window = w.tcp_window ? w.tcp_window->value() : 0;
