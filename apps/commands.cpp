@@ -387,16 +387,14 @@ int cmd_gpus(bool json, bool curves, std::ostream& out) {
   Table t({"name", "arch", "memory", "mem BW", "NVLink", "fp32", "tf32", "fp16", "bf16", "fp8"});
   for (const kernels::GpuSpec& g : kernels::gpu_catalog())
     t.add({g.name, kernels::to_string(g.architecture), core::human_size(g.memory),
-           core::shortest_decimal(std::round(g.memory_bandwidth.value() / 1e8) / 10) + " GB/s",
-           g.nvlink_bandwidth_total
-               ? core::shortest_decimal(std::round(g.nvlink_bandwidth_total->value() / 1e8) / 10) +
-                     " GB/s"
-               : "-",
+           core::human_bandwidth(g.memory_bandwidth),
+           g.nvlink_bandwidth_total ? core::human_bandwidth(*g.nvlink_bandwidth_total) : "-",
            tflops(g.peak_fp32), tflops(g.peak_tf32), tflops(g.peak_fp16), tflops(g.peak_bf16),
            tflops(g.peak_fp8)});
   t.print(out);
-  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions. Datasheet "
-         "figures: the\n"
+  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions; memory in "
+         "binary units,\n"
+         "bandwidths in bits per second (as hgsim check --summary). Datasheet figures: the\n"
          "source of each row, and the figures derived or not confirmed, are in kernels/gpus.yaml "
          "(hgsim gpus --json).\n";
   return kSuccess;
