@@ -10,6 +10,7 @@
 #include "core/files.hpp"
 #include "kernels/compute_model.hpp"
 #include "planner/baselines.hpp"
+#include "planner/outer_sync_cost.hpp"
 #include "planner/planner.hpp"
 
 namespace hgsim::apps {
@@ -35,12 +36,56 @@ std::string percent(double v) {
 }
 
 Json verified_json(const planner::Verified& v) {
-  return {{"analytic_time_s", v.candidate.analytic_s},
-          {"simulated_time_s", v.simulated_s},
-          {"error", (v.candidate.analytic_s - v.simulated_s) / v.simulated_s},
-          {"fidelity", v.fidelity},
-          {"description", v.candidate.description},
-          {"plan", core::plan_to_json(v.candidate.plan)}};
+  Json j{{"analytic_time_s", v.candidate.analytic_s},
+         {"simulated_time_s", v.simulated_s},
+         {"error", (v.candidate.analytic_s - v.simulated_s) / v.simulated_s},
+         {"fidelity", v.fidelity},
+         {"description", v.candidate.description},
+         {"plan", core::plan_to_json(v.candidate.plan)}};
+  if (v.candidate.plan.outer_sync.enabled()) {
+    // Time to the same training progress: the iteration over the token efficiency.
+    j["token_efficiency"] = v.candidate.efficiency;
+    j["effective_time_s"] = v.effective_s();
+    j["analytic_effective_time_s"] = v.candidate.effective_s();
+    j["iterations_simulated"] = v.iterations;
+  }
+  return j;
+}
+
+std::string outer_sync_text(const core::OuterSync& o) {
+  std::string text = "DiLoCo H = " + std::to_string(o.inner_steps);
+  if (o.fragments > 1)
+    text += ", streaming F = " + std::to_string(o.fragments) +
+            ", tau = " + std::to_string(o.overlap_steps);
+  else
+    text += ", blocking";
+  text += ", pseudo-gradients " + (o.codec.codec.empty() ? std::string("none") : o.codec.codec);
+  return text;
+}
+
+// For a plan with outer sync: its raw iteration, the token efficiency used and where it
+// comes from, the time to the same progress, and the best synchronous plan beside it.
+void print_outer_sync(const PlanReport& r, const planner::Verified& v, std::ostream& out) {
+  if (!v.candidate.plan.outer_sync.enabled()) return;
+  char line[512];
+  out << "  outer sync: " << outer_sync_text(v.candidate.plan.outer_sync) << "\n";
+  std::snprintf(line, sizeof line,
+                "  iteration %s (simulated over %d iterations, outer syncs included); token "
+                "efficiency %.3g; time to the same progress as a synchronous iteration: %s\n",
+                seconds_text(v.simulated_s).c_str(), v.iterations, v.candidate.efficiency,
+                seconds_text(v.effective_s()).c_str());
+  out << line;
+  out << "  token efficiency: " << r.token_efficiency_source << "\n";
+  if (const auto& sync = r.search.best_synchronous) {
+    std::snprintf(line, sizeof line,
+                  "  best synchronous plan: %s per iteration (simulated), %.2fx the time to the "
+                  "same progress: ",
+                  seconds_text(sync->simulated_s).c_str(), sync->simulated_s / v.effective_s());
+    out << line << sync->candidate.description << "\n";
+  } else if (!r.evaluated) {
+    out << "  best synchronous plan: none verified (no synchronous candidate could be "
+           "simulated)\n";
+  }
 }
 
 void print_stages(const core::Plan& plan, std::ostream& out) {
@@ -91,6 +136,12 @@ Json evaluated_json(const PlanReport& r) {
          {"plan", core::plan_to_json(v.candidate.plan)},
          {"result", sim::to_json(v.result)},
          {"pipelines", Json::array()}};
+  if (v.candidate.plan.outer_sync.enabled()) {
+    j["token_efficiency"] = v.candidate.efficiency;
+    j["token_efficiency_source"] = r.token_efficiency_source;
+    j["effective_time_s"] = v.effective_s();
+    j["iterations_simulated"] = v.iterations;
+  }
   for (const auto& pe : r.estimate.pipelines) {
     Json stages = Json::array();
     for (const auto& st : pe.stages)
@@ -114,7 +165,9 @@ std::string evaluated_table(const PlanReport& r) {
       << " per iteration (simulated, " << v.fidelity << " fidelity); the analytic model says "
       << seconds_text(r.estimate.iteration_s) << " ("
       << percent((r.estimate.iteration_s - v.simulated_s) / v.simulated_s) << ")\n";
-  out << "  " << v.candidate.description << "\n\n";
+  out << "  " << v.candidate.description << "\n";
+  print_outer_sync(r, v, out);
+  out << "\n";
   out << "  analytic model, in ms: per stage forward, backward and send of one micro-batch,\n"
       << "  gradient sync and optimizer step per iteration:\n";
   out << "    pipeline  stage    forward   backward       send       sync  optimizer\n";
@@ -149,11 +202,17 @@ Json search_json(const PlanReport& r) {
                         {"description", r.own_best->candidate.description}};
   }
   j["best"]["result"] = sim::to_json(best.result);
+  if (best.candidate.plan.outer_sync.enabled()) {
+    j["best"]["token_efficiency_source"] = r.token_efficiency_source;
+    j["best_synchronous"] =
+        r.search.best_synchronous ? verified_json(*r.search.best_synchronous) : Json(nullptr);
+  }
   j["verified"] = Json::array();
   for (const auto& v : r.search.verified) j["verified"].push_back(verified_json(v));
   j["ranked"] = Json::array();  // the best by the analytic model, simulated or not
   for (std::size_t k = 0; k < r.search.ranked.size() && k < 10; ++k)
     j["ranked"].push_back({{"analytic_time_s", r.search.ranked[k].analytic_s},
+                           {"effective_time_s", r.search.ranked[k].effective_s()},
                            {"description", r.search.ranked[k].description}});
   j["baselines"] = Json::array();
   for (const auto& b : r.baselines) {
@@ -162,7 +221,7 @@ Json search_json(const PlanReport& r) {
       e["iteration_time_s"] = b.simulated_s;
       e["analytic_time_s"] = b.analytic_s;
       e["tokens_per_s"] = r.tokens_per_iteration / b.simulated_s;
-      e["speedup"] = b.simulated_s / best.simulated_s;
+      e["speedup"] = b.simulated_s / best.effective_s();
       e["description"] = b.description;
       e["plan"] = core::plan_to_json(*b.plan);
     } else {
@@ -193,6 +252,7 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
       << " per iteration (simulated, " << best.fidelity << " fidelity), "
       << static_cast<long>(tokens / best.simulated_s) << " tokens/s\n";
   out << "  " << best.candidate.description << "\n";
+  print_outer_sync(r, best, out);
   if (!r.adopted_from_baseline.empty())
     out << "  (the plan of baseline " << r.adopted_from_baseline
         << ", with the scenario's codecs; the planner's own best: "
@@ -208,7 +268,11 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
     std::snprintf(line, sizeof line, "    %4zu  %-10s  %-10s  %6s  ", k + 1,
                   seconds_text(v.candidate.analytic_s).c_str(), seconds_text(v.simulated_s).c_str(),
                   percent((v.candidate.analytic_s - v.simulated_s) / v.simulated_s).c_str());
-    out << line << v.candidate.description << "\n";
+    out << line << v.candidate.description;
+    if (v.candidate.plan.outer_sync.enabled())
+      out << "; " << outer_sync_text(v.candidate.plan.outer_sync) << " (to the same progress "
+          << seconds_text(v.effective_s()) << ")";
+    out << "\n";
   }
   out << "\n  search: " << r.search.evaluated << " candidates costed in "
       << seconds_text(r.search.search_s)
@@ -228,7 +292,7 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
     for (const auto& b : r.baselines) {
       if (b.feasible) {
         char speedup[32];
-        std::snprintf(speedup, sizeof speedup, "%.2fx", b.simulated_s / best.simulated_s);
+        std::snprintf(speedup, sizeof speedup, "%.2fx", b.simulated_s / best.effective_s());
         std::snprintf(line, sizeof line, "    %-18s %12s %12ld %9s  ", b.name.c_str(),
                       seconds_text(b.simulated_s).c_str(),
                       static_cast<long>(tokens / b.simulated_s), speedup);
@@ -239,7 +303,10 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
         out << line << b.why << "\n";
       }
     }
-    out << "    speedup: the baseline's simulated iteration time over the plan's\n";
+    out << "    speedup: the baseline's simulated iteration time over the plan's"
+        << (best.candidate.plan.outer_sync.enabled()
+                ? " time to the same progress (iteration / token efficiency)\n"
+                : "\n");
   }
   if (!options.out_file.empty())
     out << "\n  plan written to " << options.out_file << " (hgsim run " << path << " --plan "
@@ -253,7 +320,7 @@ bool evaluate_plan(const CheckedScenario& c, const planner::Context& ctx, const 
   auto plan = core::load_plan(file, diags);
   if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) return false;
   report.evaluated = true;
-  report.estimate = planner::estimate(ctx, *plan);
+  report.estimate = planner::estimate_plan(ctx, *plan);
   planner::Options po;
   // Checked above: only the simulation's own problems are new (not the check's warnings).
   core::Diagnostics simulation;
@@ -295,6 +362,8 @@ std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOption
   report.compression = c.compression;
   report.tokens_per_iteration =
       double(c.scenario.training.global_batch) * c.scenario.training.seq_len;
+  report.diloco_token_efficiency = c.scenario.planner.diloco_token_efficiency;
+  report.token_efficiency_source = planner::token_efficiency_source(ctx);
   if (!options.evaluate_file.empty()) {
     if (!evaluate_plan(c, ctx, options.evaluate_file, report, diags)) return std::nullopt;
   } else {

@@ -42,6 +42,10 @@ struct PlanReport {
   planner::SearchResult search;  // candidates, verification, why nothing fits
   std::vector<planner::Baseline> baselines;
   double wall_s = 0;
+  // planner.diloco_token_efficiency and where it comes from (planner/outer_sync_cost.hpp),
+  // printed whenever a plan with outer sync is chosen or evaluated.
+  double diloco_token_efficiency = 1;
+  std::string token_efficiency_source;
 };
 
 // Plans (or, with options.evaluate_file, evaluates) a checked scenario (one point). Progress

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include "apps/results_db.hpp"
 #include "apps/validate.hpp"
 #include "core/files.hpp"
+#include "core/process.hpp"
 #include "sim/results.hpp"
 
 #ifndef HGSIM_VERSION
@@ -99,54 +98,14 @@ Json settings_json(const std::vector<std::pair<std::string, std::string>>& setti
 
 // ---- processes ---------------------------------------------------------------------------
 
-// The point processes running now, for the signal handler (lock-free atomics are
-// async-signal-safe).
-constexpr int kMaxJobs = 1024;
-std::atomic<int> g_children[kMaxJobs];
-constexpr int kHandledSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
-                                   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
+// Points at once: as many as the termination handlers track.
+constexpr int kMaxJobs = core::kTrackedChildren;
 
-void kill_children_and_die(int sig) {
-  for (auto& child : g_children) {
-    const int pid = child.load();
-    if (pid > 0) ::kill(pid, SIGKILL);  // its simulator dies with it (PR_SET_PDEATHSIG)
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-// Installs the handler for as long as it lives; the point processes restore the defaults.
-class SignalGuard {
- public:
-  SignalGuard() {
-    for (int sig : kHandledSignals) {
-      old_[index(sig)] = ::signal(sig, kill_children_and_die);
-      // A signal ignored by whoever started hgsim (nohup's SIGHUP) stays ignored.
-      if (old_[index(sig)] == SIG_IGN) ::signal(sig, SIG_IGN);
-    }
-  }
-  ~SignalGuard() {
-    for (int sig : kHandledSignals) ::signal(sig, old_[index(sig)]);
-  }
-  static void restore_defaults() {
-    for (int sig : kHandledSignals) ::signal(sig, SIG_DFL);
-  }
-
- private:
-  static std::size_t index(int sig) {
-    for (std::size_t i = 0; i < std::size(kHandledSignals); ++i)
-      if (kHandledSignals[i] == sig) return i;
-    return 0;
-  }
-  sighandler_t old_[std::size(kHandledSignals)] = {};
-};
-
-// One point running in a process of its own; its outcome arrives on `fd`.
+// One point running in a process of its own (core::start_child: tracked, so that the
+// termination handlers hgsim installs end it with hgsim); its outcome arrives on its pipe.
 struct Running {
   long long k = 0;
-  pid_t pid = -1;
-  int fd = -1;
-  int slot = 0;
+  core::Child child;
   std::string text;
   Clock::time_point started;
 };
@@ -154,46 +113,30 @@ struct Running {
 // Forks the process of point k. It dies with this one, and says nothing on the terminal
 // (the planner's progress and warnings would garble the progress line): its outcome,
 // errors included, comes back on the pipe.
-Running start_point(const SweepJob& job, long long k, int slot) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe() failed: cannot start a point");
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork() failed: cannot start a point");
-  if (pid == 0) {
-    SignalGuard::restore_defaults();
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    ::close(fds[0]);
-    if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-    }
-    core::write_all_fd(fds[1], run_point_here(job, k));
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  g_children[slot].store(pid);
-  return Running{k, pid, fds[0], slot, {}, Clock::now()};
+Running start_point(const SweepJob& job, long long k) {
+  core::Child child = core::start_child(
+      [&job, k] {
+        if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
+          ::dup2(null, STDOUT_FILENO);
+          ::dup2(null, STDERR_FILENO);
+        }
+        return run_point_here(job, k);
+      },
+      "the point's process");
+  return Running{k, child, {}, Clock::now()};
 }
 
 // Reaps a finished point process; its outcome, or why it has none.
 std::string finish_point(Running& r) {
-  ::close(r.fd);
-  int status = 0;
-  while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+  std::string why;
+  try {
+    std::string text = core::reap_child(r.child, std::move(r.text));
+    if (!text.empty()) return text;
+    why = "the point's process ended without giving a result";
+  } catch (const core::ChildFailed& e) {
+    why = std::string(e.what()) + " before giving a result";
   }
-  g_children[r.slot].store(0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !r.text.empty()) return r.text;
-  const std::string why = WIFSIGNALED(status)
-                              ? "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                                    strsignal(WTERMSIG(status)) + ")"
-                              : "exited with status " + std::to_string(WEXITSTATUS(status));
-  return Json{{"ok", false}, {"error", "the point's process " + why + " before giving a result"}}
-      .dump();
+  return Json{{"ok", false}, {"error", why}}.dump();
 }
 
 // Runs `todo`, `jobs` points at a time; `done` as each finishes, `tick` at least once a
@@ -206,30 +149,25 @@ void run_local(const SweepJob& job, const std::vector<long long>& todo, int jobs
     std::vector<Running>& running;
     ~EndRunning() {
       for (Running& r : running) {
-        ::kill(r.pid, SIGKILL);
+        ::kill(r.child.pid, SIGKILL);
         finish_point(r);
       }
     }
   } end_running{running};
-  std::vector<int> free_slots;
-  for (int s = jobs - 1; s >= 0; --s) free_slots.push_back(s);
   std::size_t next = 0;
   while (next < todo.size() || !running.empty()) {
-    while (static_cast<int>(running.size()) < jobs && next < todo.size()) {
-      const int slot = free_slots.back();
-      free_slots.pop_back();
-      running.push_back(start_point(job, todo[next++], slot));
-    }
+    while (static_cast<int>(running.size()) < jobs && next < todo.size())
+      running.push_back(start_point(job, todo[next++]));
     tick();
     std::vector<pollfd> fds;
-    for (const Running& r : running) fds.push_back({r.fd, POLLIN, 0});
+    for (const Running& r : running) fds.push_back({r.child.fd, POLLIN, 0});
     const int n = ::poll(fds.data(), fds.size(), 1000);
     if (n < 0 && errno != EINTR) throw std::runtime_error("poll() failed");
     if (n <= 0) continue;
     for (std::size_t i = running.size(); i-- > 0;) {
       if (fds[i].revents == 0) continue;
       char buffer[1 << 16];
-      const ssize_t got = ::read(running[i].fd, buffer, sizeof buffer);
+      const ssize_t got = ::read(running[i].child.fd, buffer, sizeof buffer);
       if (got > 0) {
         running[i].text.append(buffer, static_cast<std::size_t>(got));
         continue;
@@ -238,7 +176,6 @@ void run_local(const SweepJob& job, const std::vector<long long>& todo, int jobs
       Running r = std::move(running[i]);
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
       const std::string outcome = finish_point(r);
-      free_slots.push_back(r.slot);
       done(r.k, outcome, std::chrono::duration<double>(Clock::now() - r.started).count());
     }
   }
@@ -379,10 +316,10 @@ void register_mpi(MpiSessionFactory factory) {
 }
 
 std::string run_point_in_child(const SweepJob& job, long long k) {
-  Running r = start_point(job, k, 0);
+  Running r = start_point(job, k);
   char buffer[1 << 16];
   for (;;) {
-    const ssize_t got = ::read(r.fd, buffer, sizeof buffer);
+    const ssize_t got = ::read(r.child.fd, buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
     r.text.append(buffer, static_cast<std::size_t>(got));
@@ -496,7 +433,6 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   }
   SweepJob job{&points, o.run};
   if (!rank0) {
-    SignalGuard guard;
     mpi->serve(job);
     return kSuccess;
   }
@@ -580,7 +516,6 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
     progress.show();
   };
   try {
-    SignalGuard guard;
     if (mpi && mpi->size() > 1)
       mpi->dispatch(todo, done, [&] { progress.show(); });
     else

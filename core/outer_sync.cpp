@@ -1,5 +1,6 @@
 // `strategy.outer_sync` (DiLoCo and Streaming DiLoCo) and the training length
 // (`training.tokens` / `training.iterations`): reading, checking against the plan, JSON.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -124,6 +125,107 @@ void check_outer_sync(const Plan& plan, const Scenario& s, int model_layers,
                   "the same tp",
               "give every pipeline the same stages' layers and tp (dp and replicas may differ)");
   }
+}
+
+bool PlannerSettings::allows_diloco() const {
+  return std::find(outer_sync.begin(), outer_sync.end(), OuterSyncMethod::diloco) !=
+         outer_sync.end();
+}
+
+namespace {
+
+// At most this many values per list of `planner:`: each value multiplies the candidates the
+// planner costs (every two-island plan gets one DiLoCo variant per H and F).
+constexpr std::size_t planner_list_max = 16;
+
+// A list of `planner:` (a single value is a list of one); each item read by `read_item`.
+template <class T, class Read>
+std::vector<T> planner_list(const Node& n, const std::string& path, Diagnostics& d,
+                            std::string_view example, Read read_item) {
+  std::vector<T> out;
+  if (n.is_scalar()) {
+    if (auto v = read_item(n, path)) out.push_back(*v);
+    return out;
+  }
+  if (!n.is_sequence() || n.items.empty()) {
+    d.error(n.where, path,
+            "expected a list such as " + std::string(example) + ", found " + n.describe());
+    return out;
+  }
+  if (n.items.size() > planner_list_max) {
+    d.error(n.where, path,
+            "at most " + std::to_string(planner_list_max) + " values, found " +
+                std::to_string(n.items.size()),
+            "each value is searched: keep the few worth comparing");
+    return out;
+  }
+  for (std::size_t i = 0; i < n.items.size(); ++i)
+    if (auto v = read_item(n.items[i], index_path(path, i))) out.push_back(*v);
+  return out;
+}
+
+}  // namespace
+
+PlannerSettings parse_planner_settings(const Node& n, const std::string& path, Diagnostics& d) {
+  PlannerSettings p;
+  Fields f(n, path, d);
+  if (!f.ok()) return p;
+  auto count = [&](const Node& v, const std::string& at) { return as_positive_count(v, at, d); };
+  if (const Node* v = f.optional("outer_sync")) {
+    auto methods = planner_list<OuterSyncMethod>(*v, f.path_of("outer_sync"), d, "[none, diloco]",
+                                                 [&](const Node& item, const std::string& at) {
+                                                   return detail::as_enum<OuterSyncMethod>(
+                                                       item, at, d, "outer-sync method");
+                                                 });
+    if (!methods.empty()) p.outer_sync = methods;
+  }
+  if (const Node* v = f.optional("inner_steps")) {
+    auto steps = planner_list<int>(*v, f.path_of("inner_steps"), d, "[50, 200]", count);
+    if (!steps.empty()) p.inner_steps = steps;
+  }
+  if (const Node* v = f.optional("fragments")) {
+    auto fragments = planner_list<int>(*v, f.path_of("fragments"), d, "[1, 4]", count);
+    if (!fragments.empty()) p.fragments = fragments;
+    for (std::size_t i = 0; i < fragments.size(); ++i) {
+      const int F = fragments[i];
+      const bool divides_one = std::any_of(p.inner_steps.begin(), p.inner_steps.end(),
+                                           [&](int H) { return H % F == 0; });
+      if (!divides_one) {
+        const Node& item = v->is_sequence() ? v->items[i] : *v;
+        d.error(item.where,
+                v->is_sequence() ? index_path(f.path_of("fragments"), i) : f.path_of("fragments"),
+                std::to_string(F) + " fragments divide none of the inner_steps tried",
+                "a fragment syncs every H steps, staggered by H / F: pick fragments that divide "
+                "one of planner.inner_steps");
+      }
+    }
+  }
+  if (const Node* v = f.optional("overlap_steps"))
+    if (auto tau = count(*v, f.path_of("overlap_steps"))) p.overlap_steps = *tau;
+  if (const Node* v = f.optional("diloco_token_efficiency")) {
+    const std::string at = f.path_of("diloco_token_efficiency");
+    auto e = as_number(*v, at, d);
+    if (e && !(*e > 0 && *e <= 1))
+      d.error(v->where, at,
+              "the token efficiency must be above 0 and at most 1, found " + excerpt(v->text),
+              "the progress one DiLoCo token buys relative to one synchronous token: 1 assumes "
+              "DiLoCo trains as well per token (DiLoCo's paper, 8 workers on C4), 0.5 that it "
+              "needs twice the tokens");
+    else if (e)
+      p.diloco_token_efficiency = *e;
+  }
+  f.reject_unknown();
+  return p;
+}
+
+Json planner_settings_json(const PlannerSettings& p) {
+  Json methods = Json::array();
+  for (OuterSyncMethod m : p.outer_sync) methods.push_back(to_string(m));
+  return {{"outer_sync", methods},
+          {"inner_steps", p.inner_steps},
+          {"fragments", p.fragments},
+          {"overlap_steps", p.overlap_steps},
+          {"diloco_token_efficiency", p.diloco_token_efficiency}};
 }
 
 std::optional<double> parse_token_count(const Node& n, const std::string& path, Diagnostics& d) {

@@ -18,8 +18,8 @@
 namespace hgsim::core {
 namespace {
 
-constexpr std::size_t kSlots = 64;
-std::array<std::atomic<pid_t>, kSlots> g_children{};
+constexpr std::size_t kSlots = 64;  // temporary files
+std::array<std::atomic<pid_t>, kTrackedChildren> g_children{};
 // Temporary file names, fixed-size so that the handler reads them without allocating.
 constexpr std::size_t kPathBytes = 4096;
 std::array<std::array<char, kPathBytes>, kSlots> g_temp_paths{};
@@ -36,13 +36,23 @@ void on_termination(int sig) {
   ::raise(sig);
 }
 
+// In a freshly forked child: what the parent tracked is the parent's.
+void forget_inherited() {
+  for (auto& slot : g_children) slot.store(0);
+  for (auto& used : g_temp_used) used.store(false);
+}
+
 }  // namespace
 
 void install_termination_handlers() {
   struct sigaction action {};
   action.sa_handler = on_termination;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &action, nullptr);
+  }
 }
 
 void track_child(pid_t pid) {
@@ -79,10 +89,10 @@ void untrack_temporary_file(const std::string& path) {
     }
 }
 
-Child start_child(const std::function<std::string()>& body) {
+Child start_child(const std::function<std::string()>& body, const char* what) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw ChildFailed(std::string("cannot start the simulator: pipe: ") + std::strerror(errno));
+    throw ChildFailed(std::string("cannot start ") + what + ": pipe: " + std::strerror(errno));
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
@@ -91,12 +101,13 @@ Child start_child(const std::function<std::string()>& body) {
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    throw ChildFailed(std::string("cannot start the simulator: fork: ") + std::strerror(errno));
+    throw ChildFailed(std::string("cannot start ") + what + ": fork: " + std::strerror(errno));
   }
   if (pid == 0) {
     // The child: dies with its parent, and whatever happens never returns from here.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(3);  // the parent died before prctl took effect
+    forget_inherited();
     ::close(fds[0]);
     int status = 4;
     try {
@@ -110,7 +121,7 @@ Child start_child(const std::function<std::string()>& body) {
   }
   track_child(pid);
   ::close(fds[1]);
-  return {pid, fds[0]};
+  return {pid, fds[0], what};
 }
 
 std::string finish_child(Child child) {
@@ -122,6 +133,10 @@ std::string finish_child(Child child) {
     if (n <= 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
   }
+  return reap_child(child, std::move(text));
+}
+
+std::string reap_child(Child child, std::string text) {
   ::close(child.fd);
   int status = 0;
   while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
@@ -129,9 +144,9 @@ std::string finish_child(Child child) {
   untrack_child(child.pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return text;
   if (WIFSIGNALED(status))
-    throw ChildFailed("the simulator process was killed by signal " +
+    throw ChildFailed(std::string(child.what) + " was killed by signal " +
                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
-  throw ChildFailed("the simulator process exited with status " +
+  throw ChildFailed(std::string(child.what) + " exited with status " +
                     std::to_string(WEXITSTATUS(status)));
 }
 

@@ -10,14 +10,19 @@
 
 namespace hgsim::core {
 
-// Installs SIGINT, SIGTERM and SIGHUP handlers (the `hgsim` command calls this once, the
-// Python module does not: Python owns its signals) that forward the signal to every
-// tracked child, remove every tracked temporary file, then end the process with the same
-// signal (so the shell sees the usual status, 130 for Ctrl-C).
+// Installs handlers for the signals that end a process (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM; the `hgsim` command calls this once, the Python
+// module does not: Python owns its signals) that forward the signal to every tracked
+// child, remove every tracked temporary file, then end the process with the same signal
+// (so the shell sees the usual status, 130 for Ctrl-C). A signal ignored by whoever
+// started hgsim (nohup's SIGHUP) stays ignored.
 void install_termination_handlers();
 
 // Children and temporary files the handlers act on. Async-signal-safe to read: a fixed
-// table of slots, each set and cleared by the thread that owns it.
+// table of slots (kTrackedChildren children), each set and cleared by the thread that owns
+// it. A forked child starts with empty tables: it never signals its siblings nor removes
+// its parent's files.
+constexpr int kTrackedChildren = 1024;
 void track_child(pid_t pid);
 void untrack_child(pid_t pid);
 void track_temporary_file(const std::string& path);
@@ -37,11 +42,19 @@ std::string run_in_child(const std::function<std::string()>& body);
 // start_child forks and returns at once; finish_child reads everything the child writes,
 // reaps it and returns its bytes or throws ChildFailed. Every started child must be
 // finished exactly once (a child that is done waits on its pipe until then).
+// `what` names the child in ChildFailed's message ("the simulator process was killed by
+// signal 9 (Killed)").
 struct Child {
   pid_t pid = -1;
   int fd = -1;  // the read end of the child's pipe
+  const char* what = "the simulator process";
 };
-Child start_child(const std::function<std::string()>& body);
+Child start_child(const std::function<std::string()>& body,
+                  const char* what = "the simulator process");
 std::string finish_child(Child child);
+// finish_child's second half, for a caller that read the pipe itself (several children
+// polled at once): closes the pipe, reaps the child and returns `text`, what it read, or
+// throws ChildFailed.
+std::string reap_child(Child child, std::string text);
 
 }  // namespace hgsim::core

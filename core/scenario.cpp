@@ -136,7 +136,7 @@ bool Scenario::operator==(const Scenario& o) const {
   return name == o.name && description == o.description && model == o.model &&
          training == o.training && clusters == o.clusters && wan == o.wan &&
          strategy == o.strategy && compression == o.compression && simulation == o.simulation &&
-         sweep == o.sweep;
+         sweep == o.sweep && planner == o.planner;
 }
 
 // ---- the reader --------------------------------------------------------------------------
@@ -260,6 +260,7 @@ void ScenarioReader::read(const Node& root) {
   if (const Node* n = f.optional("compression")) read_compression(*n);
   if (const Node* n = f.optional("simulation")) read_simulation(*n);
   if (const Node* n = f.optional("sweep")) read_sweep(*n);
+  if (const Node* n = f.optional("planner")) s_.planner = parse_planner_settings(*n, "planner", d_);
   f.reject_unknown();
 }
 
@@ -823,6 +824,7 @@ Json scenario_to_json(const Scenario& s) {
                        {"start_time", format_duration(s.simulation.start_time)}};
   if (s.training.tokens) out["training"]["tokens"] = *s.training.tokens;
   if (s.training.iterations) out["training"]["iterations"] = *s.training.iterations;
+  if (!(s.planner == PlannerSettings{})) out["planner"] = planner_settings_json(s.planner);
   if (!s.sweep.empty()) {
     Json sweep = Json::object();
     Json zips = Json::array();

@@ -294,6 +294,24 @@ struct SweepAxis {
   bool operator==(const SweepAxis& o) const;
 };
 
+// How the planner searches (`planner:`, core/outer_sync.cpp): which outer synchronisation it
+// may choose, and how it compares plans that do not train alike. A DiLoCo plan's tokens are
+// worth `diloco_token_efficiency` of a synchronous plan's: its time to the same training
+// progress is its iteration time / diloco_token_efficiency.
+struct PlannerSettings {
+  std::vector<OuterSyncMethod> outer_sync{OuterSyncMethod::none};  // none: synchronous only
+  std::vector<int> inner_steps{50, 200};                           // H values tried with diloco
+  std::vector<int> fragments{1};  // F values tried (1: blocking; > 1: streaming)
+  int overlap_steps = 1;          // tau of streaming candidates (at most H / F)
+  // The assumption: progress per DiLoCo token relative to a synchronous token, in (0, 1].
+  // Default 1: the claim of DiLoCo (Douillard et al. 2023, arXiv:2311.08105, abstract) that
+  // 8 workers with 500x less communication perform as well as fully synchronous training on
+  // C4 (README: "The planner and outer sync"); an assumption, not a measured efficiency.
+  double diloco_token_efficiency = 1.0;
+  bool allows_diloco() const;
+  bool operator==(const PlannerSettings&) const = default;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -306,6 +324,7 @@ struct Scenario {
   CompressionPolicy compression;
   Simulation simulation;
   std::vector<SweepAxis> sweep;
+  PlannerSettings planner;  // `planner:` (defaults: synchronous plans only)
 
   // Where a key path was written ("clusters[1].gpu"); the document's location if unknown.
   SourceLocation where(const std::string& key_path) const;
@@ -371,6 +390,9 @@ Json outer_sync_json(const OuterSync& o);
 // Outer sync needs two islands or more that cut the model the same way (check_plan calls it).
 void check_outer_sync(const Plan& plan, const Scenario& s, int model_layers,
                       const std::string& path, Diagnostics& diags);
+// `planner:` (core/outer_sync.cpp): the planner's settings; problems at `path`.
+PlannerSettings parse_planner_settings(const Node& n, const std::string& path, Diagnostics& d);
+Json planner_settings_json(const PlannerSettings& p);
 // `training.tokens`: a count with an optional K, M, B (or G), T suffix (powers of 1000).
 std::optional<double> parse_token_count(const Node& n, const std::string& path, Diagnostics& d);
 

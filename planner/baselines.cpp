@@ -426,7 +426,7 @@ std::string adopt_faster_baselines(const Context& ctx, const Options& options,
   std::vector<const Baseline*> of;
   for (const Baseline& b : baselines) {
     if (!b.feasible || !b.plan) continue;
-    if (result.best && b.simulated_s >= result.best->simulated_s) continue;
+    if (result.best && b.simulated_s >= result.best->effective_s()) continue;
     candidates.push_back({*b.plan, estimate(ctx, *b.plan).iteration_s, describe(ctx, *b.plan)});
     of.push_back(&b);
   }
@@ -434,9 +434,11 @@ std::string adopt_faster_baselines(const Context& ctx, const Options& options,
   auto results = simulate_candidates(ctx, candidates, options, diags);
   std::string adopted;
   for (std::size_t k = 0; k < of.size(); ++k) {
-    if (result.best && of[k]->simulated_s >= result.best->simulated_s) continue;
+    // Baselines are synchronous: their time is their time to the same progress.
+    if (result.best && of[k]->simulated_s >= result.best->effective_s()) continue;
     if (!results[k]) continue;
-    if (!result.best || results[k]->simulated_s < result.best->simulated_s) {
+    if (!result.best || results[k]->simulated_s < result.best->effective_s()) {
+      result.best_synchronous.reset();  // the best is synchronous now
       result.verified.push_back(*results[k]);
       result.best = std::move(*results[k]);
       adopted = of[k]->name;

@@ -13,12 +13,6 @@
 
 namespace hgsim::planner {
 
-namespace {
-
-constexpr double infinity = std::numeric_limits<double>::infinity();
-// A port time below any real transfer's, dividing in its place when a port is idle (0 s).
-constexpr double no_division_by_zero_s = 1e-30;
-
 sim::Hop2 nvlink_hop(const core::Cluster& c) {
   return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
 }
@@ -28,6 +22,12 @@ sim::Hop2 nvlink_hop(const core::Cluster& c) {
 sim::Hop2 nic_hop(const core::Cluster& c) {
   return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
 }
+
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+// A port time below any real transfer's, dividing in its place when a port is idle (0 s).
+constexpr double no_division_by_zero_s = 1e-30;
 
 double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int dp, int micro_batch) {
   return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / dp);

@@ -39,6 +39,7 @@
 #include "core/scenario.hpp"
 #include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
+#include "sim/collectives.hpp"
 #include "sim/platform.hpp"
 
 namespace hgsim::planner {
@@ -105,6 +106,10 @@ struct LayerCost {
   double backward_s = 0;
 };
 LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
+// One hop between two GPUs of cluster c, as the collectives' closed forms take it: inside a
+// node (NVLink), or across nodes (the NIC, shared by the node's GPUs when oversubscribed).
+sim::Hop2 nvlink_hop(const core::Cluster& c);
+sim::Hop2 nic_hop(const core::Cluster& c);
 // The logits layer on a last stage: forward + backward.
 double logits_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
 

@@ -13,6 +13,7 @@
 
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
+#include "planner/outer_sync_cost.hpp"
 #include "planner/space.hpp"
 #include "sim/simulate.hpp"
 
@@ -93,12 +94,16 @@ class Search {
       if (clusters > 1) mixtures(b, total);
     }
     result_.search_s = seconds_since(start_);
-    std::sort(ranked_.begin(), ranked_.end(),
-              [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    std::sort(ranked_.begin(), ranked_.end(), by_effective);
+    // Outer-sync variants may fill the list: the best synchronous plan stays in it (last), so
+    // that a DiLoCo winner is always verified against one.
+    const bool has_sync = std::any_of(ranked_.begin(), ranked_.end(), [](const Candidate& c) {
+      return !c.plan.outer_sync.enabled();
+    });
+    if (!has_sync && best_sync_) ranked_.push_back(*best_sync_);
     result_.ranked = std::move(ranked_);
     for (auto& [family, c] : families_) result_.family_best.push_back(std::move(c));
-    std::sort(result_.family_best.begin(), result_.family_best.end(),
-              [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    std::sort(result_.family_best.begin(), result_.family_best.end(), by_effective);
     return std::move(result_);
   }
 
@@ -126,23 +131,44 @@ class Search {
 
   double worst_kept_best() const { return best_s_ < no_time_yet_s ? best_s_ : 0; }
 
+  static bool by_effective(const Candidate& a, const Candidate& b) {
+    return a.effective_s() < b.effective_s();
+  }
+
+  // A costed plan, then its outer-sync variants when the scenario's `planner:` allows them
+  // (planner/outer_sync_cost.hpp), each costed and ranked by time to the same progress.
+  void offer_with_variants(const core::Plan& plan, double analytic_s) {
+    offer(plan, analytic_s, "");
+    for (core::Plan& v : outer_sync_variants(ctx_, plan)) {
+      ++result_.evaluated;
+      const Estimate e = estimate_plan(ctx_, v);
+      if (!e.fits) {
+        ++result_.rejected_memory;
+        continue;
+      }
+      offer(std::move(v), e.iteration_s, "");
+    }
+  }
+
   void offer(core::Plan plan, double analytic_s, const std::string& what) {
-    best_s_ = std::min(best_s_, analytic_s);
+    const double efficiency = token_efficiency(ctx_, plan);
+    Candidate c{std::move(plan), analytic_s, what, efficiency};
+    const double effective = c.effective_s();
+    if (!c.plan.outer_sync.enabled() && (!best_sync_ || analytic_s < best_sync_->analytic_s))
+      best_sync_ = c;
+    best_s_ = std::min(best_s_, effective);
     // The best of each family (the set of clusters a plan uses), so that verification can
     // hedge against the model being biased against one family.
     int family = 0;
-    for (const auto& p : plan.pipelines)
+    for (const auto& p : c.plan.pipelines)
       for (const auto& st : p.stages) family |= 1 << ctx_.cluster_index(st.cluster);
-    auto [it, fresh] = families_.try_emplace(family, Candidate{plan, analytic_s, what});
-    if (!fresh && analytic_s < it->second.analytic_s) it->second = {plan, analytic_s, what};
+    auto [it, fresh] = families_.try_emplace(family, c);
+    if (!fresh && effective < it->second.effective_s()) it->second = c;
     // Keep the best `ranked_kept` distinct plans.
-    if (ranked_.size() >= ranked_kept && analytic_s >= ranked_.back().analytic_s) return;
-    for (const auto& c : ranked_)
-      if (c.plan == plan) return;
-    Candidate c{std::move(plan), analytic_s, what};
-    auto at = std::upper_bound(
-        ranked_.begin(), ranked_.end(), c,
-        [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+    if (ranked_.size() >= ranked_kept && effective >= ranked_.back().effective_s()) return;
+    for (const auto& r : ranked_)
+      if (r.plan == c.plan) return;
+    auto at = std::upper_bound(ranked_.begin(), ranked_.end(), c, by_effective);
     ranked_.insert(at, std::move(c));
     if (ranked_.size() > ranked_kept) ranked_.pop_back();
   }
@@ -211,7 +237,7 @@ class Search {
   // Configurations whose lower bound exceeds this cannot enter the kept list of the mask
   // nor the ranked list.
   double prune_above(int mask, int b) {
-    double limit = ranked_.size() >= ranked_kept ? ranked_.back().analytic_s : no_time_yet_s;
+    double limit = ranked_.size() >= ranked_kept ? ranked_.back().effective_s() : no_time_yet_s;
     double kept_worst = 0;
     bool full = true;
     for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
@@ -247,7 +273,7 @@ class Search {
       auto e = cost(plan);
       if (!e) continue;
       const double alone = e->iteration_s;
-      offer(plan, alone, "");
+      offer_with_variants(plan, alone);
       if (schedule == core::Schedule::interleaved) continue;
       auto& kept = kept_[{mask, b, static_cast<int>(schedule)}];
       Kept k{*pipeline, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
@@ -312,7 +338,7 @@ class Search {
         if (!plan.pipelines.empty())
           for (double bucket : mixture_bucket_bytes) {
             plan.grad_sync.bucket = core::Bytes(bucket);
-            if (auto e = cost(plan)) offer(plan, e->iteration_s, "");
+            if (auto e = cost(plan)) offer_with_variants(plan, e->iteration_s);
           }
         std::size_t g = 0;
         while (g < pick.size() && ++pick[g] == std::min(lists[g]->size(), depth)) pick[g++] = 0;
@@ -329,6 +355,7 @@ class Search {
   double best_s_ = no_time_yet_s;
   SearchResult result_;
   std::vector<Candidate> ranked_;
+  std::optional<Candidate> best_sync_;  // the best synchronous plan costed
   std::map<int, Candidate> families_;
   std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
 };
@@ -459,7 +486,7 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
             variant.compression = policy;
           }
           if (variant == c.plan) continue;
-          const Estimate e = estimate(ctx, variant);  // applies the variant's own choices
+          const Estimate e = estimate_plan(ctx, variant);  // applies the variant's own choices
           if (e.fits && e.iteration_s < best_s) {
             best = variant;
             best_s = e.iteration_s;
@@ -473,7 +500,7 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
   }
   std::stable_sort(
       candidates.begin(), candidates.end(),
-      [](const Candidate& a, const Candidate& b) { return a.analytic_s < b.analytic_s; });
+      [](const Candidate& a, const Candidate& b) { return a.effective_s() < b.effective_s(); });
 }
 
 namespace {
@@ -484,6 +511,7 @@ namespace {
 // sim::automatic_fidelity.
 struct Prepared {
   Candidate candidate;
+  core::Scenario scenario;  // the scenario, with simulation.iterations >= H for outer sync
   sim::SimulationInput in;
   sim::SimulationOptions options;
 };
@@ -495,7 +523,15 @@ std::unique_ptr<Prepared> prepare(const Context& ctx, const Candidate& candidate
     return nullptr;
   auto p = std::make_unique<Prepared>();
   p->candidate = candidate;
-  p->in.scenario = ctx.scenario;
+  p->candidate.efficiency = token_efficiency(ctx, candidate.plan);
+  p->scenario = *ctx.scenario;
+  // A plan with outer sync is verified over at least one round of H inner steps, so that its
+  // outer syncs are in the mean iteration (with no bandwidth trace the simulator plays the
+  // round's step and sync once each: sim/iterations.hpp).
+  const core::OuterSync& o = candidate.plan.outer_sync;
+  if (o.enabled() && p->scenario.simulation.iterations < o.inner_steps)
+    p->scenario.simulation.iterations = o.inner_steps;
+  p->in.scenario = &p->scenario;
   p->in.plan = &p->candidate.plan;
   p->in.plan_path = "";
   p->in.model = ctx.model;
@@ -509,6 +545,7 @@ Verified verified(Candidate candidate, sim::Results result) {
   v.candidate = std::move(candidate);
   v.simulated_s = result.iteration_time_s;
   v.fidelity = result.simulator.fidelity;
+  v.iterations = result.iterations.value("iterations_simulated", 1);
   v.result = std::move(result);
   return v;
 }
@@ -597,7 +634,8 @@ SearchResult plan(const Context& ctx, const Options& options) {
                      [&](const Candidate& h) { return h.plan == c.plan; }) == hedges.end())
       hedges.push_back(c);
   auto eligible_hedge = [&](const Candidate& c) {
-    if (r.ranked.empty() || c.analytic_s > hedge_factor * r.ranked.front().analytic_s) return false;
+    if (r.ranked.empty() || c.effective_s() > hedge_factor * r.ranked.front().effective_s())
+      return false;
     for (const Verified& v : r.verified)
       if (v.candidate.plan == c.plan) return false;
     return true;
@@ -656,12 +694,35 @@ SearchResult plan(const Context& ctx, const Options& options) {
   }
   for (auto& v : from_ranked) r.verified.push_back(std::move(v));
   for (auto& v : from_hedges) r.verified.push_back(std::move(v));
+  // A plan with outer sync is never chosen unseen against synchronous training: the best
+  // synchronous candidate is verified too, for the comparison the report prints.
+  auto synchronous = [](const core::Plan& p) { return !p.outer_sync.enabled(); };
+  const bool any_outer = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
+    return !synchronous(v.candidate.plan);
+  });
+  const bool any_sync = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
+    return synchronous(v.candidate.plan);
+  });
+  if (any_outer && !any_sync) {
+    const auto it = std::find_if(r.ranked.begin(), r.ranked.end(),
+                                 [&](const Candidate& c) { return synchronous(c.plan); });
+    if (it != r.ranked.end()) {
+      std::vector<core::Diagnostics> diags;
+      auto results = simulate_candidates(ctx, {*it}, options, diags);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
+    }
+  }
   if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
     for (const Verified& v : r.verified)
       *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "
                         << v.candidate.analytic_s << " s analytic\n";
-  for (const Verified& v : r.verified)
-    if (!r.best || v.simulated_s < r.best->simulated_s) r.best = v;
+  for (const Verified& v : r.verified) {
+    if (!r.best || v.effective_s() < r.best->effective_s()) r.best = v;
+    if (synchronous(v.candidate.plan) &&
+        (!r.best_synchronous || v.simulated_s < r.best_synchronous->simulated_s))
+      r.best_synchronous = v;
+  }
+  if (r.best && synchronous(r.best->candidate.plan)) r.best_synchronous.reset();
   r.verify_s = seconds_since(start);
   if (r.ranked.empty()) r.why_not = explain_infeasible(ctx, options, r);
   return r;

@@ -36,8 +36,13 @@ struct Options {
 
 struct Candidate {
   core::Plan plan;
-  double analytic_s = 0;
+  double analytic_s = 0;    // iteration time (with outer sync: inner step + amortised sync)
   std::string description;  // "pipeline beijing > shanghai, 4 replicas"
+  // Progress per token relative to synchronous training (planner/outer_sync_cost.hpp
+  // token_efficiency): 1, or planner.diloco_token_efficiency for a plan with outer sync.
+  double efficiency = 1;
+  // What plans are ranked by: time to the same training progress.
+  double effective_s() const { return analytic_s / efficiency; }
 };
 
 struct Verified {
@@ -45,6 +50,8 @@ struct Verified {
   double simulated_s = 0;
   sim::Results result;  // the simulator's results
   std::string fidelity;
+  int iterations = 1;  // simulated (a plan with outer sync: at least one round of H)
+  double effective_s() const { return simulated_s / candidate.efficiency; }
 };
 
 struct SearchResult {
@@ -52,7 +59,9 @@ struct SearchResult {
   // The best candidate of each family (the set of clusters it uses), best first.
   std::vector<Candidate> family_best;
   std::vector<Verified> verified;
-  std::optional<Verified> best;
+  std::optional<Verified> best;  // by effective (simulated) time
+  // When the best plan has outer sync: the best synchronous plan verified, for comparison.
+  std::optional<Verified> best_synchronous;
   long evaluated = 0;  // candidates costed by the analytic model
   long rejected_memory = 0;
   double search_s = 0;
@@ -74,7 +83,9 @@ SearchResult plan(const Context& ctx, const Options& options);
 core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_stages);
 
 // Checks a plan like `hgsim run` would (check_plan, the model's divisibility rules) and
-// simulates it; nullopt with the problems in `diags` when it cannot run.
+// simulates it (a plan with outer sync over at least one round: simulation.iterations raised
+// to H when below it, as `hgsim run` plays it with simulation.iterations >= H); nullopt with the
+// problems in `diags` when it cannot run.
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
                                            const Options& options, core::Diagnostics& diags);
 

@@ -48,6 +48,21 @@ std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector
 
 }  // namespace
 
+CodedTransfer code_wan_transfer(const WanCodec& codec, double bytes, int flows,
+                                const kernels::GpuSpec& src, const kernels::GpuSpec& dst) {
+  if (!codec.active()) return {bytes, 0, 0};
+  // Each of the `flows` parallel senders codes its own share.
+  const double share = bytes / std::max(flows, 1);
+  const double elements = share / core::element_bytes(codec.dtype);
+  const std::int64_t columns = std::max(codec.columns, 1);
+  const auto rows = static_cast<std::int64_t>(std::ceil(elements / columns));
+  const std::vector<std::int64_t> shape{std::max<std::int64_t>(rows, 1), columns};
+  const auto at_src = compress::code_transfer(codec.spec, shape, codec.dtype, src);
+  const auto at_dst = compress::code_transfer(codec.spec, shape, codec.dtype, dst);
+  return {at_src.wire_bytes.value() * std::max(flows, 1), at_src.encode.value(),
+          at_dst.decode.value()};
+}
+
 NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int flows) const {
   const bool wan = platform.crosses_wan(src, dst);
   const bool coded = wan && codec && codec->active();
@@ -55,19 +70,13 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int
   NodeId start = after;
   double decode_s = 0;
   if (coded) {
-    // Each of the `flows` parallel senders codes its own share.
-    const double share = bytes / std::max(flows, 1);
-    const double elements = share / core::element_bytes(codec->dtype);
-    const std::int64_t columns = std::max(codec->columns, 1);
-    const auto rows = static_cast<std::int64_t>(std::ceil(elements / columns));
-    const std::vector<std::int64_t> shape{std::max<std::int64_t>(rows, 1), columns};
     const auto& src_gpu = *platform.clusters[platform.devices[src].cluster].gpu;
     const auto& dst_gpu = *platform.clusters[platform.devices[dst].cluster].gpu;
-    const auto at_src = compress::code_transfer(codec->spec, shape, codec->dtype, src_gpu);
-    decode_s = compress::code_transfer(codec->spec, shape, codec->dtype, dst_gpu).decode.value();
-    wire = at_src.wire_bytes.value() * std::max(flows, 1);
+    const CodedTransfer c = code_wan_transfer(*codec, bytes, flows, src_gpu, dst_gpu);
+    decode_s = c.decode_s;
+    wire = c.wire_bytes;
     start =
-        graph.compute(src, at_src.encode.value(), Work::codec,
+        graph.compute(src, c.encode_s, Work::codec,
                       graph.label("encode " + compress::to_string(codec->spec.kind)), micro_batch);
     graph.edge(after, start);
   }

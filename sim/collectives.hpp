@@ -32,6 +32,18 @@ struct CodecStats {
   double wan_wire_bytes = 0;  // what they carried
 };
 
+// What a transfer of `bytes` crossing the WAN becomes under `codec` when `flows` parallel
+// senders each code their own share (a tensor of rows x codec.columns): bytes on the wire (all
+// flows), encode seconds on `src`'s GPU and decode seconds on `dst`'s (compress::code_transfer).
+// Sender::send uses it; so does the planner's closed form of the outer sync.
+struct CodedTransfer {
+  double wire_bytes = 0;
+  double encode_s = 0;
+  double decode_s = 0;
+};
+CodedTransfer code_wan_transfer(const WanCodec& codec, double bytes, int flows,
+                                const kernels::GpuSpec& src, const kernels::GpuSpec& dst);
+
 // Sends `bytes` from `src` to `dst` after `after`; returns the node after which `dst` has
 // the data. Crossing the WAN with an active codec: encode on `src`, the encoded bytes on
 // the wire, decode on `dst`. `flows`: parallel TCP flows the transfer stands for.

@@ -54,18 +54,14 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
   const auto& roles = *in.roles;
   const int islands = static_cast<int>(plan.pipelines.size());
   std::vector<NodeId> done = ready;
-  const auto& stages = plan.pipelines[0].stages;
-  std::vector<int> stage_layers;
-  for (const auto& st : stages) stage_layers.push_back(st.layers);
   WanCodec codec{in.codec, in.precision, in.model->hidden};
   Sender sender{graph, platform, &codec, stats, Work::dp_comm, -1};
   const std::string name = "outer sync fragment " + std::to_string(in.fragment);
-  for (std::size_t st = 0; st < stages.size(); ++st) {
-    const int tp = stages[st].tp;
-    const double params = fragment_stage_parameters(*in.model, stage_layers, static_cast<int>(st),
-                                                    tp, in.fragment, in.fragments);
-    const double shard = models::gradient_bytes(params, in.precision).value();
-    if (shard <= 0) continue;
+  for (const OuterShard& piece :
+       outer_shards(plan, *in.model, in.precision, in.fragment, in.fragments)) {
+    const std::size_t st = static_cast<std::size_t>(piece.stage);
+    const int tp = piece.tp;
+    const double shard = piece.bytes;
     for (int t = 0; t < tp; ++t) {
       // The holders of shard (st, t) in each island, in (replica, dp rank) order.
       std::vector<std::vector<int>> holders(islands);
@@ -105,11 +101,43 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
   return done;
 }
 
+std::vector<OuterShard> outer_shards(const core::Plan& plan, const core::ModelConfig& model,
+                                     core::Precision precision, int fragment, int fragments) {
+  std::vector<OuterShard> out;
+  if (plan.pipelines.empty()) return out;
+  const auto& stages = plan.pipelines[0].stages;
+  std::vector<int> stage_layers;
+  for (const auto& st : stages) stage_layers.push_back(st.layers);
+  for (std::size_t st = 0; st < stages.size(); ++st) {
+    OuterShard shard;
+    shard.stage = static_cast<int>(st);
+    shard.tp = stages[st].tp;
+    const double params =
+        fragment_stage_parameters(model, stage_layers, shard.stage, shard.tp, fragment, fragments);
+    shard.bytes = models::gradient_bytes(params, precision).value();
+    if (shard.bytes <= 0) continue;
+    for (const auto& p : plan.pipelines) {
+      const int dp = st < p.stages.size() ? p.stages[st].dp : 0;
+      shard.holders.push_back(p.replicas * dp);
+    }
+    shard.lanes = *std::min_element(shard.holders.begin(), shard.holders.end());
+    out.push_back(std::move(shard));
+  }
+  return out;
+}
+
+double outer_lane_time(int islands, double lane_bytes, Hop2 lane_hop, double wire_ratio,
+                       double codec_s) {
+  if (islands <= 1) return 0;
+  return ring_all_reduce_time(islands, wire_ratio * lane_bytes, lane_hop) +
+         2.0 * (islands - 1) * codec_s;
+}
+
 double outer_all_reduce_time(int islands, int holders_per_island, double shard_bytes, Hop2 wan,
                              Hop2 intra) {
   const int lanes = std::max(holders_per_island, 1);
   const Hop2 lane_hop{wan.bytes_per_s / lanes, wan.latency_s};
-  return ring_all_reduce_time(islands, shard_bytes / lanes, lane_hop) +
+  return outer_lane_time(islands, shard_bytes / lanes, lane_hop) +
          ring_all_gather_time(holders_per_island, shard_bytes, intra);
 }
 

@@ -65,6 +65,30 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
                                      const OuterSyncInput& in, const std::vector<NodeId>& ready,
                                      CodecStats* stats);
 
+// One shard of a fragment's outer all-reduce: the fragment's part of stage `stage` on one
+// tensor-parallel rank (each of the stage's `tp` ranks holds one such shard), `bytes` in the
+// gradients' precision before the codec, held by `holders[i]` GPUs of island i (replicas x
+// dp); `lanes` = the fewest holders of an island.
+struct OuterShard {
+  int stage = 0;
+  int tp = 1;
+  double bytes = 0;
+  std::vector<int> holders;
+  int lanes = 0;
+};
+// The shards of fragment `fragment` (of `fragments`) of a plan whose islands cut the model alike
+// (core::check_outer_sync), as outer_all_reduce moves them; stages without parameters in the
+// fragment are left out.
+std::vector<OuterShard> outer_shards(const core::Plan& plan, const core::ModelConfig& model,
+                                     core::Precision precision, int fragment, int fragments);
+
+// One lane of the outer all-reduce across islands: a ring all-reduce of `lane_bytes` over
+// `islands` members on `lane_hop`, each of its 2 (I - 1) steps carrying `wire_ratio` of its
+// chunk on the wire and paying `codec_s` (encode + decode) when the transfer is coded:
+//   ring_all_reduce_time(I, wire_ratio x lane_bytes, lane_hop) + 2 (I - 1) codec_s.
+double outer_lane_time(int islands, double lane_bytes, Hop2 lane_hop, double wire_ratio = 1,
+                       double codec_s = 0);
+
 // Closed form of outer_all_reduce for an uncoded shard of `shard_bytes`: I islands, each
 // shard held by n GPUs per island (L = n lanes), lanes sharing the WAN hop `wan` (each lane
 // gets wan.bytes_per_s / L), the intra-island all-gather on `intra`:

@@ -24,6 +24,7 @@
 #include "compress/codec.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
+#include "core/process.hpp"
 #include "core/scenario.hpp"
 
 namespace {
@@ -1022,6 +1023,40 @@ TEST(HgsimProcess, TheSimulatorDiesWithHgsim) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
     EXPECT_TRUE(gone(child, std::chrono::seconds(10))) << "signal " << sig << ": child " << child;
   }
+}
+
+// A forked child starts with empty tracking tables: a child that a signal ends neither
+// removes its parent's temporary files nor signals its siblings. Played in a process of its
+// own that installs the handlers, as the hgsim command does.
+TEST(HgsimProcess, AChildEndedByASignalLeavesItsParentsFilesAlone) {
+  const fs::path file =
+      fs::temp_directory_path() / ("hgsim-process-" + std::to_string(::getpid()) + ".tmp");
+  std::ofstream(file) << "being written";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    core::install_termination_handlers();
+    core::track_temporary_file(file.string());
+    int code = 0;
+    try {
+      core::reap_child(core::start_child([] {
+                         ::raise(SIGTERM);
+                         return std::string();
+                       }),
+                       "");
+      code = 2;  // the child was meant to die of SIGTERM
+    } catch (const core::ChildFailed& e) {
+      code = std::string(e.what()).find("signal 15") != std::string::npos ? 0 : 3;
+    }
+    if (code == 0 && !fs::exists(file)) code = 4;  // the child removed the parent's file
+    core::untrack_temporary_file(file.string());
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: the child lived; 3: not killed by SIGTERM; 4: the parent's file was removed";
+  fs::remove(file);
 }
 
 }  // namespace
