@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,18 +21,19 @@ using Hops = std::vector<std::string>;  // "link name" or "link name UP" / "DOWN
 // Three clusters, the first oversubscribed (node uplinks), joined by a path through the
 // second; devices on several nodes of each.
 sim::Platform three_cluster_platform() {
-  auto c = checked(std::string("name: routes\n") + testing::kTinyModel +
-                   "training: {global_batch: 8, seq_len: 128}\n"
-                   "clusters:\n"
-                   "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 4, "
-                   "oversubscription: 2}\n"
-                   "  - {name: b, gpu: V100-32GB-SXM, nodes: 2, gpus_per_node: 4}\n"
-                   "  - {name: c, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 4}\n"
-                   "wan:\n"
-                   "  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
-                   "  - {between: [b, c], bandwidth: 5Gbps, latency: 5ms}\n"
-                   "strategy:\n  pipelines:\n    - micro_batches: 8\n      stages:\n"
-                   "        - {cluster: a, layers: 8}\n");
+  // The platform points into its scenario: the scenario lives as long as the tests.
+  static const auto c = checked(std::string("name: routes\n") + testing::kTinyModel +
+                                "training: {global_batch: 8, seq_len: 128}\n"
+                                "clusters:\n"
+                                "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 4, "
+                                "oversubscription: 2}\n"
+                                "  - {name: b, gpu: V100-32GB-SXM, nodes: 2, gpus_per_node: 4}\n"
+                                "  - {name: c, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 4}\n"
+                                "wan:\n"
+                                "  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
+                                "  - {between: [b, c], bandwidth: 5Gbps, latency: 5ms}\n"
+                                "strategy:\n  pipelines:\n    - micro_batches: 8\n      stages:\n"
+                                "        - {cluster: a, layers: 8}\n");
   const auto* a100 = kernels::find_gpu("A100-80GB-SXM");
   const auto* v100 = kernels::find_gpu("V100-32GB-SXM");
   const std::vector<sim::DeviceRequest> requests{{0, 0, 1}, {0, 1, 1}, {0, 4, 1}, {1, 0, 1},
@@ -53,21 +53,33 @@ Hops names(const sim::Platform& p, const std::vector<sim::Hop>& hops) {
   return out;
 }
 
+// The value of attribute `name` in the element starting at `at`.
+std::string attribute(const std::string& text, std::size_t at, const std::string& name) {
+  const std::size_t end = text.find('>', at);
+  const std::size_t key = text.find(" " + name + "=\"", at);
+  if (key == std::string::npos || key > end) return "";
+  const std::size_t start = key + name.size() + 3;
+  return text.substr(start, text.find('"', start) - start);
+}
+
 // Every <route> and <zoneRoute> of the XML: (src, dst) -> its link_ctn elements in order.
 std::map<std::pair<std::string, std::string>, Hops> xml_routes(const std::string& text) {
   std::map<std::pair<std::string, std::string>, Hops> out;
-  const std::regex route(R"(<(route|zoneRoute) src="([^"]*)" dst="([^"]*)"[^>]*>([\s\S]*?)</\1>)");
-  const std::regex link(R"(<link_ctn id="([^"]*)"(?: direction="(UP|DOWN)")?/>)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), route);
-       it != std::sregex_iterator(); ++it) {
-    Hops hops;
-    const std::string body = (*it)[4];
-    for (auto l = std::sregex_iterator(body.begin(), body.end(), link); l != std::sregex_iterator();
-         ++l)
-      hops.push_back((*l)[2].matched ? std::string((*l)[1]) + " " + std::string((*l)[2])
-                                     : std::string((*l)[1]));
-    const bool fresh = out.emplace(std::pair{(*it)[2], (*it)[3]}, hops).second;
-    EXPECT_TRUE(fresh) << "two routes from " << (*it)[2] << " to " << (*it)[3];
+  for (const std::string tag : {"route", "zoneRoute"}) {
+    for (std::size_t at = text.find("<" + tag + " "); at != std::string::npos;
+         at = text.find("<" + tag + " ", at + 1)) {
+      const std::size_t close = text.find("</" + tag + ">", at);
+      EXPECT_NE(close, std::string::npos) << "an unclosed <" << tag << ">";
+      Hops hops;
+      for (std::size_t l = text.find("<link_ctn ", at); l < close;
+           l = text.find("<link_ctn ", l + 1)) {
+        const std::string direction = attribute(text, l, "direction");
+        hops.push_back(attribute(text, l, "id") + (direction.empty() ? "" : " " + direction));
+      }
+      const std::string src = attribute(text, at, "src"), dst = attribute(text, at, "dst");
+      const bool fresh = out.emplace(std::pair{src, dst}, hops).second;
+      EXPECT_TRUE(fresh) << "two routes from " << src << " to " << dst;
+    }
   }
   return out;
 }
