@@ -122,6 +122,24 @@ std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics&
     return std::nullopt;
   }
   std::cerr << "hgsim: strategy: auto: the planner chose " << r.best->candidate.description << "\n";
+  const core::OuterSync& o = r.best->candidate.plan.outer_sync;
+  if (o.enabled()) {
+    std::cerr << "hgsim: strategy: auto: with outer sync (" << outer_sync_text(o)
+              << "): " << seconds_text(r.best->simulated_s) << " per iteration over "
+              << r.best->iterations << " iterations, token efficiency "
+              << r.best->candidate.efficiency << " (" << planner::token_efficiency_source(ctx)
+              << "), " << seconds_text(r.best->effective_s()) << " to the same progress";
+    if (r.best_synchronous)
+      std::cerr << "; the best synchronous plan takes "
+                << seconds_text(r.best_synchronous->simulated_s);
+    std::cerr << "\n";
+    if (c.scenario.simulation.iterations < o.inner_steps)
+      std::cerr << "hgsim: warning: simulation.iterations " << c.scenario.simulation.iterations
+                << " is below the chosen plan's inner_steps " << o.inner_steps
+                << ": this run plays no outer sync (the planner verified a round of "
+                << o.inner_steps << "); set simulation.iterations to " << o.inner_steps
+                << " or more for its time\n";
+  }
   return r.best->candidate.plan;
 }
 
@@ -200,6 +218,8 @@ Json search_json(const PlanReport& r) {
   if (r.own_best) {
     j["planner_own"] = {{"iteration_time_s", r.own_best->simulated_s},
                         {"description", r.own_best->candidate.description}};
+    if (r.own_best->candidate.plan.outer_sync.enabled())
+      j["planner_own"]["effective_time_s"] = r.own_best->effective_s();
   }
   j["best"]["result"] = sim::to_json(best.result);
   if (best.candidate.plan.outer_sync.enabled()) {

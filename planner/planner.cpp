@@ -564,7 +564,7 @@ std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& 
   if (!p) return std::nullopt;
   auto result = sim::simulate(p->in, p->options, diags);
   if (!result) return std::nullopt;
-  return verified(candidate, std::move(*result));
+  return verified(p->candidate, std::move(*result));
 }
 
 std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,

@@ -310,6 +310,15 @@ TEST(PlannerOuterSync, PlanReportsItAndItsPlanFileRunsToTheVerifiedTime) {
   const double verified = best["simulated_time_s"].get<double>();
   EXPECT_NEAR(Json::parse(run.out)["iteration_time_s"].get<double>(), verified, 1e-9 * verified);
 
+  // --evaluate of the written file: the same simulation, the scenario's efficiency.
+  auto evaluated =
+      testing::cli({"plan", scenario.c_str(), "--evaluate", plan_file.c_str(), "--json"});
+  ASSERT_EQ(evaluated.status, 0) << evaluated.err;
+  const Json e = Json::parse(evaluated.out);
+  EXPECT_NEAR(e["simulated_time_s"].get<double>(), verified, 1e-9 * verified);
+  EXPECT_EQ(e["token_efficiency"].get<double>(), 0.9);
+  EXPECT_NEAR(e["effective_time_s"].get<double>(), verified / 0.9, 1e-9 * verified);
+
   // The table says the same for people.
   auto table = testing::cli({"plan", scenario.c_str(), "--verify", "2"});
   ASSERT_EQ(table.status, 0) << table.err;

@@ -105,6 +105,21 @@ def test_plan_a_small_scenario(examples):
     assert sim["iteration_time_s"] == pytest.approx(best["simulated_time_s"], rel=1e-9)
 
 
+def test_plan_reports_a_diloco_winner_beside_the_best_synchronous_plan(examples):
+    s = hgsim.load_scenario(examples.parent / "diloco" / "two-regions-planned.yaml")
+    s["simulation"]["iterations"] = 200
+    s["planner"].update({"inner_steps": [200], "fragments": [1]})
+    result = hgsim.plan(s, time_budget_s=5, verify=1)
+    best = result["best"]
+    assert best["plan"]["outer_sync"]["method"] == "diloco"
+    assert best["token_efficiency"] == 0.9
+    assert "planner.diloco_token_efficiency" in best["token_efficiency_source"]
+    assert best["effective_time_s"] == pytest.approx(best["simulated_time_s"] / 0.9, rel=1e-12)
+    sync = result["best_synchronous"]
+    assert "outer_sync" not in sync["plan"]
+    assert sync["simulated_time_s"] > best["effective_time_s"]
+
+
 def test_parse_quantity_is_the_scenario_loaders_parser():
     assert hgsim.parse_quantity("10Gbps", "bandwidth") == 1.25e9
     assert hgsim.parse_quantity("25MB", "bytes") == 25e6
