@@ -46,7 +46,8 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
                                            nvlink_hop(ctx.scenario->clusters[cluster]));
   const bool full = work.recompute == core::Recompute::full;
   return {times.forward.value() + 2 * all_reduce,
-          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce};
+          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce,
+          times.recompute.value() + (full ? 2 : 0) * all_reduce};
 }
 
 // The codec of one traffic class applied to `share` bytes sent by a GPU of cluster `from`
@@ -560,29 +561,76 @@ double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const s
   return seg.buckets * bucket_time;
 }
 
-// Gradient sync, segment by segment in backward order. A segment's sync starts when the
-// last of its holders finished its last backward and the holder's previous sync, so sync
-// overlaps the backward of earlier stages:
-//   start = max_i stream_i(holder_i),   stream_i(holder_i) = start + segment time.
+// The backward time of one layer of pipeline i's stage holding `seg`, as it runs after the
+// recomputation is done (tp = 1: the stage recomputes all its layers before their backward;
+// tp > 1: layer by layer, recomputation included) -- what a bucket waits for per layer
+// below it (bucket_ready).
+double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, const sim::Segment& seg,
+                            std::size_t i, const NodeRange& where) {
+  const core::Stage& stage = r.plan.pipelines[i].stages[seg.holders[i].first];
+  const LayerCost lc =
+      layer_cost_under(ctx, r.choices, where.cluster, stage.tp, stage.dp, r.plan.micro_batch);
+  return stage.tp <= 1 ? lc.backward_s - lc.recompute_s : lc.backward_s;
+}
+
+// When bucket `bucket` of segment `seg` is ready on the holding stage of pipeline i, which
+// ends its last backward at `finish`. grad_reduce: overlap (one chunk per stage): once the
+// last micro-batch's backward has finished the bucket's lowest layer, as the workload
+// generator hands it over (sim/workload.cpp, ready_node): buckets fill from the segment's
+// last layer down, bucket b covering its top ceil((b + 1) n / buckets) of n layers, and the
+// stage still runs the backward of the layers below:
+//   ready = finish - (lowest - first layer of the stage) x layer_backward_after.
+// after_backward, or interleaved chunks: ready = finish.
+double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int bucket, std::size_t i,
+                    double per_layer, double finish) {
+  if (r.choices.grad_reduce != core::GradReduce::overlap || r.chunks > 1) return finish;
+  const auto [stage_index, chunk] = seg.holders[i];
+  const int covered = std::max(
+      1, static_cast<int>(std::ceil(double(bucket + 1) * seg.layers / seg.buckets - 1e-9)));
+  const int lowest = seg.first_layer + seg.layers - covered;
+  const int below = lowest - r.layers[i][stage_index][chunk].first;
+  return below <= 0 ? finish : finish - below * per_layer;
+}
+
+// Gradient sync, segment by segment in backward order, bucket by bucket. A bucket's
+// all-reduce starts when it is ready on every holder (bucket_ready) and the holders'
+// previous sync is done, so sync overlaps the backward (of the stage itself with
+// grad_reduce: overlap, of earlier stages always):
+//   start = max_i max(stream_i(holder_i), ready_i),   stream_i(holder_i) = start + bucket time.
 // `stream` starts as each stage's finish and ends as each stage's last sync; the WAN bytes
 // of the syncs go to `sync_bytes` and the earliest cross-cluster start to `first_sync`.
 void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
                    const std::vector<std::vector<NodeRange>>& nodes,
                    std::vector<std::vector<double>>& stream, Estimate& out,
                    std::vector<double>& sync_bytes, double& first_sync) {
+  const std::vector<std::vector<double>> finish = stream;
+  std::vector<std::vector<double>> busy;  // when each stage's sync stream is free
+  for (const auto& f : finish) busy.emplace_back(f.size(), 0.0);
   for (auto seg = r.segments.rbegin(); seg != r.segments.rend(); ++seg) {
     const SyncGroup g = sync_group(r, *seg, nodes);
     const double seg_time = segment_sync_time(ctx, r, *seg, g, sync_bytes);
     if (seg_time <= 0) continue;
-    double start = 0;
-    for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
-      start = std::max(start, stream[i][g.holder[i]]);
-    if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
-    for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
-      stream[i][g.holder[i]] = start + seg_time;
-      out.pipelines[i].stages[g.holder[i]].sync_s += seg_time;
+    const double bucket_time = seg_time / seg->buckets;
+    std::vector<double> per_layer(r.plan.pipelines.size());
+    for (std::size_t i = 0; i < per_layer.size(); ++i)
+      per_layer[i] = layer_backward_after(ctx, r, *seg, i, nodes[i][g.holder[i]]);
+    for (int b = 0; b < seg->buckets; ++b) {
+      double start = 0;
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+        const int h = g.holder[i];
+        start =
+            std::max({start, busy[i][h], bucket_ready(r, *seg, b, i, per_layer[i], finish[i][h])});
+      }
+      if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+        busy[i][g.holder[i]] = start + bucket_time;
     }
+    for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+      out.pipelines[i].stages[g.holder[i]].sync_s += seg_time;
   }
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    for (std::size_t st = 0; st < stream[i].size(); ++st)
+      stream[i][st] = std::max(finish[i][st], busy[i][st]);
 }
 
 // ---- the bound --------------------------------------------------------------------------

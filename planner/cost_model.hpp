@@ -103,7 +103,8 @@ Estimate estimate(const Context& ctx, const core::Plan& plan);
 // cluster c with this tp and dp, tensor-parallel all-reduces included.
 struct LayerCost {
   double forward_s = 0;
-  double backward_s = 0;
+  double backward_s = 0;   // recomputation included
+  double recompute_s = 0;  // the part of backward_s that recomputes the forward
 };
 LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
 // One hop between two GPUs of cluster c, as the collectives' closed forms take it: inside a
