@@ -198,6 +198,18 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
 
   if (s.strategy.automatic) {
     out << "Strategy  auto: the planner chooses (hgsim plan)\n";
+    if (s.planner.allows_diloco()) {
+      out << "          it may choose DiLoCo outer sync between pipelines on disjoint clusters, "
+             "H in {";
+      for (std::size_t k = 0; k < s.planner.inner_steps.size(); ++k)
+        out << (k ? ", " : "") << s.planner.inner_steps[k];
+      out << "}, fragments in {";
+      for (std::size_t k = 0; k < s.planner.fragments.size(); ++k)
+        out << (k ? ", " : "") << s.planner.fragments[k];
+      out << "}; plans are ranked by time to the same progress with a DiLoCo token worth "
+          << s.planner.diloco_token_efficiency << " of a synchronous one ("
+          << core::diloco_token_efficiency_source(s) << ")\n";
+    }
   } else {
     const core::Plan& plan = s.strategy.plan;
     out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch

@@ -228,6 +228,14 @@ Json planner_settings_json(const PlannerSettings& p) {
           {"diloco_token_efficiency", p.diloco_token_efficiency}};
 }
 
+std::string diloco_token_efficiency_source(const Scenario& s) {
+  if (s.locations.count("planner.diloco_token_efficiency"))
+    return "the scenario's planner.diloco_token_efficiency (the user's assumption)";
+  return "default of planner.diloco_token_efficiency: an assumption from DiLoCo (Douillard et "
+         "al. 2023, arXiv:2311.08105), whose 8 workers on C4 perform as well as fully "
+         "synchronous training";
+}
+
 std::optional<double> parse_token_count(const Node& n, const std::string& path, Diagnostics& d) {
   if (!n.is_scalar() || n.text.empty()) {
     d.error(n.where, path, "expected a token count such as 1T or 300B, found " + n.describe());

@@ -393,6 +393,9 @@ void check_outer_sync(const Plan& plan, const Scenario& s, int model_layers,
 // `planner:` (core/outer_sync.cpp): the planner's settings; problems at `path`.
 PlannerSettings parse_planner_settings(const Node& n, const std::string& path, Diagnostics& d);
 Json planner_settings_json(const PlannerSettings& p);
+// Where planner.diloco_token_efficiency comes from: the scenario's (the user's assumption) or
+// the default's published claim (an assumption too), for every report that prints it.
+std::string diloco_token_efficiency_source(const Scenario& s);
 // `training.tokens`: a count with an optional K, M, B (or G), T suffix (powers of 1000).
 std::optional<double> parse_token_count(const Node& n, const std::string& path, Diagnostics& d);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <string>
 
 #include "compress/codec_cost.hpp"
@@ -159,6 +160,15 @@ std::vector<core::Plan> outer_sync_variants(const Context& ctx, const core::Plan
                                       ? sim::automatic_fidelity(sim::used_gpus(plan))
                                       : s.simulation.fidelity;
   if (fidelity != core::Fidelity::full) return {};
+  // Islands are places: pipelines sharing a cluster (a group whose replicas split into two
+  // entries) are not two islands.
+  std::vector<std::set<std::string>> used(plan.pipelines.size());
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+    for (const auto& st : plan.pipelines[i].stages) used[i].insert(st.cluster);
+    for (std::size_t j = 0; j < i; ++j)
+      for (const auto& c : used[i])
+        if (used[j].count(c)) return {};
+  }
   core::Diagnostics check;
   core::Plan probe = plan;
   probe.outer_sync.method = core::OuterSyncMethod::diloco;
@@ -186,12 +196,8 @@ double token_efficiency(const Context& ctx, const core::Plan& plan) {
   return plan.outer_sync.enabled() ? ctx.scenario->planner.diloco_token_efficiency : 1.0;
 }
 
-const char* token_efficiency_source(const Context& ctx) {
-  return ctx.scenario->locations.count("planner.diloco_token_efficiency")
-             ? "the scenario's planner.diloco_token_efficiency (the user's assumption)"
-             : "default of planner.diloco_token_efficiency: an assumption from DiLoCo (Douillard "
-               "et al. 2023, arXiv:2311.08105), whose 8 workers on C4 perform as well as fully "
-               "synchronous training";
+std::string token_efficiency_source(const Context& ctx) {
+  return core::diloco_token_efficiency_source(*ctx.scenario);
 }
 
 }  // namespace hgsim::planner

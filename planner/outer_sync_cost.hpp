@@ -22,6 +22,7 @@
 // efficiency (1 for synchronous plans, planner.diloco_token_efficiency with outer sync).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/scenario.hpp"
@@ -47,16 +48,16 @@ Estimate estimate_plan(const Context& ctx, const core::Plan& plan);
 // The DiLoCo variants of `plan` the scenario's `planner:` allows (one per inner_steps H and
 // fragments F that divides H, streaming with overlap_steps clamped to H / F), each with the
 // scenario's WAN gradient codec on the pseudo-gradients; none when diloco is not allowed or
-// the plan cannot have outer sync (fewer than two pipelines, or pipelines that cut the model
-// differently: core::check_outer_sync), or when the simulator could not play it (folded
-// fidelity).
+// the plan cannot have outer sync (fewer than two pipelines, pipelines that share a cluster:
+// islands are places, or pipelines that cut the model differently: core::check_outer_sync),
+// or when the simulator could not play it (folded fidelity).
 std::vector<core::Plan> outer_sync_variants(const Context& ctx, const core::Plan& plan);
 
 // Progress per token relative to synchronous training: 1 without outer sync, the scenario's
 // planner.diloco_token_efficiency with it.
 double token_efficiency(const Context& ctx, const core::Plan& plan);
 
-// Where the efficiency comes from, for reports.
-const char* token_efficiency_source(const Context& ctx);
+// Where the efficiency comes from, for reports (core::diloco_token_efficiency_source).
+std::string token_efficiency_source(const Context& ctx);
 
 }  // namespace hgsim::planner

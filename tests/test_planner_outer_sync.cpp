@@ -183,6 +183,41 @@ TEST(PlannerOuterSync, WithOuterSyncNoneTheSearchIsUnchanged) {
   EXPECT_TRUE(std::any_of(rc.ranked.begin(), rc.ranked.end(), has_outer_sync));
 }
 
+// One variant per allowed H and F (F dividing H; tau clamped to H / F), the scenario's WAN
+// gradient codec on the pseudo-gradients; none for pipelines that share a cluster or cut the
+// model differently.
+TEST(PlannerOuterSync, VariantsAreTheAllowedHAndFOfPlansWhoseIslandsAreApart) {
+  auto c = checked(
+      two_islands("planner: {outer_sync: [none, diloco], inner_steps: [8, 10], fragments: [1, 4], "
+                  "overlap_steps: 3}\ncompression: {wan_gradients: int8}\n"));
+  const kernels::KernelModel roofline;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
+  for (const char* cluster : {"east", "west"})
+    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  const auto variants = planner::outer_sync_variants(ctx, sync);
+  // (H, F, tau): (8, 1, 1), (8, 4, min(3, 2)), (10, 1, 1); 4 does not divide 10.
+  ASSERT_EQ(variants.size(), 3u);
+  const int expected[3][3] = {{8, 1, 1}, {8, 4, 2}, {10, 1, 1}};
+  for (std::size_t k = 0; k < variants.size(); ++k) {
+    const core::OuterSync& o = variants[k].outer_sync;
+    EXPECT_TRUE(o.enabled());
+    EXPECT_EQ(o.inner_steps, expected[k][0]);
+    EXPECT_EQ(o.fragments, expected[k][1]);
+    EXPECT_EQ(o.overlap_steps, expected[k][2]);
+    EXPECT_EQ(o.codec.codec, "int8");
+    EXPECT_EQ(planner::token_efficiency(ctx, variants[k]), 1.0);
+  }
+  core::Plan same_place = sync;
+  same_place.pipelines[1].stages[0].cluster = "east";
+  same_place.pipelines[0].replicas = same_place.pipelines[1].replicas = 4;
+  EXPECT_TRUE(planner::outer_sync_variants(ctx, same_place).empty());
+  core::Plan cut_apart = sync;
+  cut_apart.pipelines[1].stages = {{"west", 1, 1, 4}, {"west", 1, 1, 4}};
+  EXPECT_TRUE(planner::outer_sync_variants(ctx, cut_apart).empty());
+  EXPECT_TRUE(planner::outer_sync_variants(ctx, variants[0]).empty());  // has one already
+}
+
 // The analytic DiLoCo iteration against the simulator's mean over one round (blocking and
 // streaming), and the closed form's pieces against each other.
 TEST(PlannerOuterSync, AnalyticDiLoCoIterationAgreesWithTheSimulator) {
