@@ -223,7 +223,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       const core::Pipeline& p = plan.pipelines[pi];
       for (std::size_t si = 0; si < p.stages.size(); ++si) {
         const core::Stage& st = p.stages[si];
-        const kernels::GpuSpec* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
+        const kernels::GpuSpec* gpu = kernels::find_gpu(s.cluster(st.cluster).gpu);
         models::StageSpec spec = models::stage_spec(plan, pi, si);
         models::StageMemory mem = models::stage_memory(m, s.training, spec);
         stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
@@ -399,16 +399,14 @@ int cmd_gpus(bool json, bool curves, std::ostream& out) {
   Table t({"name", "arch", "memory", "mem BW", "NVLink", "fp32", "tf32", "fp16", "bf16", "fp8"});
   for (const kernels::GpuSpec& g : kernels::gpu_catalog())
     t.add({g.name, kernels::to_string(g.architecture), core::human_size(g.memory),
-           core::shortest_decimal(std::round(g.memory_bandwidth.value() / 1e8) / 10) + " GB/s",
-           g.nvlink_bandwidth_total
-               ? core::shortest_decimal(std::round(g.nvlink_bandwidth_total->value() / 1e8) / 10) +
-                     " GB/s"
-               : "-",
+           core::human_bandwidth(g.memory_bandwidth),
+           g.nvlink_bandwidth_total ? core::human_bandwidth(*g.nvlink_bandwidth_total) : "-",
            tflops(g.peak_fp32), tflops(g.peak_tf32), tflops(g.peak_fp16), tflops(g.peak_bf16),
            tflops(g.peak_fp8)});
   t.print(out);
-  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions. Datasheet "
-         "figures: the\n"
+  out << "\nPeaks in TFLOPS, dense (no sparsity); NVLink total of both directions; memory in "
+         "binary units,\n"
+         "bandwidths in bits per second (as hgsim check --summary). Datasheet figures: the\n"
          "source of each row, and the figures derived or not confirmed, are in kernels/gpus.yaml "
          "(hgsim gpus --json).\n";
   return kSuccess;
@@ -469,100 +467,121 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
   return status;
 }
 
-}  // namespace
+// ---- the command line --------------------------------------------------------------------
 
-int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  // The live runner's commands pass every argument through untouched (--help included).
-  if (const PythonCommand live = python_command(argc, argv); !live.module.empty())
-    return exec_python(live, out, err);
-  CLI::App app{
-      "hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("hgsim ") + HGSIM_VERSION);
-
+// What the commands' options and flags are parsed into.
+struct CliArgs {
   std::string scenario;
   bool json = false;
-  bool summary = false;
+  bool summary = false;  // check --summary
+  bool curves = false;   // gpus --efficiency
+  RunOptions run;
+  std::string run_plot;
+  PlanCommandOptions plan;
+  SweepOptions sweep;
+  ResultsOptions results;
+  CodecsOptions codecs;
+  ProfileOptions profile;
+};
 
+// The commands hgsim parses itself (plot, live and validate go to Python).
+struct Commands {
+  CLI::App* check = nullptr;
+  CLI::App* models = nullptr;
+  CLI::App* gpus = nullptr;
+  CLI::App* run = nullptr;
+  CLI::App* plan = nullptr;
+  CLI::App* sweep = nullptr;
+  CLI::App* results = nullptr;
+  CLI::App* codecs = nullptr;
+  CLI::App* profile = nullptr;
+};
+
+// check, models and gpus: the scenario and the catalogs, no simulation.
+void add_catalog_commands(CLI::App& app, CliArgs& args, Commands& commands) {
   CLI::App* check =
       app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
-  check->add_option("SCENARIO", scenario, "scenario file (YAML, or JSON)")->required();
-  check->add_flag("--json", json, "print the result (or the problems) as JSON");
-  check->add_flag("--summary", summary,
+  check->add_option("SCENARIO", args.scenario, "scenario file (YAML, or JSON)")->required();
+  check->add_flag("--json", args.json, "print the result (or the problems) as JSON");
+  check->add_flag("--summary", args.summary,
                   "print a human-readable summary instead of the normalized scenario");
+  commands.check = check;
 
-  CLI::App* models_cmd = app.add_subcommand("models", "List the model zoo");
-  models_cmd->add_flag("--json", json, "print as JSON");
+  commands.models = app.add_subcommand("models", "List the model zoo");
+  commands.models->add_flag("--json", args.json, "print as JSON");
 
   CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
-  gpus->add_flag("--json", json, "print as JSON");
-  bool curves = false;
-  gpus->add_flag("--efficiency", curves,
+  gpus->add_flag("--json", args.json, "print as JSON");
+  gpus->add_flag("--efficiency", args.curves,
                  "print the compute model's GEMM and attention efficiency curves (markdown)");
+  commands.gpus = gpus;
+}
 
-  RunOptions run_options;
+CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
+  RunOptions& o = args.run;
   CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a plan");
-  run->add_option("SCENARIO", scenario, "scenario file")->required();
-  run->add_flag("--json", json, "print the results as JSON (the contract in sim/simulate.hpp)");
-  run->add_option("--plan", run_options.plan_file,
+  run->add_option("SCENARIO", args.scenario, "scenario file")->required();
+  run->add_flag("--json", args.json,
+                "print the results as JSON (the contract in sim/simulate.hpp)");
+  run->add_option("--plan", o.plan_file,
                   "a plan file (JSON or YAML) to run instead of the scenario's strategy");
-  run->add_option("--fidelity", run_options.fidelity,
+  run->add_option("--fidelity", o.fidelity,
                   "full (every GPU and transfer), folded (identical groups once) or auto "
-                  "(full up to 256 GPUs); overrides simulation.fidelity")
+                  "(full up to " +
+                      std::to_string(sim::full_fidelity_max_gpus) +
+                      " GPUs); overrides simulation.fidelity")
       ->check(CLI::IsMember({"full", "folded", "auto"}));
   CLI::Option* op_profiles =
-      run->add_option("--profile", run_options.profiles,
+      run->add_option("--profile", o.profiles,
                       "measured profile JSON (hgsim profile); repeatable; default: the profiles in "
                       "kernels/profiles/");
-  run->add_option("--layer-profile", run_options.layer_profile,
+  run->add_option("--layer-profile", o.layer_profile,
                   "a layer profile (hgsim-layer-profile/1, what the live profiler measures): "
                   "every device's compute comes from it")
       ->excludes(op_profiles);
-  run->add_option("--trace", run_options.sim.trace_path,
+  run->add_option("--trace", o.sim.trace_path,
                   "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
-  run->add_option("--trace-filter", run_options.trace_filter,
+  run->add_option("--trace-filter", o.trace_filter,
                   "keep only these slices in the trace: cluster=NAME,stage=N,kind=KIND "
                   "(repeat a key for several values)");
-  run->add_option("--export-platform", run_options.sim.platform_path,
+  run->add_option("--export-platform", o.sim.platform_path,
                   "write the simulated platform as SimGrid platform XML");
-  run->add_option("--export-graph", run_options.sim.graph_path,
-                  "write the execution graph as JSON");
-  run->add_flag("--stats", run_options.report_stats,
+  run->add_option("--export-graph", o.sim.graph_path, "write the execution graph as JSON");
+  run->add_flag("--stats", o.report_stats,
                 "print how long the simulation took and its peak memory (on stderr)");
-  std::string run_plot;
-  run->add_option("--plot", run_plot,
+  run->add_option("--plot", args.run_plot,
                   "draw the iteration (stage time breakdown, WAN throughput over the iteration, "
                   "memory per stage against capacity) into FILE.png or FILE.svg");
-  run->add_flag("--allow-oom", run_options.sim.allow_oom,
+  run->add_flag("--allow-oom", o.sim.allow_oom,
                 "simulate a plan even when a stage does not fit in GPU memory");
+  return run;
+}
 
-  PlanCommandOptions plan_options;
+CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
+  PlanCommandOptions& o = args.plan;
   CLI::App* plan = app.add_subcommand(
       "plan", "Search a plan, verify the best by simulation, compare with baselines");
-  plan->add_option("SCENARIO", scenario, "scenario file")->required();
-  plan->add_flag("--json", json, "print as JSON (best, verified, baselines, search)");
-  plan->add_option("--out", plan_options.out_file,
+  plan->add_option("SCENARIO", args.scenario, "scenario file")->required();
+  plan->add_flag("--json", args.json, "print as JSON (best, verified, baselines, search)");
+  plan->add_option("--out", o.out_file,
                    "write the plan (runs with hgsim run SCENARIO --plan FILE)");
-  plan->add_flag("--baselines", plan_options.baselines,
+  plan->add_flag("--baselines", o.baselines,
                  "also plan and simulate megatron, dp-only, pipeline-uniform, metis-like, dtfm");
-  plan->add_option("--time-budget", plan_options.time_budget_s,
+  plan->add_option("--time-budget", o.time_budget_s,
                    "seconds for the enumeration (default 60); the best found is then verified")
       ->check(CLI::PositiveNumber);
-  plan->add_option("--verify", plan_options.verify,
-                   "how many of the best candidates to simulate (default 3)")
+  plan->add_option("--verify", o.verify, "how many of the best candidates to simulate (default 3)")
       ->check(CLI::Range(1, 100));
-  plan->add_option("--evaluate", plan_options.evaluate_file,
+  plan->add_option("--evaluate", o.evaluate_file,
                    "cost this plan with the analytic model and simulate it (no search): the "
                    "model's error on any plan, with the model's per-stage times");
-  plan->add_flag("--no-compression", plan_options.no_compression,
+  plan->add_flag("--no-compression", o.no_compression,
                  "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
+  return plan;
+}
 
-  SweepOptions sweep_options;
-  CLI::App* sweep = add_sweep_command(app, sweep_options);
-  ResultsOptions results_options;
-  CLI::App* results = add_results_command(app, results_options);
-
-  // Listed for --help only: run_cli hands them to Python before parsing.
+// Listed for --help only: run_cli hands them to Python before parsing.
+void add_python_commands(CLI::App& app) {
   app.add_subcommand("plot",
                      "Draw a sweep database: DB --x AXIS --y METRIC [--color AXIS] --out "
                      "FILE.png|svg (python3 -m hgsim.plots sweep; arguments pass through)")
@@ -581,12 +600,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                        "(python3 -m hgsim_runtime.validate; arguments pass through)")
       ->allow_extras()
       ->prefix_command();
+}
 
-  CodecsOptions codecs_options;
-  CLI::App* codecs = add_codecs_command(app, codecs_options);
-  ProfileOptions profile_options;
-  CLI::App* profile = add_profile_command(app, profile_options);
-
+// Parses the command line; an exit code when parsing ends the run (--help, --version, a
+// usage error), else nothing.
+std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv,
+                                      std::ostream& out, std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -606,25 +625,53 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         << " --help' for usage\n";
     return kBadInput;
   }
+  return std::nullopt;
+}
 
+// Runs the command that was parsed.
+int run_command(const Commands& c, CliArgs& args, std::ostream& out, std::ostream& err) {
+  if (c.check->parsed()) return cmd_check(args.scenario, args.json, args.summary, out, err);
+  if (c.models->parsed()) return cmd_models(args.json, out);
+  if (c.gpus->parsed()) return cmd_gpus(args.json, args.curves, out);
+  if (c.codecs->parsed()) return run_codecs_command(args.codecs, out, err);
+  if (c.profile->parsed()) return run_profile_command(args.profile, out, err);
+  if (c.sweep->parsed()) return run_sweep_command(args.sweep, out, err);
+  if (c.results->parsed()) return run_results_command(args.results, out, err);
+  if (c.run->parsed()) return cmd_run(args.scenario, args.run, args.run_plot, args.json, out, err);
+  if (c.plan->parsed()) {
+    args.plan.json = args.json;
+    return cmd_plan(args.scenario, args.plan, out, err);
+  }
+  return kBadInput;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // The live runner's commands pass every argument through untouched (--help included).
+  if (const PythonCommand live = python_command(argc, argv); !live.module.empty())
+    return exec_python(live, out, err);
+  CLI::App app{
+      "hgsim: plan and simulate training on heterogeneous GPU clusters joined by slow WAN links"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hgsim ") + HGSIM_VERSION);
+  CliArgs args;
+  Commands commands;
+  add_catalog_commands(app, args, commands);
+  commands.run = add_run_command(app, args);
+  commands.plan = add_plan_command(app, args);
+  commands.sweep = add_sweep_command(app, args.sweep);
+  commands.results = add_results_command(app, args.results);
+  add_python_commands(app);
+  commands.codecs = add_codecs_command(app, args.codecs);
+  commands.profile = add_profile_command(app, args.profile);
+  if (const auto exit_code = parse_command_line(app, argc, argv, out, err)) return *exit_code;
   try {
-    if (check->parsed()) return cmd_check(scenario, json, summary, out, err);
-    if (models_cmd->parsed()) return cmd_models(json, out);
-    if (gpus->parsed()) return cmd_gpus(json, curves, out);
-    if (codecs->parsed()) return run_codecs_command(codecs_options, out, err);
-    if (profile->parsed()) return run_profile_command(profile_options, out, err);
-    if (sweep->parsed()) return run_sweep_command(sweep_options, out, err);
-    if (results->parsed()) return run_results_command(results_options, out, err);
-    if (run->parsed()) return cmd_run(scenario, run_options, run_plot, json, out, err);
-    if (plan->parsed()) {
-      plan_options.json = json;
-      return cmd_plan(scenario, plan_options, out, err);
-    }
+    return run_command(commands, args, out, err);
   } catch (const std::exception& e) {
     err << "hgsim: internal error: " << e.what() << "\n";
     return kInternalError;
   }
-  return kBadInput;
 }
 
 }  // namespace hgsim::apps

@@ -334,6 +334,41 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
   return out.str();
 }
 
+// --evaluate: the analytic model's estimate of one plan file and its simulation.
+bool evaluate_plan(const CheckedScenario& c, const planner::Context& ctx, const std::string& file,
+                   PlanReport& report, core::Diagnostics& diags) {
+  auto plan = core::load_plan(file, diags);
+  if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) return false;
+  report.evaluated = true;
+  report.estimate = planner::estimate_plan(ctx, *plan);
+  planner::Options po;
+  // Checked above: only the simulation's own problems are new (not the check's warnings).
+  core::Diagnostics simulation;
+  report.best = planner::simulate_candidate(
+      ctx, {*plan, report.estimate.iteration_s, planner::describe(ctx, *plan)}, po, simulation);
+  for (const core::Diagnostic& d : simulation.all())
+    if (d.severity == core::Severity::error) diags.error(d.where, d.key_path, d.message, d.hint);
+  return report.best.has_value();
+}
+
+// The search, its verification and, with --baselines, the baselines (a faster one adopted).
+void search_plan(const planner::Context& ctx, const PlanCommandOptions& options,
+                 std::ostream& progress, PlanReport& report) {
+  planner::Options po;
+  po.verify = options.verify;
+  po.time_budget_s = options.time_budget_s;
+  po.progress = &progress;
+  report.search = planner::plan(ctx, po);
+  report.own_best = report.search.best;
+  if (options.baselines) {
+    report.baselines = planner::run_baselines(ctx, po);
+    if (report.search.best)
+      report.adopted_from_baseline =
+          planner::adopt_faster_baselines(ctx, po, report.baselines, report.search);
+  }
+  report.best = report.search.best;
+}
+
 }  // namespace
 
 std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOptions& options,
@@ -350,33 +385,9 @@ std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOption
   report.diloco_token_efficiency = c.scenario.planner.diloco_token_efficiency;
   report.token_efficiency_source = planner::token_efficiency_source(ctx);
   if (!options.evaluate_file.empty()) {
-    auto plan = core::load_plan(options.evaluate_file, diags);
-    if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags))
-      return std::nullopt;
-    report.evaluated = true;
-    report.estimate = planner::estimate_plan(ctx, *plan);
-    planner::Options po;
-    // Checked above: only the simulation's own problems are new (not the check's warnings).
-    core::Diagnostics simulation;
-    report.best = planner::simulate_candidate(
-        ctx, {*plan, report.estimate.iteration_s, planner::describe(ctx, *plan)}, po, simulation);
-    for (const core::Diagnostic& d : simulation.all())
-      if (d.severity == core::Severity::error) diags.error(d.where, d.key_path, d.message, d.hint);
-    if (!report.best) return std::nullopt;
+    if (!evaluate_plan(c, ctx, options.evaluate_file, report, diags)) return std::nullopt;
   } else {
-    planner::Options po;
-    po.verify = options.verify;
-    po.time_budget_s = options.time_budget_s;
-    po.progress = &progress;
-    report.search = planner::plan(ctx, po);
-    report.own_best = report.search.best;
-    if (options.baselines) {
-      report.baselines = planner::run_baselines(ctx, po);
-      if (report.search.best)
-        report.adopted_from_baseline =
-            planner::adopt_faster_baselines(ctx, po, report.baselines, report.search);
-    }
-    report.best = report.search.best;
+    search_plan(ctx, options, progress, report);
   }
   report.wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace hgsim::core {
 
@@ -109,9 +110,20 @@ SourceLocation Scenario::where(const std::string& key_path) const {
 }
 
 const Cluster* Scenario::find_cluster(const std::string& cluster_name) const {
-  for (const Cluster& c : clusters)
-    if (c.name == cluster_name) return &c;
-  return nullptr;
+  const auto c = cluster_index(cluster_name);
+  return c ? &clusters[*c] : nullptr;
+}
+
+std::optional<int> Scenario::cluster_index(const std::string& cluster_name) const {
+  for (std::size_t c = 0; c < clusters.size(); ++c)
+    if (clusters[c].name == cluster_name) return static_cast<int>(c);
+  return std::nullopt;
+}
+
+const Cluster& Scenario::cluster(const std::string& cluster_name) const {
+  if (const Cluster* c = find_cluster(cluster_name)) return *c;
+  throw std::invalid_argument("scenario '" + name + "' has no cluster named '" + cluster_name +
+                              "' (a checked plan names only its clusters: this is a bug)");
 }
 
 int Scenario::total_gpus() const {

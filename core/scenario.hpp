@@ -330,7 +330,12 @@ struct Scenario {
   SourceLocation where(const std::string& key_path) const;
   std::map<std::string, SourceLocation> locations;
 
+  // Clusters by name. find_cluster and cluster_index answer "none" for a name no cluster
+  // has, and their callers say what that means; cluster() is for names already checked (a
+  // plan check_plan accepted) and throws std::invalid_argument naming the cluster if not.
   const Cluster* find_cluster(const std::string& name) const;
+  std::optional<int> cluster_index(const std::string& name) const;
+  const Cluster& cluster(const std::string& name) const;
   int total_gpus() const;
   bool operator==(const Scenario& o) const;  // ignores `locations` and `source_file`
 };

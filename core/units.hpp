@@ -77,12 +77,6 @@ constexpr FlopsPerSecond operator/(Flops work, Seconds time) {
   return FlopsPerSecond(work.value() / time.value());
 }
 
-constexpr double bits_per_second(BytesPerSecond rate) {
-  return rate.value() * 8.0;
-}
-constexpr BytesPerSecond from_bits_per_second(double bits_per_s) {
-  return BytesPerSecond(bits_per_s / 8.0);
-}
 
 // The result of parsing a quantity: the value, or a message saying what is wrong and
 // what would be right. The message does not say where; the caller knows that.

@@ -5,10 +5,6 @@
 
 namespace hgsim::kernels {
 
-bool built_with_cuda() {
-  return core::cuda_module_built();
-}
-
 std::vector<LocalGpu> local_cuda_devices(std::string* why_none) {
   std::string why;
   std::vector<LocalGpu> out;

@@ -24,8 +24,4 @@ struct LocalGpu {
 // no driver, or no device.
 std::vector<LocalGpu> local_cuda_devices(std::string* why_none = nullptr);
 
-// Whether this build compiled its CUDA sources (into the CUDA module; whether it loads is
-// another matter: local_cuda_devices() says).
-bool built_with_cuda();
-
 }  // namespace hgsim::kernels

@@ -33,9 +33,7 @@ compress::CompressionSpecs no_compression() {
 
 // Records the baseline's plan; run_baselines() simulates every recorded plan side by side
 // (under the baseline's own `compression`) and fills in the results.
-void verify(const Context& ctx, const Options& options, Baseline& b, const core::Plan& plan,
-            double analytic_s) {
-  (void)options;
+void verify(const Context& ctx, Baseline& b, const core::Plan& plan, double analytic_s) {
   b.plan = plan;
   b.analytic_s = analytic_s;
   b.description = describe(ctx, plan);
@@ -135,7 +133,7 @@ Baseline megatron(const Context& ctx, const Options& options) {
     b.why = "its plan does not fit in memory";
     return b;
   }
-  verify(ctx, options, b, best_plan, estimate(ctx, best_plan).iteration_s);
+  verify(ctx, b, best_plan, estimate(ctx, best_plan).iteration_s);
   return b;
 }
 
@@ -196,7 +194,7 @@ Baseline dp_only(const Context& ctx, const Options& options, bool codec) {
     b.why = why;
     return b;
   }
-  verify(ctx, options, b, best_plan, best);
+  verify(ctx, b, best_plan, best);
   return b;
 }
 
@@ -267,7 +265,7 @@ Baseline pipeline_uniform(const Context& ctx, const Options& options) {
     b.why = "no pipeline over every cluster with uniform layers fits in memory";
     return b;
   }
-  verify(ctx, options, b, best_plan, best);
+  verify(ctx, b, best_plan, best);
   return b;
 }
 
@@ -296,7 +294,7 @@ Baseline metis_like(const Context& ctx, const Options& options) {
   const core::Plan& plan = r.ranked.front().plan;
   Context real = ctx;
   real.compression = no_compression();
-  verify(ctx, options, b, plan, estimate(real, plan).iteration_s);
+  verify(ctx, b, plan, estimate(real, plan).iteration_s);
   return b;
 }
 
@@ -374,7 +372,7 @@ Baseline dtfm(const Context& ctx, const Options& options) {
     b.why = "no uniform assignment of tasklets fits in memory";
     return b;
   }
-  verify(ctx, options, b, best_plan, best);
+  verify(ctx, b, best_plan, best);
   return b;
 }
 

@@ -154,8 +154,7 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
 }  // namespace
 
 int Context::cluster_index(const std::string& name) const {
-  for (std::size_t c = 0; c < scenario->clusters.size(); ++c)
-    if (scenario->clusters[c].name == name) return static_cast<int>(c);
+  if (const auto c = scenario->cluster_index(name)) return *c;
   throw std::invalid_argument("planner: no cluster named '" + name + "' (a plan check_plan " +
                               "would have refused)");
 }

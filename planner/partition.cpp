@@ -9,6 +9,14 @@ namespace hgsim::planner {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+// The bisection on the slowest stage's time: it stops when the bracket is this close
+// relative to its top (above double precision, below any time that matters) or after this many
+// halvings (each halves it: 100 is far more than the 53 a double's mantissa needs).
+constexpr double bisection_relative_tolerance = 1e-12;
+constexpr int bisection_max_steps = 100;
+// A stage's layer count under time T is floor((T - extra) / per_layer); a T computed as
+// exactly k layers' time can round a hair below k, so the ratio is raised by this much.
+constexpr double floor_rounding_slack = 1e-12;
 
 double stage_time(const StageShape& s, int layers) {
   return layers * s.per_layer_s + s.extra_s;
@@ -43,9 +51,9 @@ std::vector<int> partition_layers(const std::vector<StageShape>& stages, int lay
     long sum = 0;
     for (int s = 0; s < p; ++s) {
       const double per_unit = stages[s].per_layer_s * unit;
-      int k = per_unit > 0
-                  ? static_cast<int>(std::floor((T - stages[s].extra_s) / per_unit * (1 + 1e-12)))
-                  : cap[s];
+      int k = per_unit > 0 ? static_cast<int>(std::floor((T - stages[s].extra_s) / per_unit *
+                                                         (1 + floor_rounding_slack)))
+                           : cap[s];
       k = std::clamp(k, 1, cap[s]);
       if (out) (*out)[s] = k;
       sum += k;
@@ -53,7 +61,8 @@ std::vector<int> partition_layers(const std::vector<StageShape>& stages, int lay
     return sum;
   };
   if (take(lo, nullptr) < units) {
-    for (int iter = 0; iter < 100 && hi - lo > 1e-12 * hi; ++iter) {
+    for (int step = 0; step < bisection_max_steps && hi - lo > bisection_relative_tolerance * hi;
+         ++step) {
       const double mid = 0.5 * (lo + hi);
       (take(mid, nullptr) >= units ? hi : lo) = mid;
     }

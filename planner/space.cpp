@@ -19,6 +19,8 @@ std::vector<int> tp_options(const Context& ctx, int cluster) {
   return out;
 }
 
+// Powers of two and three times powers of two (1, 2, 3, 4, 6, 8, 12, ...): replica counts
+// that divide common node and cluster sizes; from 2 on each is at most 1.5x the one before.
 std::vector<int> replica_options(int max) {
   std::vector<int> out;
   for (int base : {1, 3})

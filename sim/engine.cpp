@@ -57,17 +57,18 @@ sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
   return link;
 }
 
-// The zones and routes platform_xml() writes, but for the fabric: here each cluster is a
-// star zone of its node zones, so that a route between nodes is the NICs and the node
-// uplinks alone. The XML names the fabric (a fat pipe that never limits a flow) because
-// SimGrid's XML forbids empty routes between zones. Leaving it out is what lets SimGrid's
-// selective update stay local: a fat pipe is still a constraint of the solver, so every
-// flow crossing it joined one connected component with every other flow of the cluster,
+// The zones and routes of sim::platform_routes(), the list platform_xml() writes too, but
+// for the fabric: here each cluster is a star zone of its node zones, so that a route
+// between nodes is the NICs and the node uplinks alone. The XML names the fabric (a fat pipe that
+// never limits a flow) because SimGrid's XML forbids empty routes between zones. Leaving it out is
+// what lets SimGrid's selective update stay local: a fat pipe is still a constraint of the solver,
+// so every flow crossing it joined one connected component with every other flow of the cluster,
 // and each flow starting or ending re-solved them all (measured: README, Performance).
 struct SimgridPlatform {
   std::vector<sg::Host*> hosts;
 
   explicit SimgridPlatform(const Platform& p) {
+    const PlatformRoutes routes = platform_routes(p);
     std::vector<sg::Link*> links(p.links.size(), nullptr);
     hosts.assign(p.devices.size(), nullptr);
     auto* root = sg::create_full_zone("hgsim");
@@ -89,27 +90,17 @@ struct SimgridPlatform {
           links[p.devices[d].nic] = create_link(nz, p.links[p.devices[d].nic]);
         }
         NetPoint* gw = nz->create_router(nz->get_name() + "/gw");
-        for (int a : node.devices) {
-          for (int b : node.devices)
-            if (a != b)
-              nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr,
-                            in_route(links, p.route(a, b)), false);
-          nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr,
-                        in_route(links, {{p.devices[a].nic, true}}), false);
-          nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr,
-                        in_route(links, {{p.devices[a].nic, false}}), false);
-        }
+        auto point = [&](int d) { return d < 0 ? gw : hosts[d]->get_netpoint(); };
+        const NodeRoutes& node_routes = routes.nodes[n];
+        for (const ZoneRoute& r : node_routes.inside)
+          nz->add_route(point(r.src), point(r.dst), nullptr, nullptr, in_route(links, r.hops),
+                        false);
         nz->seal();
-        // Out of the node and into it: the node's uplink when the fabric is oversubscribed,
-        // nothing else (the fabric is non-blocking).
-        std::vector<Hop> up, down;
-        if (node.uplink >= 0) {
-          links[node.uplink] = create_link(zone, p.links[node.uplink]);
-          up.push_back({node.uplink, true});
-          down.push_back({node.uplink, false});
-        }
-        zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, in_route(links, up), false);
-        zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, in_route(links, down), false);
+        if (node.uplink >= 0) links[node.uplink] = create_link(zone, p.links[node.uplink]);
+        zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, in_route(links, node_routes.out),
+                        false);
+        zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, in_route(links, node_routes.in),
+                        false);
       }
       auto* gateway_zone = sg::create_empty_zone(name + "/gateway");
       gateway_zone->set_parent(zone);
@@ -124,13 +115,10 @@ struct SimgridPlatform {
     for (std::size_t l = 0; l < p.links.size(); ++l)
       if (p.links[l].kind == LinkKind::wan || p.links[l].kind == LinkKind::tcp_window)
         links[l] = create_link(root, p.links[l]);
-    for (std::size_t a = 0; a < p.clusters.size(); ++a)
-      for (std::size_t b = 0; b < p.clusters.size(); ++b) {
-        if (a == b || !cluster_zones[a] || !cluster_zones[b] || !p.connected[a][b]) continue;
-        root->add_route(cluster_zones[a]->get_netpoint(), cluster_zones[b]->get_netpoint(),
-                        cluster_gateways[a], cluster_gateways[b],
-                        in_route(links, p.wan_routes[a][b]), false);
-      }
+    for (const ZoneRoute& r : routes.between_clusters)
+      root->add_route(cluster_zones[r.src]->get_netpoint(), cluster_zones[r.dst]->get_netpoint(),
+                      cluster_gateways[r.src], cluster_gateways[r.dst], in_route(links, r.hops),
+                      false);
     root->seal();
   }
 };

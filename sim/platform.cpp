@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/units.hpp"
 
@@ -187,13 +188,15 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
   }
 
   // WAN links, one shared link per direction.
-  std::map<std::string, int> cluster_index;
-  for (std::size_t c = 0; c < s.clusters.size(); ++c)
-    cluster_index[s.clusters[c].name] = static_cast<int>(c);
   std::vector<std::vector<WanEdge>> graph(s.clusters.size());
   for (const core::WanLink& w : s.wan) {
-    const int a = cluster_index.at(w.from);
-    const int b = cluster_index.at(w.to);
+    const auto from = s.cluster_index(w.from);
+    const auto to = s.cluster_index(w.to);
+    if (!from || !to)  // the scenario's checks refuse such a link: here it is a bug
+      throw std::invalid_argument("wan link " + w.from + " <-> " + w.to +
+                                  " names a cluster the scenario does not have");
+    const int a = *from;
+    const int b = *to;
     const double forward = w.bandwidth.value();
     const double backward = w.reverse_bandwidth ? w.reverse_bandwidth->value() : forward;
     const double window = w.tcp_window ? w.tcp_window->value() : 0;
@@ -251,6 +254,34 @@ double Platform::route_bandwidth(int src, int dst) const {
 double Platform::flow_cap(int src, int dst) const {
   if (!crosses_wan(src, dst)) return infinity;
   return links[wan_routes[devices[src].cluster][devices[dst].cluster].back().link].bytes_per_s;
+}
+
+PlatformRoutes platform_routes(const Platform& p) {
+  PlatformRoutes routes;
+  routes.nodes.resize(p.nodes.size());
+  for (std::size_t n = 0; n < p.nodes.size(); ++n) {
+    const Node& node = p.nodes[n];
+    NodeRoutes& r = routes.nodes[n];
+    for (int a : node.devices)
+      for (int b : node.devices)
+        if (a != b) r.inside.push_back({a, b, p.route(a, b)});
+    for (int d : node.devices) {
+      r.inside.push_back({d, -1, {{p.devices[d].nic, true}}});
+      r.inside.push_back({-1, d, {{p.devices[d].nic, false}}});
+    }
+    if (node.uplink >= 0) {
+      r.out.push_back({node.uplink, true});
+      r.in.push_back({node.uplink, false});
+    }
+  }
+  for (std::size_t a = 0; a < p.clusters.size(); ++a)
+    for (std::size_t b = 0; b < p.clusters.size(); ++b) {
+      if (a == b || p.clusters[a].nodes.empty() || p.clusters[b].nodes.empty()) continue;
+      if (!p.connected[a][b]) continue;
+      routes.between_clusters.push_back(
+          {static_cast<int>(a), static_cast<int>(b), p.wan_routes[a][b]});
+    }
+  return routes;
 }
 
 // ---- SimGrid platform XML -------------------------------------------------------------
@@ -311,9 +342,83 @@ void xml_hops(std::ostringstream& out, const Platform& p, const std::vector<Hop>
   }
 }
 
+// A route between two zones, through their gateways (routers).
+struct ZoneEnd {
+  std::string zone;
+  std::string gateway;
+};
+
+void xml_zone_route(std::ostringstream& out, const Platform& p, const ZoneEnd& from,
+                    const ZoneEnd& to, const std::vector<Hop>& hops, const std::string& indent) {
+  out << indent << "<zoneRoute src=\"" << xml(from.zone) << "\" dst=\"" << xml(to.zone)
+      << "\" gw_src=\"" << xml(from.gateway) << "\" gw_dst=\"" << xml(to.gateway)
+      << "\" symmetrical=\"NO\">\n";
+  xml_hops(out, p, hops, indent + "  ");
+  out << indent << "</zoneRoute>\n";
+}
+
+std::vector<Hop> joined(std::vector<Hop> first, const std::vector<Hop>& then) {
+  first.insert(first.end(), then.begin(), then.end());
+  return first;
+}
+
+// One node's zone: its GPUs, its router, their NVLink and NIC ports, and its routes.
+void xml_node_zone(std::ostringstream& out, const Platform& p, const NodeRoutes& routes,
+                   const Node& node, const std::string& zone) {
+  out << "    <zone id=\"" << xml(zone) << "\" routing=\"Full\">\n";
+  for (int d : node.devices)
+    out << "      <host id=\"" << xml(p.devices[d].name) << "\" speed=\""
+        << number(flops_per_second) << "f\"/>\n";
+  out << "      <router id=\"" << xml(zone) << "/gw\"/>\n";
+  for (int d : node.devices) {
+    xml_link(out, p.links[p.devices[d].nvlink], "      ");
+    xml_link(out, p.links[p.devices[d].nic], "      ");
+  }
+  auto point = [&](int device) { return device < 0 ? zone + "/gw" : p.devices[device].name; };
+  for (const ZoneRoute& r : routes.inside) {
+    out << "      <route src=\"" << xml(point(r.src)) << "\" dst=\"" << xml(point(r.dst))
+        << "\" symmetrical=\"NO\">\n";
+    xml_hops(out, p, r.hops, "        ");
+    out << "      </route>\n";
+  }
+  out << "    </zone>\n";
+}
+
+// One cluster's zone: its node zones, its gateway, and the routes between them. SimGrid's
+// star zone (the simulator's) routes a node's way out and way in alone; this full zone
+// spells out every pair, through the fabric.
+void xml_cluster_zone(std::ostringstream& out, const Platform& p, const PlatformRoutes& routes,
+                      const ClusterInfo& cluster) {
+  const std::string& name = cluster.spec->name;
+  out << "  <zone id=\"" << xml(name) << "\" routing=\"Full\">\n";
+  auto node_zone = [&](int n) {
+    const std::string zone = name + "/n" + std::to_string(p.nodes[n].index);
+    return ZoneEnd{zone, zone + "/gw"};
+  };
+  const ZoneEnd gateway{name + "/gateway", name + "/gw"};
+  for (int n : cluster.nodes) xml_node_zone(out, p, routes.nodes[n], p.nodes[n], node_zone(n).zone);
+  out << "    <zone id=\"" << xml(name) << "/gateway\" routing=\"None\">\n"
+      << "      <router id=\"" << xml(name) << "/gw\"/>\n    </zone>\n";
+  xml_link(out, p.links[cluster.fabric], "    ");
+  for (int n : cluster.nodes)
+    if (p.nodes[n].uplink >= 0) xml_link(out, p.links[p.nodes[n].uplink], "    ");
+  const std::vector<Hop> fabric{{cluster.fabric, true}};
+  for (int a : cluster.nodes) {
+    const NodeRoutes& ra = routes.nodes[a];
+    for (int b : cluster.nodes)
+      if (a != b)
+        xml_zone_route(out, p, node_zone(a), node_zone(b),
+                       joined(joined(ra.out, fabric), routes.nodes[b].in), "    ");
+    xml_zone_route(out, p, node_zone(a), gateway, joined(ra.out, fabric), "    ");
+    xml_zone_route(out, p, gateway, node_zone(a), joined(ra.in, fabric), "    ");
+  }
+  out << "  </zone>\n";
+}
+
 }  // namespace
 
 std::string platform_xml(const Platform& p) {
+  const PlatformRoutes routes = platform_routes(p);
   std::ostringstream out;
   out << "<?xml version='1.0'?>\n"
       << "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
@@ -323,94 +428,16 @@ std::string platform_xml(const Platform& p) {
       << "     property (SimGrid's XML takes them from files). -->\n"
       << "<platform version=\"4.1\">\n"
       << "<zone id=\"hgsim\" routing=\"Full\">\n";
-  for (std::size_t c = 0; c < p.clusters.size(); ++c) {
-    const ClusterInfo& cluster = p.clusters[c];
-    if (cluster.nodes.empty()) continue;
-    const std::string& name = cluster.spec->name;
-    out << "  <zone id=\"" << xml(name) << "\" routing=\"Full\">\n";
-    for (int n : cluster.nodes) {
-      const Node& node = p.nodes[n];
-      const std::string zone = name + "/n" + std::to_string(node.index);
-      out << "    <zone id=\"" << xml(zone) << "\" routing=\"Full\">\n";
-      for (int d : node.devices)
-        out << "      <host id=\"" << xml(p.devices[d].name) << "\" speed=\""
-            << number(flops_per_second) << "f\"/>\n";
-      out << "      <router id=\"" << xml(zone) << "/gw\"/>\n";
-      for (int d : node.devices) {
-        xml_link(out, p.links[p.devices[d].nvlink], "      ");
-        xml_link(out, p.links[p.devices[d].nic], "      ");
-      }
-      for (int a : node.devices)
-        for (int b : node.devices) {
-          if (a == b) continue;
-          out << "      <route src=\"" << xml(p.devices[a].name) << "\" dst=\""
-              << xml(p.devices[b].name) << "\" symmetrical=\"NO\">\n";
-          xml_hops(out, p, p.route(a, b), "        ");
-          out << "      </route>\n";
-        }
-      for (int d : node.devices) {
-        out << "      <route src=\"" << xml(p.devices[d].name) << "\" dst=\"" << xml(zone)
-            << "/gw\" symmetrical=\"NO\">\n";
-        xml_hops(out, p, {{p.devices[d].nic, true}}, "        ");
-        out << "      </route>\n      <route src=\"" << xml(zone) << "/gw\" dst=\""
-            << xml(p.devices[d].name) << "\" symmetrical=\"NO\">\n";
-        xml_hops(out, p, {{p.devices[d].nic, false}}, "        ");
-        out << "      </route>\n";
-      }
-      out << "    </zone>\n";
-    }
-    out << "    <zone id=\"" << xml(name) << "/gateway\" routing=\"None\">\n"
-        << "      <router id=\"" << xml(name) << "/gw\"/>\n    </zone>\n";
-    xml_link(out, p.links[cluster.fabric], "    ");
-    for (int n : cluster.nodes)
-      if (p.nodes[n].uplink >= 0) xml_link(out, p.links[p.nodes[n].uplink], "    ");
-    auto node_zone = [&](int n) { return name + "/n" + std::to_string(p.nodes[n].index); };
-    auto uplink = [&](int n, bool up) {
-      return p.nodes[n].uplink >= 0 ? std::vector<Hop>{{p.nodes[n].uplink, up}}
-                                    : std::vector<Hop>{};
-    };
-    auto fabric = [&](std::vector<Hop> hops) {
-      hops.push_back({cluster.fabric, true});
-      return hops;
-    };
-    for (int a : cluster.nodes) {
-      for (int b : cluster.nodes) {
-        if (a == b) continue;
-        out << "    <zoneRoute src=\"" << xml(node_zone(a)) << "\" dst=\"" << xml(node_zone(b))
-            << "\" gw_src=\"" << xml(node_zone(a)) << "/gw\" gw_dst=\"" << xml(node_zone(b))
-            << "/gw\" symmetrical=\"NO\">\n";
-        auto hops = uplink(a, true);
-        hops.push_back({cluster.fabric, true});
-        for (const Hop& h : uplink(b, false)) hops.push_back(h);
-        xml_hops(out, p, hops, "      ");
-        out << "    </zoneRoute>\n";
-      }
-      for (bool outward : {true, false}) {
-        const std::string from = outward ? node_zone(a) : name + "/gateway";
-        const std::string to = outward ? name + "/gateway" : node_zone(a);
-        const std::string gw_from = outward ? node_zone(a) + "/gw" : name + "/gw";
-        const std::string gw_to = outward ? name + "/gw" : node_zone(a) + "/gw";
-        out << "    <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
-            << xml(gw_from) << "\" gw_dst=\"" << xml(gw_to) << "\" symmetrical=\"NO\">\n";
-        xml_hops(out, p, fabric(uplink(a, outward)), "      ");
-        out << "    </zoneRoute>\n";
-      }
-    }
-    out << "  </zone>\n";
-  }
+  for (const ClusterInfo& cluster : p.clusters)
+    if (!cluster.nodes.empty()) xml_cluster_zone(out, p, routes, cluster);
   for (const Link& l : p.links)
     if (l.kind == LinkKind::wan || l.kind == LinkKind::tcp_window) xml_link(out, l, "  ");
-  for (std::size_t a = 0; a < p.clusters.size(); ++a)
-    for (std::size_t b = 0; b < p.clusters.size(); ++b) {
-      if (a == b || p.clusters[a].nodes.empty() || p.clusters[b].nodes.empty()) continue;
-      if (!p.connected[a][b]) continue;
-      const std::string& from = p.clusters[a].spec->name;
-      const std::string& to = p.clusters[b].spec->name;
-      out << "  <zoneRoute src=\"" << xml(from) << "\" dst=\"" << xml(to) << "\" gw_src=\""
-          << xml(from) << "/gw\" gw_dst=\"" << xml(to) << "/gw\" symmetrical=\"NO\">\n";
-      xml_hops(out, p, p.wan_routes[a][b], "    ");
-      out << "  </zoneRoute>\n";
-    }
+  auto cluster_zone = [&](int c) {
+    const std::string& name = p.clusters[c].spec->name;
+    return ZoneEnd{name, name + "/gw"};
+  };
+  for (const ZoneRoute& r : routes.between_clusters)
+    xml_zone_route(out, p, cluster_zone(r.src), cluster_zone(r.dst), r.hops, "  ");
   out << "</zone>\n</platform>\n";
   return out.str();
 }

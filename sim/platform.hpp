@@ -117,8 +117,44 @@ class Platform {
 Platform build_platform(const core::Scenario& s, const std::vector<const kernels::GpuSpec*>& gpus,
                         const std::vector<DeviceRequest>& requests, core::Diagnostics& diags);
 
+// ---- the route list ----------------------------------------------------------------------
+//
+// The routes of the platform as SimGrid's zones hold them: a full zone per node (its GPUs
+// and a router, "<cluster>/n<k>/gw"), a star zone per cluster holding its node zones and a
+// gateway zone (router "<cluster>/gw"), and a root zone of the clusters. One function makes
+// the list; the SimGrid platform (sim/engine.cpp) is built from it and platform_xml() writes
+// it, so the exported file routes what the simulator routes.
+
+// A route inside one zone: between two devices of a node (`src`, `dst`: device indices) or
+// between a device and its node's router (-1); between two clusters' gateways (`src`,
+// `dst`: cluster indices).
+struct ZoneRoute {
+  int src = -1;
+  int dst = -1;
+  std::vector<Hop> hops;
+};
+
+struct NodeRoutes {
+  // Inside the node zone: every ordered pair of its devices (route()), then each device to
+  // the router and back (its NIC up, its NIC down).
+  std::vector<ZoneRoute> inside;
+  // Out of the node zone to the rest of its cluster, and into it: the node's uplink when the
+  // fabric is oversubscribed, else no link (the fabric is non-blocking). In SimGrid's star
+  // zone these are the whole route; the XML's full zone adds the fabric (SimGrid's XML
+  // forbids empty routes between zones).
+  std::vector<Hop> out;
+  std::vector<Hop> in;
+};
+
+struct PlatformRoutes {
+  std::vector<NodeRoutes> nodes;            // per node (indices of Platform::nodes)
+  std::vector<ZoneRoute> between_clusters;  // every ordered pair of joined clusters with devices
+};
+
+PlatformRoutes platform_routes(const Platform& p);
+
 // SimGrid's platform XML (version 4.1) of the same platform: zones per node and cluster,
-// routes as built into SimGrid, bandwidth traces inline.
+// the routes of platform_routes(), bandwidth traces inline.
 std::string platform_xml(const Platform& p);
 
 }  // namespace hgsim::sim

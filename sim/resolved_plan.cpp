@@ -84,12 +84,6 @@ std::string gpu_name(const core::Cluster& c, int position) {
 
 namespace {
 
-int cluster_index(const core::Scenario& s, const std::string& name) {
-  for (std::size_t c = 0; c < s.clusters.size(); ++c)
-    if (s.clusters[c].name == name) return static_cast<int>(c);
-  return -1;
-}
-
 std::string stage_path(const std::string& plan_path, std::size_t pipeline, std::size_t stage) {
   return core::index_path(
       core::child_path(core::index_path(core::child_path(plan_path, "pipelines"), pipeline),
@@ -134,8 +128,8 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
     for (int r = 0; r < pipeline.replicas; ++r)
       for (std::size_t st = 0; st < pipeline.stages.size(); ++st) {
         const auto& stage = pipeline.stages[st];
-        const int c = cluster_index(s, stage.cluster);
-        if (c < 0) {
+        const std::optional<int> found = s.cluster_index(stage.cluster);
+        if (!found) {
           // check_plan names the unknown cluster; here it only stops placement.
           const std::string path = core::child_path(stage_path(plan_path, i, st), "cluster");
           if (r == 0 && known)
@@ -144,6 +138,7 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
           known = false;
           continue;
         }
+        const int c = *found;
         for (int d = 0; d < stage.dp; ++d) {
           of_cluster[c].push_back(static_cast<int>(groups.size()));
           groups.push_back({static_cast<int>(i), r, static_cast<int>(st), d, c, stage.tp, 0});

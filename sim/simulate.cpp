@@ -1,6 +1,7 @@
 #include "sim/simulate.hpp"
 
 #include <xbt/base.h>  // what simgrid/version.h needs before it
+
 #include <simgrid/version.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -154,84 +155,66 @@ double stage_memory_bytes(const ResolvedPlan& r, int pipeline, int stage) {
   return plan_stage_memory(r, pipeline, stage, nullptr).total.value();
 }
 
-// The whole simulation, inside the child process.
-core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
-                     const SimulationOptions& options) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  core::Diagnostics diags;
-  const core::Scenario& s = *r.scenario;
+// The outer-sync codec of a DiLoCo plan (none without outer sync); problems, and outer sync
+// at folded fidelity, go to `diags`.
+std::optional<compress::CodecSpec> outer_sync_codec(const SimulationInput& in,
+                                                    const ResolvedPlan& r, core::Fidelity fidelity,
+                                                    core::Diagnostics& diags) {
   const core::Plan& plan = r.plan;
-  const auto fidelity = chosen_fidelity(r, options);
+  if (!plan.outer_sync.enabled()) return compress::CodecSpec{};
+  const core::Scenario& s = *r.scenario;
+  const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "outer_sync";
+  if (fidelity == core::Fidelity::folded)
+    diags.error(s.where(path), path,
+                "outer sync is simulated at full fidelity only (up to " +
+                    std::to_string(full_fidelity_max_gpus) + " GPUs with fidelity: auto)",
+                "use --fidelity full (or simulation.fidelity: full)");
+  return compress::resolve_codec(plan.outer_sync.codec, s, path + ".codec", diags);
+}
 
-  WorkloadInput w;
-  w.plan = &r;
-  w.compute = in.compute;
-  w.gpus = cluster_gpus(s);
-  w.folded = fidelity == core::Fidelity::folded;
-  Workload work = build_workload(w, diags);
-  if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
-  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
-
-  std::optional<compress::CodecSpec> outer_codec = compress::CodecSpec{};
-  if (plan.outer_sync.enabled()) {
-    const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "outer_sync";
-    if (fidelity == core::Fidelity::folded)
-      diags.error(s.where(path), path,
-                  "outer sync is simulated at full fidelity only (up to " +
-                      std::to_string(full_fidelity_max_gpus) + " GPUs with fidelity: auto)",
-                  "use --fidelity full (or simulation.fidelity: full)");
-    outer_codec = compress::resolve_codec(plan.outer_sync.codec, s, path + ".codec", diags);
-  }
-  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
-
-  std::vector<std::string> device_names;
-  for (const auto& d : work.platform.devices) device_names.push_back(d.name);
+// --export-platform and --export-graph.
+void export_workload(const SimulationOptions& options, const Workload& work) {
   if (!options.platform_path.empty()) {
     if (auto e = core::write_file_atomically(options.platform_path, platform_xml(work.platform)))
       throw std::runtime_error(*e);
   }
-  if (!options.graph_path.empty()) work.graph.write_json(options.graph_path, device_names);
+  if (options.graph_path.empty()) return;
+  std::vector<std::string> device_names;
+  for (const auto& d : work.platform.devices) device_names.push_back(d.name);
+  work.graph.write_json(options.graph_path, device_names);
+}
 
-  // The iterations: steps, and DiLoCo's outer all-reduces between them (sim/iterations.hpp).
-  std::map<int, CodecStats> outer_stats;  // per fragment, one all-reduce
+// The iterations: the step's graph, and DiLoCo's outer all-reduces between steps
+// (sim/iterations.hpp); `outer_stats` gets each fragment's codec bytes.
+IterationPlan iteration_phases(const SimulationInput& in, const ResolvedPlan& r, Workload& work,
+                               const compress::CodecSpec& outer_codec,
+                               std::map<int, CodecStats>& outer_stats) {
+  const core::Plan& plan = r.plan;
   OuterSyncInput outer;
   outer.plan = &plan;
   outer.model = in.model;
-  outer.precision = s.training.precision;
-  outer.codec = *outer_codec;
+  outer.precision = r.scenario->training.precision;
+  outer.codec = outer_codec;
   outer.roles = &work.roles;
   outer.fragments = plan.outer_sync.fragments;
-  const int iterations = s.simulation.iterations;
-  const IterationPlan phases = plan_iterations(
-      std::move(work.graph), iterations, plan.outer_sync,
-      [&](Graph& g, NodeId ready, int fragment) {
-        OuterSyncInput o = outer;
-        o.fragment = fragment;
-        const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
-        // Blocking DiLoCo (one fragment) syncs the whole model: fragment 0 of 1.
-        return outer_all_reduce(g, work.platform, o, all_ready, &outer_stats[fragment]);
-      });
-  // The trace records the first phase played.
-  const auto& graph = phases.phases[phases.order.front()].graph;
-  double graph_bytes = 0;
-  for (const auto& p : phases.phases) graph_bytes += static_cast<double>(p.graph.memory_bytes());
+  return plan_iterations(std::move(work.graph), r.scenario->simulation.iterations, plan.outer_sync,
+                         [&](Graph& g, NodeId ready, int fragment) {
+                           OuterSyncInput o = outer;
+                           o.fragment = fragment;
+                           const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
+                           // Blocking DiLoCo (one fragment) syncs the whole model: fragment
+                           // 0 of 1.
+                           return outer_all_reduce(g, work.platform, o, all_ready,
+                                                   &outer_stats[fragment]);
+                         });
+}
 
-  std::unique_ptr<ChromeTraceWriter> trace;
-  if (!options.trace_path.empty()) {
-    std::vector<int> stages;
-    for (const DeviceRole& role : work.roles) stages.push_back(role.stage);
-    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, graph, work.platform,
-                                                std::move(stages), options.trace_filter);
-  }
-  const bool varying = time_varying(work.platform);
-  const Totals totals =
-      play_iterations(phases, work.platform, varying, s.simulation.start_time.value(), trace.get());
-  const double T = totals.time_s / iterations;  // the mean iteration
-
-  // ---- per device: means over the iterations ----
-  const int devices = work.platform.device_count();
-  std::vector<DeviceResult> device_list;
-  for (int d = 0; d < devices; ++d) {
+// Every GPU's times (means over the iterations of `iteration_s`), its stage's memory and
+// its capacity; a folded device stands for several GPUs, each listed.
+std::vector<DeviceResult> device_results(const ResolvedPlan& r, const Workload& work,
+                                         const Totals& totals, int iterations, double iteration_s) {
+  std::vector<DeviceResult> out;
+  for (int d = 0; d < work.platform.device_count(); ++d) {
     const Device& dev = work.platform.devices[d];
     const DeviceRole& role = work.roles[d];
     const double compute_s = totals.compute_s[d] / iterations;
@@ -242,65 +225,46 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
     const double memory = stage_memory_bytes(r, role.pipeline, role.stage);
     const double capacity = gpu.memory.value();
     for (int position : work.gpus[d])
-      device_list.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline,
-                             role.stage, compute_s, busy_s - compute_s, bubble_s,
-                             std::max(0.0, T - busy_s - bubble_s), memory, capacity,
-                             memory <= capacity});
+      out.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline, role.stage,
+                     compute_s, busy_s - compute_s, bubble_s,
+                     std::max(0.0, iteration_s - busy_s - bubble_s), memory, capacity,
+                     memory <= capacity});
   }
-  if (trace) trace->finish(totals.first_bubbles);
+  return out;
+}
 
-  // ---- links, and the WAN links the plan's flows cannot fill ----
-  Results result;
-  result.links = link_results(work.platform, totals, iterations);
-  result.warnings = window_warnings(result.links, s);
-  const double codec_seconds = totals.codec_s / iterations;
-
-  // ---- totals ----
-  const double sequences = plan.global_batch();
-  const double tokens = sequences * s.training.seq_len;
+// FLOPs and their rates: model FLOPs (no recomputation) and hardware FLOPs (with the
+// plan's), TFLOP/s per GPU used, MFU over the GPUs used and over all the scenario has; and
+// each GPU type's compute provenance.
+void add_flops(const SimulationInput& in, const ResolvedPlan& r, Results& result) {
+  const core::Scenario& s = *r.scenario;
+  const double T = result.iteration_time_s;
+  const double sequences = r.plan.global_batch();
   result.model_flops =
       models::training_flops(*in.model, sequences, s.training.seq_len, core::Recompute::none)
           .value();
   result.hardware_flops =
       models::training_flops(*in.model, sequences, s.training.seq_len, r.choices.recompute).value();
   double peak_used = 0, peak_available = 0;
-  for (const auto& p : plan.pipelines)
+  for (const auto& p : r.plan.pipelines)
     for (const auto& st : p.stages) {
-      const auto* gpu = kernels::find_gpu(s.find_cluster(st.cluster)->gpu);
+      const auto* gpu = kernels::find_gpu(s.cluster(st.cluster).gpu);
       peak_used +=
           p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, r.choices.precision)->rate.value();
       result.compute_provenance[gpu->name] = in.compute->provenance(*gpu);
     }
+  const auto gpus = cluster_gpus(s);
   for (std::size_t c = 0; c < s.clusters.size(); ++c)
-    peak_available += s.clusters[c].gpu_count() *
-                      kernels::math_rate(*w.gpus[c], r.choices.precision)->rate.value();
-
-  result.scenario = s.name;
-  result.plan = plan;
-  result.iteration_time_s = T;
-  // What sim/iterations.hpp adds about the iterations, the outer sync and time to train.
-  core::Json iteration_results = core::Json::object();
-  add_iteration_results(iteration_results, totals, iterations, varying);
-  std::vector<OuterBytes> per_sync(plan.outer_sync.fragments);
-  for (const auto& [fragment, stats] : outer_stats)
-    per_sync[fragment] = {stats.wan_raw_bytes, stats.wan_wire_bytes};
-  add_outer_sync_results(iteration_results, plan.outer_sync, totals, per_sync, phases,
-                         compress::describe(*outer_codec));
-  add_time_to_train(iteration_results, s.training, tokens, T, iterations);
-  result.iterations = iteration_results;
-  result.tokens_per_s = tokens / T;
-  result.gpus_used = r.gpus_used;
-  result.gpus_available = r.gpus_available;
+    peak_available +=
+        s.clusters[c].gpu_count() * kernels::math_rate(*gpus[c], r.choices.precision)->rate.value();
   result.model_tflops_per_gpu = result.model_flops / T / r.gpus_used / 1e12;
   result.mfu = result.model_flops / T / peak_used;
   result.mfu_available = result.model_flops / T / peak_available;
-  result.devices = std::move(device_list);
-  auto codec = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
-    return CodecResult{compress::describe(spec), stats.wan_raw_bytes, stats.wan_wire_bytes};
-  };
-  result.wan_activations = codec(r.choices.codecs.wan_activations, work.activation_codec);
-  result.wan_gradients = codec(r.choices.codecs.wan_gradients, work.gradient_codec);
-  result.codec_time_s = codec_seconds;
+}
+
+// Where the numbers come from: compute, codecs, memory, iterations and network.
+void add_provenance(const ResolvedPlan& r, int iterations, Results& result) {
+  const core::Scenario& s = *r.scenario;
   const bool estimated_only =
       std::all_of(result.compute_provenance.begin(), result.compute_provenance.end(),
                   [](const auto& kv) { return kv.second == "estimated"; });
@@ -317,7 +281,7 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
       "bandwidth)";
   result.memory_provenance =
       "analytic: models::stage_memory (weights, gradients, optimizer, activations)" +
-      std::string(plan.outer_sync.enabled()
+      std::string(r.plan.outer_sync.enabled()
                       ? " + sim::outer_state_bytes (DiLoCo's fp32 parameter snapshot and "
                         "outer momentum, " +
                             core::shortest_decimal(outer_state_bytes_per_parameter) +
@@ -338,14 +302,15 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
                          "written)")) +
       ", TCP window " + core::format_size(s.simulation.tcp_window) +
       " per WAN flow unless the link sets one";
+}
+
+// The child's answer: the results, how long and how much memory the simulation took, and
+// any warnings.
+core::Json child_output(const Results& result, const Graph& graph, double graph_bytes,
+                        const Totals& totals, std::chrono::steady_clock::time_point wall_start,
+                        const core::Diagnostics& diags) {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  result.simulator = {core::to_string(fidelity),
-                      core::to_string(s.simulation.network_model),
-                      static_cast<double>(graph.size()),
-                      static_cast<double>(graph.edge_count()),
-                      static_cast<double>(totals.activities),
-                      static_cast<double>(totals.phases_played)};
   core::Json out{{"result", to_json(result)}};
   out["stats"] = {
       {"wall_s",
@@ -358,6 +323,87 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   return out;
 }
 
+// The whole simulation, inside the child process: the workload, the iterations played, and
+// the results read off them.
+core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
+                     const SimulationOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  core::Diagnostics diags;
+  const core::Scenario& s = *r.scenario;
+  const core::Plan& plan = r.plan;
+  const auto fidelity = chosen_fidelity(r, options);
+
+  WorkloadInput w;
+  w.plan = &r;
+  w.compute = in.compute;
+  w.gpus = cluster_gpus(s);
+  w.folded = fidelity == core::Fidelity::folded;
+  Workload work = build_workload(w, diags);
+  if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
+  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
+  const auto outer_codec = outer_sync_codec(in, r, fidelity, diags);
+  if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
+  export_workload(options, work);
+
+  std::map<int, CodecStats> outer_stats;  // per fragment, one all-reduce
+  const IterationPlan phases = iteration_phases(in, r, work, *outer_codec, outer_stats);
+  // The trace records the first phase played.
+  const auto& graph = phases.phases[phases.order.front()].graph;
+  double graph_bytes = 0;
+  for (const auto& p : phases.phases) graph_bytes += static_cast<double>(p.graph.memory_bytes());
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (!options.trace_path.empty()) {
+    std::vector<int> stages;
+    for (const DeviceRole& role : work.roles) stages.push_back(role.stage);
+    trace = std::make_unique<ChromeTraceWriter>(options.trace_path, graph, work.platform,
+                                                std::move(stages), options.trace_filter);
+  }
+  const int iterations = s.simulation.iterations;
+  const bool varying = time_varying(work.platform);
+  const Totals totals =
+      play_iterations(phases, work.platform, varying, s.simulation.start_time.value(), trace.get());
+  if (trace) trace->finish(totals.first_bubbles);
+
+  Results result;
+  result.scenario = s.name;
+  result.plan = plan;
+  result.iteration_time_s = totals.time_s / iterations;  // the mean iteration
+  const double T = result.iteration_time_s;
+  result.devices = device_results(r, work, totals, iterations, T);
+  // Links, and the WAN links the plan's flows cannot fill.
+  result.links = link_results(work.platform, totals, iterations);
+  result.warnings = window_warnings(result.links, s);
+  result.gpus_used = r.gpus_used;
+  result.gpus_available = r.gpus_available;
+  add_flops(in, r, result);
+  const double tokens = static_cast<double>(plan.global_batch()) * s.training.seq_len;
+  result.tokens_per_s = tokens / T;
+  // What sim/iterations.hpp adds about the iterations, the outer sync and time to train.
+  core::Json iteration_results = core::Json::object();
+  add_iteration_results(iteration_results, totals, iterations, varying);
+  std::vector<OuterBytes> per_sync(plan.outer_sync.fragments);
+  for (const auto& [fragment, stats] : outer_stats)
+    per_sync[fragment] = {stats.wan_raw_bytes, stats.wan_wire_bytes};
+  add_outer_sync_results(iteration_results, plan.outer_sync, totals, per_sync, phases,
+                         compress::describe(*outer_codec));
+  add_time_to_train(iteration_results, s.training, tokens, T, iterations);
+  result.iterations = iteration_results;
+  auto codec = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
+    return CodecResult{compress::describe(spec), stats.wan_raw_bytes, stats.wan_wire_bytes};
+  };
+  result.wan_activations = codec(r.choices.codecs.wan_activations, work.activation_codec);
+  result.wan_gradients = codec(r.choices.codecs.wan_gradients, work.gradient_codec);
+  result.codec_time_s = totals.codec_s / iterations;
+  add_provenance(r, iterations, result);
+  result.simulator = {core::to_string(fidelity),
+                      core::to_string(s.simulation.network_model),
+                      static_cast<double>(graph.size()),
+                      static_cast<double>(graph.edge_count()),
+                      static_cast<double>(totals.activities),
+                      static_cast<double>(totals.phases_played)};
+  return child_output(result, graph, graph_bytes, totals, wall_start, diags);
+}
+
 // Refuses a plan that does not fit, naming the stage, what it needs and what would help.
 void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagnostics& diags) {
   const auto& s = *r.scenario;
@@ -365,7 +411,7 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
       const auto& stage = plan.pipelines[i].stages[st];
-      const auto* gpu = kernels::find_gpu(s.find_cluster(stage.cluster)->gpu);
+      const auto* gpu = kernels::find_gpu(s.cluster(stage.cluster).gpu);
       core::Bytes outer_state(0);
       const auto m = plan_stage_memory(r, static_cast<int>(i), static_cast<int>(st), &outer_state);
       if (m.total.value() <= gpu->memory.value()) continue;
