@@ -59,15 +59,11 @@ struct Coded {
 };
 
 Coded code(const Context& ctx, const compress::CodecSpec& spec, double share, int from, int to) {
-  if (spec.kind == compress::CodecKind::none) return {share, 0, 0};
-  const auto dtype = ctx.scenario->training.precision;
-  const double elements = share / core::element_bytes(dtype);
-  const std::int64_t columns = std::max(ctx.model->hidden, 1);
-  const auto rows = static_cast<std::int64_t>(std::ceil(elements / columns));
-  const std::vector<std::int64_t> shape{std::max<std::int64_t>(rows, 1), columns};
-  const auto at_src = compress::code_transfer(spec, shape, dtype, *ctx.gpus[from]);
-  const auto at_dst = compress::code_transfer(spec, shape, dtype, *ctx.gpus[to]);
-  return {at_src.wire_bytes.value(), at_src.encode.value(), at_dst.decode.value()};
+  // One sender coding `share` bytes, as the simulator's Sender codes each flow's share.
+  const sim::WanCodec codec{spec, ctx.scenario->training.precision, ctx.model->hidden};
+  const sim::CodedTransfer c =
+      sim::code_wan_transfer(codec, share, 1, *ctx.gpus[from], *ctx.gpus[to]);
+  return {c.wire_bytes, c.encode_s, c.decode_s};
 }
 
 // Which nodes of its cluster each (pipeline, stage) occupies, and the cluster: from the
@@ -576,18 +572,15 @@ double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, cons
 // When bucket `bucket` of segment `seg` is ready on the holding stage of pipeline i, which
 // ends its last backward at `finish`. grad_reduce: overlap (one chunk per stage): once the
 // last micro-batch's backward has finished the bucket's lowest layer, as the workload
-// generator hands it over (sim/workload.cpp, ready_node): buckets fill from the segment's
-// last layer down, bucket b covering its top ceil((b + 1) n / buckets) of n layers, and the
-// stage still runs the backward of the layers below:
+// generator hands it over (sim::bucket_lowest_layer), and the stage still runs the backward
+// of the layers below:
 //   ready = finish - (lowest - first layer of the stage) x layer_backward_after.
 // after_backward, or interleaved chunks: ready = finish.
 double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int bucket, std::size_t i,
                     double per_layer, double finish) {
   if (r.choices.grad_reduce != core::GradReduce::overlap || r.chunks > 1) return finish;
   const auto [stage_index, chunk] = seg.holders[i];
-  const int covered = std::max(
-      1, static_cast<int>(std::ceil(double(bucket + 1) * seg.layers / seg.buckets - 1e-9)));
-  const int lowest = seg.first_layer + seg.layers - covered;
+  const int lowest = sim::bucket_lowest_layer(seg.first_layer, seg.layers, seg.buckets, bucket);
   const int below = lowest - r.layers[i][stage_index][chunk].first;
   return below <= 0 ? finish : finish - below * per_layer;
 }

@@ -199,6 +199,13 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
   return out;
 }
 
+int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket) {
+  // The 1e-9 keeps an exact multiple (b + 1) n / buckets from rounding up past itself.
+  const int covered =
+      static_cast<int>(std::ceil(double(bucket + 1) * layers / std::max(buckets, 1) - 1e-9));
+  return first_layer + layers - std::max(covered, 1);
+}
+
 GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket) {
   const double per_ring = models::gradient_bytes(parameters, choices.precision).value() *

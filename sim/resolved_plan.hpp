@@ -142,6 +142,12 @@ struct GradientBuckets {
 };
 GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket);
+// The lowest layer of bucket `bucket` of `buckets` of the segment of `layers` layers from
+// `first_layer`: buckets fill from the segment's last layer down, bucket b covering its top ceil((b
+// + 1) n / buckets) of n layers (at least one); with grad_reduce: overlap a bucket leaves once the
+// last micro-batch's backward has finished this layer. The workload generator and the planner's
+// cost model both ask here.
+int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket);
 
 // One piece of a tensor that the sender's slices (dp rank major, tp rank minor, each
 // 1 / from_slices of it) and the receiver's (1 / to_slices each) reshard: units

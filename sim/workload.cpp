@@ -497,9 +497,7 @@ class Builder {
     NodeId ready = last_backward_.at({g, chunk});
     if (r_.choices.grad_reduce == core::GradReduce::overlap) {
       const int chunk_first = r_.layers[groups_[g].pipeline][stage][chunk].first;
-      const int covered = static_cast<int>(
-          std::ceil(double(bucket_ + 1) * seg.layers / std::max(buckets_, 1) - 1e-9));
-      const int lowest = seg.first_layer + seg.layers - std::max(covered, 1);
+      const int lowest = bucket_lowest_layer(seg.first_layer, seg.layers, buckets_, bucket_);
       const auto it = layer_ends_.find({g, chunk});
       const int local = lowest - chunk_first;
       if (it != layer_ends_.end() && local >= 0 && local < int(it->second.size()) &&
