@@ -13,6 +13,15 @@ import os
 import subprocess
 import sys
 import time
+import importlib.util
+
+# hgsim.files.atomic_open (the rule of core/files.hpp's AtomicFile), loaded from the source
+# tree: this script needs only the hgsim binary, not the built Python module.
+_spec = importlib.util.spec_from_file_location(
+    "hgsim_files", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
+                                "hgsim", "files.py"))
+_files = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_files)
 
 BASELINES = ["megatron", "dp-only", "dp-only+codec", "pipeline-uniform", "metis-like", "dtfm"]
 
@@ -97,10 +106,8 @@ def main():
             "",
             header, rule] + rows + ["", "Infeasible baselines:", ""] + ["- " + n for n in notes]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:  # whole or not at all
+    with _files.atomic_open(args.out) as f:  # whole or not at all
         f.write("\n".join(text) + "\n")
-    os.replace(tmp, args.out)
     print("\n".join(text))
 
 

@@ -309,6 +309,28 @@ std::string small_two_clusters() {
   return yaml;
 }
 
+// The planner's plan within 2% of `best` (the best simulated plan of the space) and its
+// enumeration within 2% of the space's analytic optimum; `what` says which best it is.
+planner::SearchResult expect_planner_near(const planner::Context& ctx, double best,
+                                          double best_analytic, std::size_t space,
+                                          const std::string& what) {
+  planner::Options options;
+  auto r = planner::plan(ctx, options);
+  if (!r.best) {
+    ADD_FAILURE() << "the planner found no plan";
+    return r;
+  }
+  EXPECT_LE(r.best->simulated_s, 1.02 * best)
+      << "planner " << r.best->candidate.description << " (analytic "
+      << r.best->candidate.analytic_s << " s) vs " << what << ": " << best;
+  // The enumeration itself (pruned) finds the space's analytic optimum.
+  EXPECT_FALSE(r.ranked.empty());
+  if (!r.ranked.empty()) EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
+  ::testing::Test::RecordProperty("space", std::to_string(space));
+  ::testing::Test::RecordProperty("gap", std::to_string(r.best->simulated_s / best - 1));
+  return r;
+}
+
 // Every plan of the small space is simulated (side by side in child processes, as the
 // planner verifies); the planner's plan must be within 2% of the best of them, and its
 // enumeration must find the space's analytic optimum.
@@ -331,17 +353,11 @@ TEST(PlannerSearch, WithinTwoPercentOfEveryPlanSimulated) {
       best_k = k;
     }
   }
-  const auto r = planner::plan(ctx, options);
-  ASSERT_TRUE(r.best);
-  EXPECT_LE(r.best->simulated_s, 1.02 * best)
-      << "planner " << r.best->candidate.description << " vs the best of every plan "
-      << planner::describe(ctx, all[best_k].plan) << ": " << best << " (analytic "
-      << all[best_k].analytic_s << " s; the planner's: analytic " << r.best->candidate.analytic_s
-      << " s)";
-  ASSERT_FALSE(r.ranked.empty());
-  EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
-  RecordProperty("space", std::to_string(all.size()));
-  RecordProperty("gap", std::to_string(r.best->simulated_s / best - 1));
+  const auto r =
+      expect_planner_near(ctx, best, best_analytic, all.size(),
+                          "the best of every plan " + planner::describe(ctx, all[best_k].plan) +
+                              " (analytic " + std::to_string(all[best_k].analytic_s) + " s)");
+  if (!r.best) return;
   std::printf(
       "exhaustive: %zu plans, every one simulated; best %.6f s (%s); planner %.6f s (gap "
       "%+.2f%%): %s\n",
@@ -368,16 +384,9 @@ TEST(PlannerSearch, WithinTwoPercentOfTheLargerSpacesSimulatedBest) {
   double best = 1e300, best_analytic = all.front().analytic_s;
   for (std::size_t k : chosen) best = std::min(best, simulate(c, all[k].plan, roofline));
 
-  planner::Options options;
-  const auto r = planner::plan(ctx, options);
-  ASSERT_TRUE(r.best);
-  EXPECT_LE(r.best->simulated_s, 1.02 * best)
-      << "planner " << r.best->candidate.description << " vs exhaustive best " << best;
-  // The enumeration itself (pruned) finds the exhaustive space's analytic optimum.
-  ASSERT_FALSE(r.ranked.empty());
-  EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
-  RecordProperty("space", std::to_string(all.size()));
-  RecordProperty("gap", std::to_string(r.best->simulated_s / best - 1));
+  const auto r =
+      expect_planner_near(ctx, best, best_analytic, all.size(), "the best simulated plan");
+  if (!r.best) return;
   std::printf(
       "exhaustive: %zu plans costed, %zu simulated; best simulated %.6f s; planner "
       "%.6f s (gap %+.2f%%): %s\n",
