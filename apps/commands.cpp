@@ -173,7 +173,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
                   "memory/GPU", "nvlink", "nic"});
   double total_peak = 0;
   for (const core::Cluster& cl : s.clusters) {
-    const kernels::GpuSpec* gpu = kernels::find_gpu(cl.gpu);
+    const kernels::GpuSpec* gpu = &kernels::gpu_of(cl.gpu);
     auto rate = kernels::math_rate(*gpu, s.training.precision);
     total_peak += rate ? rate->rate.value() * cl.gpu_count() : 0;
     clusters.add({cl.name, gpu->name,
@@ -223,7 +223,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       const core::Pipeline& p = plan.pipelines[pi];
       for (std::size_t si = 0; si < p.stages.size(); ++si) {
         const core::Stage& st = p.stages[si];
-        const kernels::GpuSpec* gpu = kernels::find_gpu(s.cluster(st.cluster).gpu);
+        const kernels::GpuSpec* gpu = &kernels::gpu_of(s.cluster(st.cluster).gpu);
         models::StageSpec spec = models::stage_spec(plan, pi, si);
         models::StageMemory mem = models::stage_memory(m, s.training, spec);
         stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
@@ -347,7 +347,7 @@ int print_efficiency_curves(std::ostream& out) {
   for (const Shape& s : shapes) {
     out << "| " << s.what << " (" << s.m << " x " << s.n << " x " << s.k << ") |";
     for (const char* name : gpus) {
-      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const kernels::GpuSpec& g = kernels::gpu_of(name);
       const auto& costs = kernels::kernel_costs_for(g.architecture);
       out << " " << fixed(kernels::gemm_efficiency(g, costs, s.m, s.n, s.k), 3) << " |";
     }
@@ -362,7 +362,7 @@ int print_efficiency_curves(std::ostream& out) {
   for (double seq : {512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0}) {
     out << "| " << seq << " |";
     for (const char* name : gpus) {
-      const kernels::GpuSpec& g = *kernels::find_gpu(name);
+      const kernels::GpuSpec& g = kernels::gpu_of(name);
       const auto& costs = kernels::kernel_costs_for(g.architecture);
       for (bool backward : {false, true})
         out << " "

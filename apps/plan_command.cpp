@@ -341,11 +341,10 @@ bool evaluate_plan(const CheckedScenario& c, const planner::Context& ctx, const 
   if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) return false;
   report.evaluated = true;
   report.estimate = planner::estimate_plan(ctx, *plan);
-  planner::Options po;
   // Checked above: only the simulation's own problems are new (not the check's warnings).
   core::Diagnostics simulation;
   report.best = planner::simulate_candidate(
-      ctx, {*plan, report.estimate.iteration_s, planner::describe(ctx, *plan)}, po, simulation);
+      ctx, {*plan, report.estimate.iteration_s, planner::describe(*plan)}, simulation);
   for (const core::Diagnostic& d : simulation.all())
     if (d.severity == core::Severity::error) diags.error(d.where, d.key_path, d.message, d.hint);
   return report.best.has_value();

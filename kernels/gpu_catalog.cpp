@@ -348,6 +348,12 @@ const GpuSpec* find_gpu(std::string_view name) {
   return it == index.end() ? nullptr : it->second;
 }
 
+const GpuSpec& gpu_of(std::string_view name) {
+  if (const GpuSpec* gpu = find_gpu(name)) return *gpu;
+  throw std::logic_error("GPU '" + std::string(name) +
+                         "' is not in the catalog, but a check accepted it (a bug in hgsim)");
+}
+
 std::vector<std::string> gpu_names() {
   std::vector<std::string> names;
   for (const GpuSpec& gpu : gpu_catalog()) names.push_back(gpu.name);

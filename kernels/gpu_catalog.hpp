@@ -80,6 +80,11 @@ const std::vector<GpuSpec>& gpu_catalog();
 // ("a100-80gb-sxm", "A100_80GB_SXM" and "a100" all work). nullptr when unknown.
 const GpuSpec* find_gpu(std::string_view name);
 
+// find_gpu() for a name that a check has already accepted (a validated scenario's cluster,
+// a catalog name): throws std::logic_error naming it when it is unknown after all, instead
+// of a null pointer dereferenced further on.
+const GpuSpec& gpu_of(std::string_view name);
+
 // The canonical names, in catalog order (for help texts and did-you-mean hints).
 std::vector<std::string> gpu_names();
 

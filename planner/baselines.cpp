@@ -33,10 +33,10 @@ compress::CompressionSpecs no_compression() {
 
 // Records the baseline's plan; run_baselines() simulates every recorded plan side by side
 // (under the baseline's own `compression`) and fills in the results.
-void verify(const Context& ctx, Baseline& b, const core::Plan& plan, double analytic_s) {
+void record(Baseline& b, const core::Plan& plan, double analytic_s) {
   b.plan = plan;
   b.analytic_s = analytic_s;
-  b.description = describe(ctx, plan);
+  b.description = describe(plan);
 }
 
 std::vector<int> uniform_layers(int layers, int stages) {
@@ -133,7 +133,7 @@ Baseline megatron(const Context& ctx, const Options& options) {
     b.why = "its plan does not fit in memory";
     return b;
   }
-  verify(ctx, b, best_plan, estimate(ctx, best_plan).iteration_s);
+  record(b, best_plan, estimate(ctx, best_plan).iteration_s);
   return b;
 }
 
@@ -194,7 +194,7 @@ Baseline dp_only(const Context& ctx, const Options& options, bool codec) {
     b.why = why;
     return b;
   }
-  verify(ctx, b, best_plan, best);
+  record(b, best_plan, best);
   return b;
 }
 
@@ -265,7 +265,7 @@ Baseline pipeline_uniform(const Context& ctx, const Options& options) {
     b.why = "no pipeline over every cluster with uniform layers fits in memory";
     return b;
   }
-  verify(ctx, b, best_plan, best);
+  record(b, best_plan, best);
   return b;
 }
 
@@ -294,7 +294,7 @@ Baseline metis_like(const Context& ctx, const Options& options) {
   const core::Plan& plan = r.ranked.front().plan;
   Context real = ctx;
   real.compression = no_compression();
-  verify(ctx, b, plan, estimate(real, plan).iteration_s);
+  record(b, plan, estimate(real, plan).iteration_s);
   return b;
 }
 
@@ -372,7 +372,7 @@ Baseline dtfm(const Context& ctx, const Options& options) {
     b.why = "no uniform assignment of tasklets fits in memory";
     return b;
   }
-  verify(ctx, b, best_plan, best);
+  record(b, best_plan, best);
   return b;
 }
 
@@ -427,7 +427,7 @@ std::string adopt_faster_baselines(const Context& ctx, const Options& options,
   for (const Baseline& b : baselines) {
     if (!b.feasible || !b.plan) continue;
     if (result.best && b.simulated_s >= result.best->effective_s()) continue;
-    candidates.push_back({*b.plan, estimate(ctx, *b.plan).iteration_s, describe(ctx, *b.plan)});
+    candidates.push_back({*b.plan, estimate(ctx, *b.plan).iteration_s, describe(*b.plan)});
     of.push_back(&b);
   }
   std::vector<core::Diagnostics> diags;

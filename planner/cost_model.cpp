@@ -165,9 +165,7 @@ Context make_context(const core::Scenario& s, const core::ModelConfig& model,
   ctx.compute = &compute;
   std::vector<sim::DeviceRequest> requests;
   for (std::size_t c = 0; c < s.clusters.size(); ++c) {
-    const auto* gpu = kernels::find_gpu(s.clusters[c].gpu);
-    if (!gpu) throw std::invalid_argument("unknown GPU " + s.clusters[c].gpu);
-    ctx.gpus.push_back(gpu);
+    ctx.gpus.push_back(&kernels::gpu_of(s.clusters[c].gpu));
     requests.push_back({static_cast<int>(c), 0, 1});
   }
   core::Diagnostics ignored;  // clusters the WAN does not join are marked unconnected

@@ -558,8 +558,7 @@ int parallel_jobs(const Options& options) {
 }  // namespace
 
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
-                                           const Options& options, core::Diagnostics& diags) {
-  (void)options;
+                                           core::Diagnostics& diags) {
   auto p = prepare(ctx, candidate, diags);
   if (!p) return std::nullopt;
   auto result = sim::simulate(p->in, p->options, diags);
@@ -614,7 +613,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
   choose_recompute_and_codecs(ctx, r.ranked);
   choose_recompute_and_codecs(ctx, r.family_best);
   for (auto& c : r.ranked)
-    if (c.description.empty()) c.description = describe(ctx, c.plan);
+    if (c.description.empty()) c.description = describe(c.plan);
   const int want = std::max(options.verify, 1);
   // Hedge: the best plan of each other family (set of clusters used) within hedge_factor of
   // the best analytic time is simulated too, up to K more.
@@ -665,7 +664,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
       const Candidate& c = hedges[next_hedge++];
       if (!eligible_hedge(c) || planned(c.plan)) continue;
       Candidate described = c;
-      described.description = describe(ctx, c.plan);
+      described.description = describe(c.plan);
       batch.push_back(described);
       is_hedge.push_back(true);
       ++k;
@@ -728,8 +727,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
   return r;
 }
 
-std::string describe(const Context& ctx, const core::Plan& plan) {
-  (void)ctx;
+std::string describe(const core::Plan& plan) {
   std::ostringstream out;
   out << core::to_string(plan.schedule);
   if (plan.schedule == core::Schedule::interleaved) out << " (v " << plan.virtual_stages << ")";

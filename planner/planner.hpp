@@ -87,7 +87,7 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
 // to H when below it, as `hgsim run` plays it with simulation.iterations >= H); nullopt with the
 // problems in `diags` when it cannot run.
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
-                                           const Options& options, core::Diagnostics& diags);
+                                           core::Diagnostics& diags);
 
 // simulate_candidate() for several candidates side by side (options.jobs child processes at
 // a time); `diags` gets one entry per candidate.
@@ -101,6 +101,6 @@ std::vector<std::optional<Verified>> simulate_candidates(
     const Options& options, std::vector<core::Diagnostics>& diags);
 
 // A line for people: "2 pipelines: beijing(tp2 x4) > shanghai(tp4 x2), 8 replicas, ..."
-std::string describe(const Context& ctx, const core::Plan& plan);
+std::string describe(const core::Plan& plan);
 
 }  // namespace hgsim::planner

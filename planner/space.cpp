@@ -98,13 +98,18 @@ int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
   const int in_flight = models::micro_batches_in_flight(spec);
   const bool first = spec.stage_index == 0;
   const bool last = spec.stage_index == spec.stages - 1;
-  std::uint64_t key = static_cast<std::uint64_t>(cluster);
-  for (std::uint64_t v :
-       {std::uint64_t(spec.tp), std::uint64_t(spec.dp), std::uint64_t(spec.micro_batch),
-        std::uint64_t(spec.schedule), std::uint64_t(spec.virtual_stages), std::uint64_t(in_flight),
-        std::uint64_t(first), std::uint64_t(last), std::uint64_t(spec.zero),
-        std::uint64_t(spec.zero_shards), std::uint64_t(spec.sequence_parallel)})
-    key = key * 1000003 + v;  // a prime multiplier mixes the fields
+  const Key key = {std::uint64_t(cluster),
+                   std::uint64_t(spec.tp),
+                   std::uint64_t(spec.dp),
+                   std::uint64_t(spec.micro_batch),
+                   std::uint64_t(spec.schedule),
+                   std::uint64_t(spec.virtual_stages),
+                   std::uint64_t(in_flight),
+                   std::uint64_t(first),
+                   std::uint64_t(last),
+                   std::uint64_t(spec.zero),
+                   std::uint64_t(spec.zero_shards),
+                   std::uint64_t(spec.sequence_parallel)};
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const double capacity = ctx_.gpus[cluster]->memory.value();
   auto fits = [&](int layers) {

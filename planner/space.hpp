@@ -14,9 +14,10 @@
 // divide). Plus: micro-batch size, schedule (1F1B, GPipe, interleaved inside a cluster).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "core/scenario.hpp"
@@ -58,8 +59,11 @@ class MemoryLimits {
   int max_layers(int cluster, const models::StageSpec& spec);
 
  private:
+  // Everything of a stage that its memory depends on, besides its layer count: the exact
+  // fields, so that two stage shapes can never share an entry.
+  using Key = std::array<std::uint64_t, 12>;
   const Context& ctx_;
-  std::unordered_map<std::uint64_t, int> memo_;
+  std::map<Key, int> memo_;
 };
 
 // The group's pipeline with its layers partitioned, for `micro_batches` per replica (the

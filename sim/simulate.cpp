@@ -62,9 +62,7 @@ void replay_diagnostics(const core::Json& list, core::Diagnostics& diags) {
 std::vector<const kernels::GpuSpec*> cluster_gpus(const core::Scenario& s) {
   std::vector<const kernels::GpuSpec*> gpus;
   for (const auto& c : s.clusters) {
-    const auto* gpu = kernels::find_gpu(c.gpu);
-    if (!gpu) throw std::invalid_argument("unknown GPU " + c.gpu);
-    gpus.push_back(gpu);
+    gpus.push_back(&kernels::gpu_of(c.gpu));
   }
   return gpus;
 }
@@ -248,7 +246,7 @@ void add_flops(const SimulationInput& in, const ResolvedPlan& r, Results& result
   double peak_used = 0, peak_available = 0;
   for (const auto& p : r.plan.pipelines)
     for (const auto& st : p.stages) {
-      const auto* gpu = kernels::find_gpu(s.cluster(st.cluster).gpu);
+      const auto* gpu = &kernels::gpu_of(s.cluster(st.cluster).gpu);
       peak_used +=
           p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, r.choices.precision)->rate.value();
       result.compute_provenance[gpu->name] = in.compute->provenance(*gpu);
@@ -411,7 +409,7 @@ void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagno
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
     for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
       const auto& stage = plan.pipelines[i].stages[st];
-      const auto* gpu = kernels::find_gpu(s.cluster(stage.cluster).gpu);
+      const auto* gpu = &kernels::gpu_of(s.cluster(stage.cluster).gpu);
       core::Bytes outer_state(0);
       const auto m = plan_stage_memory(r, static_cast<int>(i), static_cast<int>(st), &outer_state);
       if (m.total.value() <= gpu->memory.value()) continue;

@@ -205,6 +205,21 @@ TEST(GpuCatalog, EveryNameAndAliasResolvesToItsOwnRowInAnySpelling) {
   }
 }
 
+TEST(GpuCatalog, CheckedLookupReturnsTheRowOrThrowsNamingTheGpu) {
+  EXPECT_EQ(&kernels::gpu_of("v100"), kernels::find_gpu("V100-32GB-SXM"));
+  for (const char* name : {"", "B300-imaginary", "east/n0"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(kernels::find_gpu(name), nullptr);
+    try {
+      (void)kernels::gpu_of(name);
+      ADD_FAILURE() << "no exception";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + std::string(name) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(GpuCatalog, CommonSpellingsFindTheDocumentedRow) {
   EXPECT_EQ(kernels::find_gpu("a100-80gb-sxm")->name, "A100-80GB-SXM");
   EXPECT_EQ(kernels::find_gpu("A100_80GB_SXM")->name, "A100-80GB-SXM");

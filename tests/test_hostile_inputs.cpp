@@ -526,8 +526,12 @@ TEST_P(HostileScenario, IsRefusedWhereItIsWrong) {
   ASSERT_NE(found, nullptr) << "no error at '" << c.key << "' saying '" << c.message << "' in:\n"
                             << diags.format();
   EXPECT_EQ(found->where.file, file);
-  if (c.line > 0) EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
-  if (c.column > 0) EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  if (c.line > 0) {
+    EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
+  }
+  if (c.column > 0) {
+    EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  }
   // Nothing of the input is echoed at length.
   for (const auto& d : diags.all()) EXPECT_LT(core::format_diagnostic(d).size(), 1200u);
   // The command says the same and exits 1.
@@ -592,7 +596,9 @@ TEST_P(HostileTrace, IsRefusedAtItsRow) {
   if (c.line > 0) {
     EXPECT_EQ(found->where.file, csv);
     EXPECT_EQ(found->where.line, c.line);
-    if (c.column > 0) EXPECT_EQ(found->where.column, c.column);
+    if (c.column > 0) {
+      EXPECT_EQ(found->where.column, c.column);
+    }
   } else {
     EXPECT_EQ(found->where.file, file);
     EXPECT_EQ(found->where.line, 24);
@@ -732,8 +738,12 @@ TEST_P(HostilePlan, IsRefusedWhereItIsWrong) {
       found = &d;
   ASSERT_NE(found, nullptr) << diags.format();
   EXPECT_EQ(found->where.file.empty() ? plan : found->where.file, plan);
-  if (c.line > 0) EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
-  if (c.column > 0) EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  if (c.line > 0) {
+    EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
+  }
+  if (c.column > 0) {
+    EXPECT_EQ(found->where.column, c.column) << core::format_diagnostic(*found);
+  }
   const CliResult r = cli({"run", scenario, "--plan", plan});
   EXPECT_EQ(r.status, apps::kBadInput) << r.err;
   EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
@@ -930,7 +940,8 @@ TEST(HgsimProcess, WrittenFilesAreCompleteAndNoTemporaryStays) {
   for (const char* name : {"t.json", "g.json"}) {
     std::stringstream text;
     text << std::ifstream(dir.path(name)).rdbuf();
-    EXPECT_NO_THROW((void)core::Json::parse(text.str())) << name;
+    core::Json parsed;
+    EXPECT_NO_THROW(parsed = core::Json::parse(text.str())) << name;
   }
   for (const auto& e : fs::directory_iterator(dir.dir()))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();

@@ -146,7 +146,7 @@ TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
     const double simulated = simulate(c, cand.plan, roofline);
     const double error = std::abs(cand.analytic_s - simulated) / simulated;
     worst = std::max(worst, error);
-    EXPECT_LT(error, 0.15) << planner::describe(ctx, cand.plan) << ": analytic " << cand.analytic_s
+    EXPECT_LT(error, 0.15) << planner::describe(cand.plan) << ": analytic " << cand.analytic_s
                            << " s, simulated " << simulated << " s";
   }
   RecordProperty("worst_relative_error", std::to_string(worst));
@@ -168,8 +168,8 @@ TEST(PlannerSearch, ParallelVerificationEqualsSequential) {
   ASSERT_EQ(a.verified.size(), b.verified.size());
   ASSERT_GE(a.verified.size(), 2u);
   for (std::size_t k = 0; k < a.verified.size(); ++k) {
-    EXPECT_EQ(planner::describe(ctx, a.verified[k].candidate.plan),
-              planner::describe(ctx, b.verified[k].candidate.plan));
+    EXPECT_EQ(planner::describe(a.verified[k].candidate.plan),
+              planner::describe(b.verified[k].candidate.plan));
     EXPECT_EQ(a.verified[k].simulated_s, b.verified[k].simulated_s);
   }
   EXPECT_EQ(a.best->simulated_s, b.best->simulated_s);
@@ -325,7 +325,9 @@ planner::SearchResult expect_planner_near(const planner::Context& ctx, double be
       << r.best->candidate.analytic_s << " s) vs " << what << ": " << best;
   // The enumeration itself (pruned) finds the space's analytic optimum.
   EXPECT_FALSE(r.ranked.empty());
-  if (!r.ranked.empty()) EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
+  if (!r.ranked.empty()) {
+    EXPECT_LE(r.ranked.front().analytic_s, 1.02 * best_analytic);
+  }
   ::testing::Test::RecordProperty("space", std::to_string(space));
   ::testing::Test::RecordProperty("gap", std::to_string(r.best->simulated_s / best - 1));
   return r;
@@ -355,13 +357,13 @@ TEST(PlannerSearch, WithinTwoPercentOfEveryPlanSimulated) {
   }
   const auto r =
       expect_planner_near(ctx, best, best_analytic, all.size(),
-                          "the best of every plan " + planner::describe(ctx, all[best_k].plan) +
+                          "the best of every plan " + planner::describe(all[best_k].plan) +
                               " (analytic " + std::to_string(all[best_k].analytic_s) + " s)");
   if (!r.best) return;
   std::printf(
       "exhaustive: %zu plans, every one simulated; best %.6f s (%s); planner %.6f s (gap "
       "%+.2f%%): %s\n",
-      all.size(), best, planner::describe(ctx, all[best_k].plan).c_str(), r.best->simulated_s,
+      all.size(), best, planner::describe(all[best_k].plan).c_str(), r.best->simulated_s,
       100 * (r.best->simulated_s / best - 1), r.best->candidate.description.c_str());
 }
 
