@@ -46,14 +46,24 @@ def codec_shape(elements: int, columns: int) -> list[int]:
 
 
 class Activity:
-    """What a worker's main thread is doing, for the watchdog that reports hangs: a
-    description and the rank it waits for (None while computing)."""
+    """What a thread of a worker is doing, for the watchdog that reports hangs: a
+    description and the rank it waits for (None while computing). `ACTIVITY` is the main
+    thread's and only the main thread sets it; a thread the main thread waits for (the
+    outer-sync thread, outer.py) has its own, named as `via` while the main thread waits."""
 
     def __init__(self):
-        self.since, self.what, self.peer = now(), "starting", None
+        self.since, self.what, self.peer, self.via = now(), "starting", None, None
 
-    def set(self, what: str, peer: int | None = None):
-        self.since, self.what, self.peer = now(), what, peer
+    def set(self, what: str, peer: int | None = None, via: "Activity | None" = None):
+        self.since, self.what, self.peer, self.via = now(), what, peer, via
+
+    def describe(self) -> tuple[float, str, int | None]:
+        """Since when the thread does what (the later of its own change and its `via`'s),
+        what, and the rank it waits for (through `via`)."""
+        if self.via is None:
+            return self.since, self.what, self.peer
+        since, what, peer = self.via.describe()
+        return max(self.since, since), f"{self.what} ({what})", peer
 
 
 ACTIVITY = Activity()
@@ -86,11 +96,14 @@ class Wire:
 
     `codec` is the scenario's codec for this traffic class (None or "none": send raw fp32).
     Error-feedback state lives in one hgsim.TensorCodec per `key` (a transfer that repeats
-    every step with the same shape).
+    every step with the same shape). A wire belongs to one thread at a time; `activity` is
+    that thread's (ACTIVITY: the main thread's).
     """
 
-    def __init__(self, me: int, cluster_of: list[str], codec, columns: int, recorder: Recorder):
+    def __init__(self, me: int, cluster_of: list[str], codec, columns: int, recorder: Recorder,
+                 activity: Activity = ACTIVITY):
         self.me, self.cluster_of, self.columns = me, cluster_of, columns
+        self.activity = activity
         self.codec = None if codec in (None, "none") or (
             isinstance(codec, dict) and codec.get("codec", "none") == "none") else codec
         self.recorder = recorder
@@ -160,7 +173,7 @@ class Wire:
         """Waits for a posted receive (decoding it if it was coded)."""
         work, buffer, out, peer, label = posted
         t0 = now()
-        ACTIVITY.set(f"receiving {label}", peer)
+        self.activity.set(f"receiving {label}", peer)
         work.wait()
         nbytes = buffer.numel() * buffer.element_size()
         self.recorder.span(label, category, 1, t0, now(), {"bytes": nbytes, "from": peer})

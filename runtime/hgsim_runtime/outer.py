@@ -19,13 +19,33 @@ leaves the parameters as they are.
 
 Streaming DiLoCo (fragments F > 1, Douillard et al. 2025, arXiv:2501.18512): fragment f is
 the layers `hgsim.fragment_layers` gives (embeddings with fragment 0, final norm and head with
-the last). Its pseudo-gradient is taken after the step the schedule says (`start_after`) and
-all-reduced there; its new value replaces the island's parameters of the fragment after the
-step where the simulator has the transfer arrive (`applies_after`, `overlap_steps` later):
-the paper's merge with mixing factor alpha = 0, so the inner steps taken meanwhile on that
-fragment are discarded. The live worker does the transfer at `start_after` without
-overlapping it with the following steps (one thread); the numbers are those of streaming
-DiLoCo, the timing is that of a blocking transfer (summary.json says so).
+the last). Its pseudo-gradient is taken on the main thread after the step the schedule says
+(`start_after`); its all-reduce and outer step run on the worker's sync thread while the main
+thread goes on with the next `overlap_steps` inner steps, as the simulator's window phase
+plays them side by side (sim/iterations.hpp). After the step where the simulator has the
+transfer arrive (`applies_after`) the main thread waits for it (the exposed part, recorded as
+`exposed_s` and the span "outer sync wait fragment F"; the simulator's outer_sync.exposed_s
+is the same wait, how long the window ran past the end of its steps) and the new value
+replaces the island's parameters of the fragment: the paper's merge with mixing factor
+alpha = 0, so the inner steps taken meanwhile on that fragment are discarded. Blocking DiLoCo
+(`applies_after == start_after`) syncs on the main thread, all of it exposed.
+
+Threads. One sync thread per worker runs the transfers one after the other in the order they
+start, on the OuterSync's one Wire (its codecs' error feedback and byte counters are touched
+by that thread only while a transfer is in flight, and by the main thread only in blocking
+DiLoCo, when no transfer is in flight). One thread rather than one per fragment: the
+simulator never has two fragments in flight (a window's sync ends before the next phase
+starts, and `overlap_steps` <= H / F), every worker then posts the ring's messages in the
+same order, and a schedule that did overlap two would queue the second rather than split the
+WAN between them. The pseudo-gradient is taken on the main thread and the parameters set
+there, so the numbers do not depend on the timing: a run ends with the same weights however
+the transfers and the steps interleave. The sync thread sends on the same process groups as
+the main thread (comm.Directions) with its own tags (TAG_OUTER), between ranks of different
+islands, which exchange nothing else; gloo (torch 1.13) delivered 16 MB messages from a
+second thread correctly while the main thread exchanged small ones on the same groups, and
+its Work.wait releases the GIL (a computing main thread kept its speed). The main thread's
+`comm.ACTIVITY` is its own; the sync thread reports into `OuterSync.activity`, which the
+watchdog follows while the main thread waits for it. trace.Recorder takes a lock.
 
 The all-reduce follows the simulator's lowering shard by shard (stage, tensor-parallel rank):
 lane j (the j-th holder in every island, L = the fewest holders of an island) ring
@@ -36,6 +56,9 @@ bit-identical numbers), then the holders of each island all-gather the L reduced
 """
 
 from __future__ import annotations
+
+import queue
+import threading
 
 import hgsim
 import torch
@@ -64,16 +87,29 @@ def events_of(spec: dict, steps: int) -> list[dict]:
                                    spec["overlap_steps"])
 
 
+class Transfer:
+    """One fragment's all-reduce and outer step, from its start to the step it applies."""
+
+    def __init__(self, event: dict, g: torch.Tensor, record: dict):
+        self.event, self.g, self.record = event, g, record
+        self.done = threading.Event()
+        self.values: torch.Tensor | None = None  # the fragment's new parameters
+        self.error: BaseException | None = None
+
+
 class OuterSync:
-    """The outer-sync state of one worker: per fragment its parameters, snapshot, momentum."""
+    """The outer-sync state of one worker: per fragment its parameters, snapshot, momentum;
+    the transfers in flight, and the thread that runs them."""
 
     def __init__(self, worker, spec: dict):
         self.w, self.spec = worker, spec
         self.events = events_of(spec, worker.job["steps"])
         me, roles = worker.me, worker.roles
         self.islands = len(worker.job["pipelines"])
+        # The sync thread's own activity: ACTIVITY is the main thread's alone.
+        self.activity = comm.Activity()
         self.wire = Wire(worker.rank, worker.cluster_of, spec["codec"], worker.cfg.hidden,
-                         worker.recorder)
+                         worker.recorder, self.activity)
         # The holders of this rank's shard (stage, tp rank) in every island, in placement
         # order (replica, dp rank): sim/outer_sync.cpp `outer_all_reduce`.
         self.by_island = [[r["rank"] for r in roles if r["pipeline"] == i
@@ -89,7 +125,9 @@ class OuterSync:
             flat = self.flat(params)
             self.fragments.append({"params": params, "snapshot": flat,
                                    "momentum": torch.zeros_like(flat), "layers": (a, b)})
-        self.pending: dict[int, torch.Tensor] = {}
+        self.in_flight: dict[int, Transfer] = {}  # by fragment
+        self.queue: queue.Queue = queue.Queue()
+        self.thread: threading.Thread | None = None  # started by the first streaming sync
         self.count = 0
 
     @staticmethod
@@ -106,27 +144,116 @@ class OuterSync:
                 p.copy_(values[at: at + n].view_as(p))
                 at += n
 
+    # ---- on the main thread -------------------------------------------------------------
+
     def after_step(self, done: int) -> list[dict]:
-        """Runs what the schedule has after `done` steps: updates that arrive now, then the
-        all-reduces that start now. Returns one record per all-reduce started."""
+        """Runs what the schedule has after `done` steps (0: before the first): the updates
+        that apply now (waiting for their transfers), then the all-reduces that start now.
+        Returns one record per all-reduce finished: a blocking one at once, a streaming one
+        at the step its update applies."""
         records = []
         for event in self.events:
             if event["applies_after"] == done and event["start_after"] < done:
-                f = event["fragment"]
-                self.set_params(self.fragments[f], self.pending.pop(f))
+                records.append(self.apply(event["fragment"]))
         for event in self.events:
             if event["start_after"] == done:
-                records.append(self.sync(event))
+                record = self.start(event)
+                if record is not None:
+                    records.append(record)
         return records
 
-    def sync(self, event: dict) -> dict:
+    def start(self, event: dict) -> dict | None:
+        """Takes the fragment's pseudo-gradient now, on the main thread (so the numbers do not
+        depend on the timing); blocking DiLoCo then syncs it here (returns its record),
+        streaming hands it to the sync thread (returns None)."""
         f = event["fragment"]
+        if f in self.in_flight:
+            raise RuntimeError(f"outer sync of fragment {f} after step {event['start_after']}: "
+                               "the fragment's previous sync has not applied yet (the "
+                               "schedule, hgsim.outer_sync_events, never does this)")
+        frag = self.fragments[f]
+        ACTIVITY.set(f"outer sync fragment {f}", via=self.activity)
+        start = now()
+        g = frag["snapshot"] - self.flat(frag["params"])
+        transfer = Transfer(event, g, {"fragment": f, "start_after": event["start_after"],
+                                       "applies_after": event["applies_after"],
+                                       "start": start, "values": int(g.numel())})
+        if event["applies_after"] == event["start_after"]:
+            self.run_transfer(transfer)
+            self.set_params(frag, transfer.values)
+            transfer.record["exposed_s"] = now() - start
+            transfer.record["wait_start"] = start
+            return transfer.record
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.serve, name="outer sync", daemon=True)
+            self.thread.start()
+        self.in_flight[f] = transfer
+        self.queue.put(transfer)
+        return None
+
+    def apply(self, f: int) -> dict:
+        """Waits for fragment f's transfer (the exposed part of the sync) and sets the
+        fragment's parameters to its result."""
+        transfer = self.in_flight.pop(f)
+        self.wait(transfer)
+        self.set_params(self.fragments[f], transfer.values)
+        return transfer.record
+
+    def wait(self, transfer: Transfer):
+        f = transfer.event["fragment"]
+        ACTIVITY.set(f"outer sync wait fragment {f}", via=self.activity)
+        t0 = now()
+        transfer.done.wait()
+        t1 = now()
+        if transfer.error is not None:
+            raise RuntimeError(f"outer sync of fragment {f} (started after step "
+                               f"{transfer.event['start_after']}) failed on the sync thread: "
+                               f"{transfer.error}") from transfer.error
+        self.w.recorder.span(f"outer sync wait fragment {f}", "wait", 0, t0, t1)
+        transfer.record["exposed_s"] = t1 - t0
+        transfer.record["wait_start"] = t0
+
+    def finish(self) -> list[dict]:
+        """After the last step: joins the transfers still in flight and stops the sync
+        thread. The simulator has none (phase_order plays an unfinished last round as inner
+        steps only, so every window ends inside the run); one would have its update dropped,
+        as the run ends before the step it applies after."""
+        records = []
+        for f in sorted(self.in_flight):
+            transfer = self.in_flight.pop(f)
+            self.wait(transfer)
+            records.append(dict(transfer.record, applied=False))
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+        return records
+
+    # ---- on the sync thread (or the main thread, blocking) --------------------------------
+
+    def serve(self):
+        """The sync thread: runs the transfers one after the other, in the order they
+        started (every worker the same), until finish() sends None."""
+        while True:
+            transfer = self.queue.get()
+            if transfer is None:
+                return
+            try:
+                self.run_transfer(transfer)
+            except BaseException as e:  # handed to the main thread, which raises it
+                transfer.error = e
+            finally:
+                self.activity.set("idle")
+                transfer.done.set()
+
+    def run_transfer(self, transfer: Transfer):
+        """The fragment's all-reduce across islands and its outer optimizer step; only this
+        touches the fragment's snapshot and momentum, and the wire, while it runs."""
+        f = transfer.event["fragment"]
         frag = self.fragments[f]
         s = self.w.me["stage"]
         raw0, wire0 = self.wire.wan_raw_bytes, self.wire.wan_wire_bytes
-        ACTIVITY.set(f"outer sync fragment {f}")
-        start = now()
-        g = frag["snapshot"] - self.flat(frag["params"])
+        g = transfer.g
         if g.numel():
             self.all_reduce(g, TAG_OUTER * TAG_KIND + (f % 900) * 1000, ("outer", f),
                             f"outer sync fragment {f} stage {s}"
@@ -136,18 +263,12 @@ class OuterSync:
         lr, mu = self.spec["outer_lr"], self.spec["outer_momentum"]
         frag["momentum"].mul_(mu).add_(g)
         frag["snapshot"] -= lr * (g + mu * frag["momentum"])
-        if event["applies_after"] == event["start_after"]:
-            self.set_params(frag, frag["snapshot"])
-        else:
-            self.pending[f] = frag["snapshot"].clone()
+        transfer.values = frag["snapshot"].clone()
         end = now()
         self.w.recorder.span(f"outer optimizer fragment {f} stage {s}", "optimizer", 0, t0, end)
         self.count += 1
-        return {"fragment": f, "start_after": event["start_after"],
-                "applies_after": event["applies_after"], "start": start, "end": end,
-                "values": int(g.numel()),
-                "wan_raw_bytes": self.wire.wan_raw_bytes - raw0,
-                "wan_wire_bytes": self.wire.wan_wire_bytes - wire0}
+        transfer.record.update(end=end, wan_raw_bytes=self.wire.wan_raw_bytes - raw0,
+                               wan_wire_bytes=self.wire.wan_wire_bytes - wire0)
 
     def all_reduce(self, buffer: torch.Tensor, tag: int, key, label: str):
         """Sum of `buffer` over the islands, in place, on every holder of this shard."""

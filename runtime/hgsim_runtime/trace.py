@@ -11,31 +11,41 @@ recorded step.
 from __future__ import annotations
 
 import json
+import threading
 
 from hgsim.files import atomic_open
 
 
 class Recorder:
-    """Spans of one worker: (name, category, track 0 = compute / 1 = comm, start, end, args)."""
+    """Spans of one worker: (name, category, track 0 = compute / 1 = comm, start, end, args).
+
+    Two threads record into it (the main thread and the outer-sync thread, outer.py): the
+    lock keeps open_span's index that of its own span while the other thread appends."""
 
     def __init__(self):
         self.spans: list[list] = []
         self.enabled = True
+        self._lock = threading.Lock()
 
     def span(self, name, category, track, start, end, args=None):
         if self.enabled:
-            self.spans.append([name, category, track, start, end, args])
+            with self._lock:
+                self.spans.append([name, category, track, start, end, args])
 
     def open_span(self, name, category, track, start, args=None) -> int:
-        self.spans.append([name, category, track, start, None, args])
-        return len(self.spans) - 1
+        with self._lock:
+            self.spans.append([name, category, track, start, None, args])
+            return len(self.spans) - 1
 
     def close_span(self, index: int, end: float):
-        self.spans[index][4] = end
+        with self._lock:
+            self.spans[index][4] = end
 
     def dump(self, path: str):
+        with self._lock:
+            finished = [s for s in self.spans if s[4] is not None]
         with atomic_open(path) as f:
-            json.dump([s for s in self.spans if s[4] is not None], f)
+            json.dump(finished, f)
 
 
 def _meta(what, pid, tid, name):

@@ -339,12 +339,17 @@ def run(args, echo) -> dict:
             "seconds_per_sync": compare(o["time_s"] / o["count"] if o["count"] else 0.0,
                                         sum(lo["seconds"]) / lo["count"] if lo["count"]
                                         else 0.0),
+            "exposed_s_per_sync": compare(o["exposed_s"] / o["count"] if o["count"] else 0.0,
+                                          sum(lo["exposed_s"]) / lo["count"] if lo["count"]
+                                          else 0.0),
             "bytes_per_sync": compare(o["bytes"] / o["count"] if o["count"] else 0.0,
                                       sum(lo["bytes_per_sync"]) / lo["count"] if lo["count"]
                                       else 0.0),
             "note": "live seconds: first worker starting the all-reduce to the last finishing "
-                    "its outer step; live bytes: the encoded messages the workers sent "
-                    "(simulated: what crossed the WAN)"}
+                    "its outer step; live exposed: the last worker to reach the step the "
+                    "update applies after to the last having it (simulated: how long the "
+                    "phase ran past the end of its steps); live bytes: the encoded messages "
+                    "the workers sent (simulated: what crossed the WAN)"}
     result = {
         "scenario": job["scenario_name"],
         "plan": {"schedule": job["schedule"], "micro_batch": job["micro_batch"],
@@ -407,6 +412,7 @@ def print_result(r: dict, echo=print):
         o = r["outer_syncs"]
         echo(f"outer syncs: {o['count']['sim']} simulated, {o['count']['live']} live")
         row("  seconds per outer sync", o["seconds_per_sync"])
+        row("  exposed s per outer sync", o["exposed_s_per_sync"])
         row("  WAN MB per outer sync", o["bytes_per_sync"], 1e-6)
     for st in r["stages"]:
         row(f"  {st['device']} compute (s)", st["compute_s"])

@@ -1,4 +1,5 @@
-"""One live worker: one "GPU" of the plan, one process, one CPU thread.
+"""One live worker: one "GPU" of the plan, one process, one CPU thread (with streaming DiLoCo
+a second one carries the outer all-reduces, outer.py).
 
     /usr/bin/python3 -m hgsim_runtime.worker --job JOB.json --rank R
 
@@ -371,6 +372,9 @@ class Worker:
         out_dir = self.job["out_dir"]
         fail = self.job.get("inject_failure")
         steps_file = open(os.path.join(out_dir, f"rank{self.rank}.steps.jsonl"), "w")
+        # Streaming DiLoCo with overlap_steps = inner_steps / fragments starts fragment 0's
+        # sync before the first step (its records come with the step it applies after).
+        early = self.outer.after_step(0) if self.outer is not None else []
         for step in range(self.job["steps"]):
             if fail and fail["rank"] == self.rank and fail["step"] == step:
                 print(f"injected failure: {fail['mode']} at step {step}", flush=True)
@@ -384,7 +388,10 @@ class Worker:
             start = now()
             record = self.run_step(step)
             if self.outer is not None:
-                record["outer_syncs"] = self.outer.after_step(step + 1)
+                record["outer_syncs"] = early + self.outer.after_step(step + 1)
+                early = []
+                if step + 1 == self.job["steps"]:
+                    record["outer_syncs"] += self.outer.finish()
             end = now()
             # Replicas of a stage shard must hold identical weights (tests compare this).
             record["weights_checksum"] = float(sum(p.detach().double().sum()
@@ -416,7 +423,7 @@ def watchdog(stall_s: float):
     reported = None
     while True:
         time.sleep(min(1.0, stall_s / 4))
-        since, what, peer = ACTIVITY.since, ACTIVITY.what, ACTIVITY.peer
+        since, what, peer = ACTIVITY.describe()
         if now() - since >= stall_s and reported != since:
             waiting = "" if peer is None else (" waiting for all ranks" if peer < 0
                                               else f" waiting for rank {peer}")

@@ -23,9 +23,9 @@ TINY = {"name": "tiny", "layers": 4, "hidden": 32, "heads": 2, "ffn_hidden": 128
 SEQ, SEED, LR = 16, 7, 1e-3
 
 
-def job_of(plan, **options):
+def job_of(plan, wan_bandwidth="10Gbps", **options):
     """The live job of `plan` on two clusters of four CPU-sized GPUs and the tiny model,
-    resolved as hgsim live resolves a scenario (the runs below are not shaped)."""
+    resolved as hgsim live resolves a scenario (the runs below are not shaped but one)."""
     cluster = {"gpu": "A100-80GB-SXM", "nodes": 1, "gpus_per_node": 4,
                "nvlink": {"bandwidth": "300GB/s", "latency": "1us"},
                "nic": {"bandwidth": "200Gbps", "latency": "2us"}}
@@ -36,7 +36,7 @@ def job_of(plan, **options):
          "training": {"seq_len": SEQ, "precision": "fp32", "recompute": "none",
                       "global_batch": planning.global_batch(full)},
          "clusters": [dict(cluster, name="a"), dict(cluster, name="b")],
-         "wan": [{"between": ["a", "b"], "bandwidth": "10Gbps", "latency": "1ms"}],
+         "wan": [{"between": ["a", "b"], "bandwidth": wan_bandwidth, "latency": "1ms"}],
          "strategy": plan}
     return live.job_from(hgsim.resolve(s), **options)
 
@@ -109,6 +109,34 @@ def reference(job, plan, o, steps):
             start = k * H + (f + 1) * H // F - (tau if F > 1 else 0)
             events.append((start, start + (tau if F > 1 else 0), f))
     pending = {}
+
+    def outer_steps(done):
+        """The updates that apply after `done` steps, then the syncs that start."""
+        for start, applies, f in events:
+            if applies == done and start < done:
+                for n, value in pending.pop(f).items():
+                    for model in models:
+                        dict(model.named_parameters())[n].data.copy_(value)
+        for start, applies, f in events:
+            if start != done:
+                continue
+            mine = [n for n in names if fragment_of(n, cfg.layers, F) == f]
+            new = {}
+            for n in mine:
+                g_n = sum(snapshot[n] - dict(m.named_parameters())[n].detach()
+                          for m in models) / len(models)
+                momentum[n] = o["outer_momentum"] * momentum[n] + g_n
+                snapshot[n] = snapshot[n] - o["outer_lr"] * (g_n + o["outer_momentum"]
+                                                              * momentum[n])
+                new[n] = snapshot[n].clone()
+            if applies == done:
+                for n, value in new.items():
+                    for model in models:
+                        dict(model.named_parameters())[n].data.copy_(value)
+            else:
+                pending[f] = new
+
+    outer_steps(0)  # tau = H / F: fragment 0 starts before the first step
     for step in range(steps):
         g = torch.Generator().manual_seed(SEED * 7919 + step)
         offsets = torch.randint(0, corpus.numel() - SEQ - 1, (sum(sizes),), generator=g)
@@ -133,30 +161,7 @@ def reference(job, plan, o, steps):
                 p.grad = g
             optimizers[i].step()
             optimizers[i].zero_grad(set_to_none=True)
-        done = step + 1
-        for start, applies, f in events:
-            if applies == done and start < done:
-                for n, value in pending.pop(f).items():
-                    for model in models:
-                        dict(model.named_parameters())[n].data.copy_(value)
-        for start, applies, f in events:
-            if start != done:
-                continue
-            mine = [n for n in names if fragment_of(n, cfg.layers, F) == f]
-            new = {}
-            for n in mine:
-                g_n = sum(snapshot[n] - dict(m.named_parameters())[n].detach()
-                          for m in models) / len(models)
-                momentum[n] = o["outer_momentum"] * momentum[n] + g_n
-                snapshot[n] = snapshot[n] - o["outer_lr"] * (g_n + o["outer_momentum"]
-                                                              * momentum[n])
-                new[n] = snapshot[n].clone()
-            if applies == done:
-                for n, value in new.items():
-                    for model in models:
-                        dict(model.named_parameters())[n].data.copy_(value)
-            else:
-                pending[f] = new
+        outer_steps(step + 1)
     return [{n: p.detach() for n, p in m.named_parameters()} for m in models]
 
 
@@ -203,6 +208,61 @@ def test_streaming_diloco_matches_the_reference(tmp_path):
     assert [(s["fragment"], s["after_step"], s["applies_after_step"])
             for s in summary["outer_syncs"]["syncs"]] == [(0, 1, 2), (1, 3, 4), (0, 5, 6),
                                                           (1, 7, 8)]
+
+
+def test_streaming_diloco_whose_first_sync_starts_before_the_first_step(tmp_path):
+    # overlap_steps = H / F: fragment 0's window starts the run (its pseudo-gradient is zero,
+    # and its update takes the fragment back to the initial weights: alpha = 0).
+    o = outer_sync(4, fragments=2, overlap_steps=2)
+    job, summary, weights = run(tmp_path, "streaming-tau", STAGES, o, steps=8)
+    assert_matches(job, weights, reference(job, STAGES, o, 8))
+    assert [(s["fragment"], s["after_step"], s["applies_after_step"])
+            for s in summary["outer_syncs"]["syncs"]] == [(0, 0, 2), (1, 2, 4), (0, 4, 6),
+                                                          (1, 6, 8)]
+
+
+# Two islands of one worker, one in each cluster: the outer sync is the only WAN traffic.
+ONE_EACH = {"micro_batch": 2, "schedule": "1f1b",
+            "pipelines": [{"micro_batches": 2, "stages": [{"cluster": "a", "layers": 4}]},
+                          {"micro_batches": 2, "stages": [{"cluster": "b", "layers": 4}]}]}
+
+
+def test_streaming_transfers_overlap_the_inner_steps_over_a_shaped_link(tmp_path):
+    """Over a 2 Mbit/s shaped link a fragment's all-reduce (about 136 kB each way) takes
+    about half a second, several tiny inner steps: the steps of its window run while it is
+    in flight, and the workers wait at the step it applies after only for what is left."""
+    from hgsim_runtime.wan import shaping_probe
+    verdict = shaping_probe()
+    if not verdict.usable:
+        pytest.skip(f"links cannot be shaped here: {verdict.reason}")
+    o = outer_sync(8, fragments=2, overlap_steps=3)
+    job = job_of(dict(ONE_EACH, outer_sync=o), wan_bandwidth="2Mbps", steps=8, seed=SEED,
+                 lr=LR, timeout_s=120)
+    out = tmp_path / "overlap"
+    summary = live.execute(job, str(out), shape=True, timeout_s=240, stall_s=120,
+                           echo=lambda *a: None)
+    assert summary["wan"]["shaped"] is True
+    rows = summary["outer_syncs"]["syncs"]
+    assert [(r["fragment"], r["after_step"], r["applies_after_step"]) for r in rows] == [
+        (0, 1, 4), (1, 5, 8)]
+    for role in job["ranks"]:
+        with open(out / f"rank{role['rank']}.steps.jsonl") as f:
+            steps = [json.loads(line) for line in f]
+        syncs = [s for r in steps for s in r["outer_syncs"]]
+        assert len(syncs) == 2
+        for sync in syncs:
+            duration = sync["end"] - sync["start"]
+            assert 0 <= sync["exposed_s"] < duration, sync
+            # The window's steps but its last (whose end includes the wait) ran while the
+            # transfer was in flight.
+            for k in range(sync["start_after"], sync["applies_after"] - 1):
+                assert sync["start"] <= steps[k]["start"] < steps[k]["end"] <= sync["end"], (
+                    k, steps[k]["start"], steps[k]["end"], sync)
+            # The wait began before the transfer ended, after the window's steps.
+            last = steps[sync["applies_after"] - 1]
+            assert last["start"] < sync["wait_start"] < sync["end"] <= last["end"], sync
+    for row in rows:
+        assert row["exposed_s"] < row["seconds"], row
 
 
 def test_int8_outer_sync_leaves_islands_bit_identical_and_sends_exact_sizes(tmp_path):
