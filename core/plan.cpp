@@ -183,12 +183,25 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
                   "unknown cluster '" + st.cluster + "'", did_you_mean(st.cluster, names));
         continue;
       }
-      if (st.tp > c->gpus_per_node)
-        d.error(at(child_path(spath, "tp")), child_path(spath, "tp"),
-                "tp " + std::to_string(st.tp) + " is larger than a node of '" + c->name + "' (" +
-                    plural(c->gpus_per_node, "GPU") + ")",
-                "tensor parallelism stays inside a node: use tp <= " +
-                    std::to_string(c->gpus_per_node));
+      if (st.tp > c->gpus_per_node && c->gpus_per_node > 0) {
+        const std::string tp_path = child_path(spath, "tp");
+        if (st.tp % c->gpus_per_node != 0)
+          d.error(at(tp_path), tp_path,
+                  "tp " + std::to_string(st.tp) + " is larger than a node of '" + c->name + "' (" +
+                      plural(c->gpus_per_node, "GPU") + ") but not a whole number of nodes",
+                  "a tensor-parallel group stays inside a node or holds whole nodes: use tp <= " +
+                      std::to_string(c->gpus_per_node) + " or a multiple of " +
+                      std::to_string(c->gpus_per_node));
+        else
+          d.warning(at(tp_path), tp_path,
+                    "tp " + std::to_string(st.tp) + " spans " +
+                        std::to_string(st.tp / c->gpus_per_node) + " nodes of '" + c->name +
+                        "': its collectives, two per block and micro-batch, cross the NIC (" +
+                        human_bandwidth(c->nic.bandwidth) + ") instead of NVLink (" +
+                        human_bandwidth(c->nvlink.bandwidth) + ")",
+                    "Megatron-LM keeps tp <= " + std::to_string(c->gpus_per_node) +
+                        " (one node); span nodes only when a stage does not fit otherwise");
+      }
       if (plan.micro_batch % st.dp != 0)
         d.error(at(child_path(spath, "dp")), child_path(spath, "dp"),
                 "dp " + std::to_string(st.dp) + " does not divide micro_batch " +

@@ -13,16 +13,6 @@
 
 namespace hgsim::planner {
 
-sim::Hop2 nvlink_hop(const core::Cluster& c) {
-  return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
-}
-
-// As the simulator's workload generator: with an oversubscribed fabric every GPU of the
-// node is taken to be sending at once.
-sim::Hop2 nic_hop(const core::Cluster& c) {
-  return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
-}
-
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
@@ -42,8 +32,9 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
   // all-reduce, or a reduce-scatter and an all-gather (sim/workload.cpp tp_comm).
   double all_reduce = 0;
   if (tp > 1)
-    all_reduce = sim::ring_all_reduce_time(tp, slice_bytes(ctx, choices, dp, micro_batch),
-                                           nvlink_hop(ctx.scenario->clusters[cluster]));
+    all_reduce =
+        sim::ring_all_reduce_time(slice_bytes(ctx, choices, dp, micro_batch),
+                                  sim::tensor_parallel_ring(ctx.scenario->clusters[cluster], tp));
   const bool full = work.recompute == core::Recompute::full;
   return {times.forward.value() + 2 * all_reduce,
           times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce,
@@ -118,7 +109,8 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
   x.to = cb;
   // Without sequence parallelism the receiver all-gathers its slice across tp.
   if (!r.choices.sequence_parallel && b.tp > 1)
-    x.seconds += sim::ring_all_gather_time(b.tp, r.slice_bytes(b), nvlink_hop(cluster_b));
+    x.seconds +=
+        sim::ring_all_gather_time(r.slice_bytes(b), sim::tensor_parallel_ring(cluster_b, b.tp));
   const double ports = std::min(n_from, n_to);
   if (ca == cb) {
     const bool same_node = ra.single() && rb.single() && ra.first == rb.first;

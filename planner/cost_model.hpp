@@ -107,10 +107,10 @@ struct LayerCost {
   double recompute_s = 0;  // the part of backward_s that recomputes the forward
 };
 LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
-// One hop between two GPUs of cluster c, as the collectives' closed forms take it: inside a
-// node (NVLink), or across nodes (the NIC, shared by the node's GPUs when oversubscribed).
-sim::Hop2 nvlink_hop(const core::Cluster& c);
-sim::Hop2 nic_hop(const core::Cluster& c);
+// One hop between two GPUs of cluster c, as the collectives' closed forms take it: the
+// simulator's (sim/collectives.hpp), one definition for both.
+using sim::nic_hop;
+using sim::nvlink_hop;
 // The logits layer on a last stage: forward + backward.
 double logits_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
 

@@ -248,6 +248,50 @@ std::vector<NodeId> all_reduce(core::GradSyncAlgorithm algorithm, const Sender& 
 
 // ---- closed forms -----------------------------------------------------------------------
 
+Hop2 nvlink_hop(const core::Cluster& c) {
+  return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
+}
+
+Hop2 nic_hop(const core::Cluster& c) {
+  return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
+}
+
+RingHops tensor_parallel_ring(const core::Cluster& c, int tp) {
+  RingHops ring;
+  ring.members = tp;
+  ring.inside = nvlink_hop(c);
+  if (tp <= c.gpus_per_node) return ring;
+  ring.crossings = tp / c.gpus_per_node;
+  const double nic = c.nic.bandwidth.value();
+  const double uplink = c.gpus_per_node * nic / std::max(1.0, c.oversubscription);
+  ring.across = {std::min(nic, uplink), 2 * c.nic.latency.value()};
+  return ring;
+}
+
+double ring_step_time(double chunk_bytes, const RingHops& ring) {
+  const Hop2& in = ring.inside;
+  if (ring.crossings == 0) return chunk_bytes / in.bytes_per_s + in.latency_s;
+  const Hop2& out = ring.across;
+  const double n = ring.members;
+  const double k = ring.crossings;
+  const double mean = ((n - k) * (in.latency_s + chunk_bytes / in.bytes_per_s) +
+                       k * (out.latency_s + chunk_bytes / out.bytes_per_s)) /
+                      n;
+  return std::max(chunk_bytes / out.bytes_per_s, mean);
+}
+
+double ring_all_reduce_time(double bytes, const RingHops& ring) {
+  const int n = ring.members;
+  if (ring.crossings == 0) return ring_all_reduce_time(n, bytes, ring.inside);
+  return 2.0 * (n - 1) * ring_step_time(bytes / n, ring);
+}
+
+double ring_all_gather_time(double bytes, const RingHops& ring) {
+  const int n = ring.members;
+  if (ring.crossings == 0) return ring_all_gather_time(n, bytes, ring.inside);
+  return (n - 1.0) * ring_step_time(bytes / n, ring);
+}
+
 double ring_all_reduce_time(int n, double bytes, Hop2 hop) {
   if (n <= 1) return 0;
   return 2.0 * (n - 1) / n * bytes / hop.bytes_per_s + 2.0 * (n - 1) * hop.latency_s;

@@ -112,4 +112,37 @@ double all_reduce_time(core::GradSyncAlgorithm algorithm, int n, double bytes, H
 
 bool is_power_of_two(int n);
 
+// ---- the hops of a cluster, for the closed forms ------------------------------------------
+
+// Inside a node: NVLink out and in.
+Hop2 nvlink_hop(const core::Cluster& c);
+// Between nodes of one cluster: NIC out, fabric, NIC in. With an oversubscribed fabric every
+// GPU of the node is taken to be sending at once (the node's uplink shared by all of them).
+Hop2 nic_hop(const core::Cluster& c);
+// A ring whose hops are not alike: `crossings` of its `members` hops leave a node (the NIC
+// hop), the others stay inside one (NVLink). A tensor-parallel group larger than a node holds
+// whole nodes (placement: tp a multiple of gpus_per_node) and its ring leaves each of them
+// once, so crossings = its nodes.
+struct RingHops {
+  int members = 1;
+  int crossings = 0;
+  Hop2 inside;
+  Hop2 across;
+};
+// The ring of a tensor-parallel group of `tp` GPUs of cluster `c`. It has its nodes to
+// itself, so only its own flow crosses each uplink: the NIC, or the uplink's share
+// (gpus_per_node x NIC / oversubscription) when that is below one NIC.
+RingHops tensor_parallel_ring(const core::Cluster& c, int tp);
+// One step of such a ring, every member sending a chunk to the next at once: a member sends
+// step k + 1 once step k has arrived, so the chain of steps goes round the ring at the pace
+// of its mean hop (latency + chunk / bandwidth averaged over the hops), unless the slowest
+// hop cannot carry one chunk per step in that time (chunk / its bandwidth):
+//   max(chunk / B_across, mean over hops of (a + chunk / B)).
+// Without crossings it is a + chunk / B of the uniform ring. The full-fidelity ring plays
+// the same steps transfer by transfer (tests/test_resolved_plan.cpp holds the two together
+// in the latency- and in the bandwidth-bound regime).
+double ring_step_time(double chunk_bytes, const RingHops& ring);
+double ring_all_reduce_time(double bytes, const RingHops& ring);  // 2(n-1) step(S/n)
+double ring_all_gather_time(double bytes, const RingHops& ring);  // (n-1) step(S/n)
+
 }  // namespace hgsim::sim

@@ -99,12 +99,26 @@ core::SourceLocation plan_where(const core::Scenario& s, const std::string& plan
 }
 
 // First fit over the nodes of one cluster, in the order of `order`; -1 on success, else
-// the index (into `groups`) of the first group without room.
+// the index (into `groups`) of the first group without room. A group larger than a node
+// holds whole nodes (tp a multiple of per_node): the first run of that many empty nodes.
 int first_fit(std::vector<PlacedGroup>& groups, const std::vector<int>& order, int nodes,
               int per_node) {
   std::vector<int> fill(nodes, 0);
   for (int k : order) {
     PlacedGroup& g = groups[k];
+    if (g.tp > per_node) {
+      if (g.tp % per_node != 0) return k;
+      const int span = g.tp / per_node;
+      int first = -1;
+      for (int n = 0, run = 0; n < nodes && first < 0; ++n) {
+        run = fill[n] == 0 ? run + 1 : 0;
+        if (run == span) first = n + 1 - span;
+      }
+      if (first < 0) return k;
+      std::fill(fill.begin() + first, fill.begin() + first + span, per_node);
+      g.first_gpu = first * per_node;
+      continue;
+    }
     int node = 0;
     while (node < nodes && fill[node] + g.tp > per_node) ++node;
     if (node == nodes) return k;
@@ -172,10 +186,12 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
             " GPUs in groups of up to " + std::to_string(g.tp) + ") cannot be placed on its " +
             std::to_string(cluster.nodes) + " nodes of " + std::to_string(cluster.gpus_per_node) +
             " GPUs without splitting a group across nodes (this group of tp " +
-            std::to_string(g.tp) + " finds no node with room)",
-        "a tensor-parallel group stays inside one node: use tp degrees that divide "
-        "gpus_per_node (" +
-            std::to_string(cluster.gpus_per_node) + ") or fewer GPUs of '" + cluster.name + "'");
+            std::to_string(g.tp) + " finds no " +
+            (g.tp > cluster.gpus_per_node ? "run of empty nodes" : "node with room") + ")",
+        "a tensor-parallel group stays inside one node or holds whole nodes: use tp degrees "
+        "that divide gpus_per_node (" +
+            std::to_string(cluster.gpus_per_node) + ") or are multiples of it, or fewer GPUs of '" +
+            cluster.name + "'");
   }
   if (!placed) return std::nullopt;
   return groups;

@@ -169,16 +169,8 @@ class Builder {
   double slice_bytes(const core::Stage& stage) const { return r_.slice_bytes(stage); }
 
   // A hop inside one node: NVLink port out, NVLink port in.
-  Hop2 nvlink_hop(int cluster) const {
-    const auto& c = s_.clusters[cluster];
-    return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
-  }
-  // A hop between nodes of one cluster: NIC out, (uplinks), NIC in. With an oversubscribed
-  // fabric every GPU of the node is taken to be sending at once.
-  Hop2 nic_hop(int cluster) const {
-    const auto& c = s_.clusters[cluster];
-    return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
-  }
+  Hop2 nvlink_hop(int cluster) const { return sim::nvlink_hop(s_.clusters[cluster]); }
+  Hop2 nic_hop(int cluster) const { return sim::nic_hop(s_.clusters[cluster]); }
 
   // ---- one pipeline -----------------------------------------------------------------------
 
@@ -340,7 +332,8 @@ class Builder {
     const std::string name =
         label + (r_.choices.sequence_parallel ? " tp reduce-scatter+all-gather" : " tp all-reduce");
     if (in_.folded) {
-      const double seconds = ring_all_reduce_time(stage.tp, bytes, nvlink_hop(g.cluster));
+      const double seconds =
+          ring_all_reduce_time(bytes, tensor_parallel_ring(s_.clusters[g.cluster], stage.tp));
       NodeId n = graph.delay(g.devices[0], seconds, Work::tp_comm, graph.label(name), mb);
       graph.edge(at[0], n);
       at[0] = n;
@@ -392,7 +385,8 @@ class Builder {
       const double bytes = total * pipeline.replicas;
       arrived[0].push_back(sender.send(a.devices[0], b.devices[0], bytes, ready, label, flows));
       if (!r_.choices.sequence_parallel && to.tp > 1) {
-        const double seconds = ring_all_gather_time(to.tp, slice_bytes(to), nvlink_hop(b.cluster));
+        const double seconds = ring_all_gather_time(
+            slice_bytes(to), tensor_parallel_ring(s_.clusters[b.cluster], to.tp));
         NodeId n = graph.delay(b.devices[0], seconds, Work::pp_comm,
                                graph.label("gather activations across tp"), mb);
         graph.edge(arrived[0].back(), n);

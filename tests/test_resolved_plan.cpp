@@ -137,6 +137,133 @@ TEST(ResolvedPlacement, EveryAcceptedPlanOfTwoNodesFitsItsNodes) {
   EXPECT_GT(accepted, 100);
 }
 
+// Tensor parallelism across nodes (issue 13): a group larger than a node holds whole nodes.
+TEST(ResolvedPlacement, GroupsLargerThanANodeHoldWholeNodesAndEveryGpuOnce) {
+  // Every sequence of three tp degrees in {1, 2, 4, 8, 16, 24} on four nodes of 8 that adds
+  // up to at most 32 GPUs is placed: a group of tp <= 8 inside one node, a larger one from
+  // a node's first GPU over tp / 8 whole nodes that no other group touches.
+  const std::vector<int> degrees{1, 2, 4, 8, 16, 24};
+  int spanning = 0;
+  for (int a : degrees)
+    for (int b : degrees)
+      for (int t : degrees) {
+        if (a + b + t > 32) continue;
+        SCOPED_TRACE(std::to_string(a) + " " + std::to_string(b) + " " + std::to_string(t));
+        core::Diagnostics diags;
+        core::Diagnostics parse;
+        auto node = core::parse_yaml(one_cluster(4, {a, b, t}), "t.yaml", parse);
+        auto s = core::parse_scenario(*node, "t.yaml", parse);
+        ASSERT_TRUE(s) << parse.format();
+        auto groups = sim::place_groups(*s, s->strategy.plan, "strategy", diags);
+        ASSERT_TRUE(groups) << diags.format();
+        std::set<int> used;
+        std::map<int, int> holder;  // node -> the spanning group that holds it
+        for (std::size_t k = 0; k < groups->size(); ++k) {
+          const auto& g = (*groups)[k];
+          const int first = g.first_gpu / 8, last = (g.first_gpu + g.tp - 1) / 8;
+          EXPECT_LT(last, 4);
+          if (g.tp <= 8) {
+            EXPECT_EQ(first, last);
+          } else {
+            ++spanning;
+            EXPECT_EQ(g.first_gpu % 8, 0);
+            EXPECT_EQ(last - first + 1, g.tp / 8);
+            for (int n = first; n <= last; ++n) holder[n] = static_cast<int>(k);
+          }
+          for (int x = 0; x < g.tp; ++x) EXPECT_TRUE(used.insert(g.first_gpu + x).second);
+        }
+        for (const auto& g : *groups) {
+          if (g.tp <= 8) {
+            EXPECT_EQ(holder.count(g.first_gpu / 8), 0u) << "shares a spanned node";
+          }
+        }
+      }
+  EXPECT_GT(spanning, 20);
+}
+
+TEST(ResolvedPlacement, TensorParallelismAcrossNodesIsWarnedAndPartNodesRefused) {
+  {
+    core::Diagnostics diags;
+    std::string yaml = one_cluster(2, {16});  // 24 heads do not split 16 ways: 32
+    yaml.replace(yaml.find("hidden: 768, heads: 24"), 22, "hidden: 1024, heads: 32");
+    const auto c = check_yaml(yaml, diags);
+    ASSERT_TRUE(c) << diags.format();
+    const std::string text = diags.format();
+    EXPECT_NE(text.find("strategy.pipelines[0].stages[0].tp"), std::string::npos) << text;
+    EXPECT_NE(text.find("spans 2 nodes"), std::string::npos) << text;
+    EXPECT_NE(text.find("cross the NIC (200 Gbit/s)"), std::string::npos) << text;
+  }
+  {
+    core::Diagnostics diags;
+    EXPECT_FALSE(check_yaml(one_cluster(3, {12}), diags));
+    const std::string text = diags.format();
+    EXPECT_NE(text.find("not a whole number of nodes"), std::string::npos) << text;
+    EXPECT_NE(text.find("a multiple of 8"), std::string::npos) << text;
+  }
+}
+
+// A tensor-parallel group of two whole nodes: a ring of 16 whose two node-crossing hops go
+// over the NIC and the 14 others over NVLink. One stage, one replica, no recomputation: the
+// exposed communication of every GPU is 4 all-reduces per layer and micro-batch (two
+// forward, two backward) of one micro-batch's activations S, each 2 (n - 1) steps of a chunk
+// S / n, a step max(chunk / B_nic, the hops' mean latency + chunk / bandwidth), written here
+// from the scenario's figures. Small activations over a fast NIC (the mean hop sets the
+// pace) and large ones over a slow NIC (the NIC does), at full and at folded fidelity.
+TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded) {
+  struct Case {
+    const char* name;
+    double hidden, seq_len, layers, micro_batches, nic_gbps;
+    double tolerance_full;  // full against the closed form
+  };
+  for (const Case& c : {Case{"latency-bound", 1024, 128, 12, 4, 200, 1e-9},
+                        Case{"bandwidth-bound", 4096, 2048, 2, 1, 10, 5e-3}}) {
+    SCOPED_TRACE(c.name);
+    std::string yaml = one_cluster(2, {16});
+    auto set = [&](const std::string& from, const std::string& to) {
+      const auto at = yaml.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      yaml.replace(at, from.size(), to);
+    };
+    set("hidden: 768, heads: 24", "hidden: " + std::to_string(int(c.hidden)) + ", heads: 32");
+    set("layers: 12,", "layers: " + std::to_string(int(c.layers)) + ",");
+    set("layers: 12}", "layers: " + std::to_string(int(c.layers)) + "}");
+    set("seq_len: 128", "seq_len: " + std::to_string(int(c.seq_len)));
+    set("global_batch: 4", "global_batch: " + std::to_string(int(c.micro_batches)));
+    set("micro_batches: 4", "micro_batches: " + std::to_string(int(c.micro_batches)));
+    set("200Gbps", std::to_string(int(c.nic_gbps)) + "Gbps");
+    const double n = 16, crossings = 2;
+    const double chunk = 1 * c.seq_len * c.hidden * 2 / n;  // micro_batch 1, bf16
+    const double nic = c.nic_gbps * 1e9 / 8, nic_latency = 2 * 2e-6;
+    const double nvlink = 300e9, nvlink_latency = 2 * 1e-6;
+    const double mean = ((n - crossings) * (nvlink_latency + chunk / nvlink) +
+                         crossings * (nic_latency + chunk / nic)) /
+                        n;
+    const double one = 2 * (n - 1) * std::max(chunk / nic, mean);
+    const double expected = 4 * c.layers * c.micro_batches * one;
+    for (const char* fidelity : {"full", "folded"}) {
+      SCOPED_TRACE(fidelity);
+      const fs::path file = temp_file(std::string("span-") + fidelity + ".yaml", yaml);
+      auto run = cli({"run", file.c_str(), "--json", "--fidelity", fidelity});
+      fs::remove(file);
+      ASSERT_EQ(run.status, 0) << run.err;
+      const Json result = Json::parse(run.out);
+      ASSERT_FALSE(result["devices"].empty());
+      const double tolerance = std::string(fidelity) == "full" ? c.tolerance_full : 1e-9;
+      // Every GPU computes the same and waits for the same rings: the iteration is its
+      // compute and the collectives (no pipeline, no data parallelism); the GPU whose ring
+      // position waits longest has all of them as exposed communication.
+      const double iteration = result["iteration_time_s"];
+      double most = 0;
+      for (const auto& d : result["devices"]) {
+        const double compute = d["compute_s"];
+        EXPECT_NEAR(iteration - compute, expected, tolerance * expected) << d["id"];
+        most = std::max(most, d["comm_exposed_s"].get<double>());
+      }
+      EXPECT_NEAR(most, expected, tolerance * expected);
+    }
+  }
+}
+
 TEST(ResolvedPlan, ReshardPiecesCoverTheTensorOnceAndNameTheOverlappingSlices) {
   for (auto [from_dp, from_tp, to_dp, to_tp] :
        {std::tuple{2, 1, 1, 2}, std::tuple{3, 2, 2, 1}, std::tuple{1, 4, 4, 2}}) {
@@ -356,8 +483,11 @@ TEST(PerfettoTrace, SlicesNestOrAreDisjointOnEveryTrackOfAMultiClusterRun) {
                        "--trace-filter", "tracks=wan"});
   ASSERT_EQ(wan_only.status, 0) << wan_only.err;
   const Json wan_events = Json::parse(std::ifstream(trace))["traceEvents"];
-  for (const Json& e : wan_events)
-    if (e["ph"] == "X") EXPECT_EQ(e["pid"], 2) << "a device slice: " << e.dump();
+  for (const Json& e : wan_events) {
+    if (e["ph"] == "X") {
+      EXPECT_EQ(e["pid"], 2) << "a device slice: " << e.dump();
+    }
+  }
   EXPECT_FALSE(wan_slices(wan_events, 2).empty());
   EXPECT_EQ(wan_slices(wan_events, 2), wan_slices(events, 2));
   auto bad = cli({"run", scenario.c_str(), "--trace", trace.c_str(), "--trace-filter", "kind=x"});
