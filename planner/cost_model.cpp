@@ -36,9 +36,20 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
         sim::ring_all_reduce_time(slice_bytes(ctx, choices, dp, micro_batch),
                                   sim::tensor_parallel_ring(ctx.scenario->clusters[cluster], tp));
   const bool full = work.recompute == core::Recompute::full;
-  return {times.forward.value() + 2 * all_reduce,
-          times.backward.value() + times.recompute.value() + (full ? 4 : 2) * all_reduce,
-          times.recompute.value() + (full ? 2 : 0) * all_reduce};
+  const double forward = times.forward.value();
+  const double backward = times.backward.value();
+  const double recompute = times.recompute.value();
+  if (!choices.tp_comm_overlap || tp <= 1)
+    return {forward + 2 * all_reduce, backward + recompute + (full ? 4 : 2) * all_reduce,
+            recompute + (full ? 2 : 0) * all_reduce};
+  // tp_comm_overlap: each block (attention, MLP) runs beside the collective it feeds and
+  // costs the longer of the two, as the workload's `block` plays it (sim/workload.cpp).
+  const double share = models::attention_share_of_layer(*ctx.model, choices.training.seq_len);
+  auto blocks = [&](double seconds) {
+    return std::max(share * seconds, all_reduce) + std::max((1 - share) * seconds, all_reduce);
+  };
+  const double recomputed = full ? blocks(recompute) : recompute;
+  return {blocks(forward), recomputed + blocks(backward), recomputed};
 }
 
 // The codec of one traffic class applied to `share` bytes sent by a GPU of cluster `from`

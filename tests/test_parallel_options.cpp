@@ -11,6 +11,7 @@
 #include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
+#include "planner/cost_model.hpp"
 #include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
 #include "tests/sim_helpers.hpp"
@@ -54,6 +55,22 @@ TEST(TpCommOverlap, HidesTheComputeBehindLongerCollectives) {
   const double bytes = 128.0 * 256 * 2;  // one micro-batch's s x h in bf16
   const double one = sim::ring_all_reduce_time(2, bytes, {1e9, 0});
   EXPECT_NEAR(overlapped, 8 * 4 * one, 1e-6 * overlapped);
+}
+
+// The planner's analytic model plays the same blocks: serial and overlapped, it costs the
+// one-stage plan as the simulator does, on collectives longer than the blocks and shorter.
+TEST(TpCommOverlap, TheAnalyticModelCostsWhatTheSimulatorPlays) {
+  for (double tf : {1e-5, 1e-3}) {
+    const FixedTimes compute(tf);
+    for (bool overlap : {false, true}) {
+      SCOPED_TRACE(std::to_string(tf) + (overlap ? " overlapped" : " serial"));
+      const auto c = checked(tp_scenario(overlap));
+      const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+      const double analytic = planner::estimate(ctx, c.scenario.strategy.plan).iteration_s;
+      const double simulated = iteration(c, compute);
+      EXPECT_NEAR(analytic, simulated, 1e-9 * simulated);
+    }
+  }
 }
 
 std::string dp_scenario(const std::string& plan_extra, const std::string& schedule,
