@@ -18,11 +18,19 @@ import csv
 import json
 import os
 import subprocess
+import importlib.util
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+# hgsim.files.atomic_open (the rule of core/files.hpp's AtomicFile), from the source tree:
+# the table is written whole or not at all.
+_spec = importlib.util.spec_from_file_location(
+    "hgsim_files", os.path.join(ROOT, "python", "hgsim", "files.py"))
+_files = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_files)
 
 # Datasheet dense bf16/fp16 peaks (kernels/gpus.yaml), for MFU.
 PEAK = {"A100-80GB-SXM": 312e12, "A100-40GB-SXM": 312e12, "H100-80GB-SXM": 989.4e12}
@@ -52,7 +60,13 @@ def scenario_yaml(row):
     mb = int(row["micro_batch"])
     micro_batches = int(row["global_batch"]) // (dp * mb)
     node = NODE[row["gpu"]]
+    per_node = min(8, gpus)  # DGX nodes of 8; a run on fewer GPUs is part of one node
     layers = int(row["layers"]) // pp
+    # Optional columns (older rows leave them out): the sharding the run's optimizer used
+    # (0 plain data parallelism, 1 Megatron's distributed optimizer / NeMo's distributed
+    # Adam, 3 FSDP full shard) and Megatron-core's tensor-parallel communication overlap.
+    zero = int(row.get("zero") or 0)
+    tp_comm_overlap = (row.get("tp_comm_overlap") or "false").strip().lower()
     stages = "\n".join(
         f"        - {{cluster: dgx, tp: {tp}, layers: {layers}}}" for _ in range(pp))
     vs = int(row["virtual_stages"])
@@ -74,8 +88,8 @@ training:
 clusters:
   - name: dgx
     gpu: {row['gpu']}
-    nodes: {gpus // 8}
-    gpus_per_node: 8
+    nodes: {gpus // per_node}
+    gpus_per_node: {per_node}
     nvlink: {{bandwidth: {node['nvlink']}, latency: 1us}}
     nic: {{bandwidth: {node['nic']}, latency: 2us}}
 strategy:
@@ -84,6 +98,8 @@ strategy:
   micro_batch: {mb}
   sequence_parallel: {row['sequence_parallel']}
   grad_reduce: {row['grad_reduce']}
+  zero: {zero}
+  tp_comm_overlap: {tp_comm_overlap}
   pipelines:
     - replicas: {dp}
       micro_batches: {micro_batches}
@@ -94,6 +110,18 @@ simulation: {{fidelity: folded}}
 """
 
 
+def refusal(p):
+    """Why hgsim refused a row: the first error of its --json diagnostics, else stderr."""
+    try:
+        for d in json.loads(p.stdout).get("diagnostics", []):
+            if d.get("severity") == "error":
+                return d.get("message", "failed").replace("|", "/")
+    except (ValueError, AttributeError):
+        pass
+    lines = [line for line in p.stderr.strip().splitlines() if "error" in line]
+    return (lines[0] if lines else "failed").replace("|", "/")
+
+
 def predict(row, hgsim):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, row["id"] + ".yaml")
@@ -101,7 +129,7 @@ def predict(row, hgsim):
             f.write(scenario_yaml(row))
         p = subprocess.run([hgsim, "run", path, "--json"], capture_output=True, text=True)
         if p.returncode != 0:
-            return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
+            return None, refusal(p)
         result = json.loads(p.stdout)
     t = result["summary"]["iteration_time_s"] if "summary" in result else result["iteration_time_s"]
     flops = model_flops(row, row["flop_convention"])
@@ -139,7 +167,7 @@ def main():
                      f"{predicted:.3g} (iteration {detail:.2f} s) | {err:+.1%} | {row['source']} |")
         print(f"{row['id']}: reported {reported:g}, hgsim {predicted:.4g} ({err:+.1%})",
               file=sys.stderr)
-    with open(args.out, "w") as out:
+    with _files.atomic_open(args.out) as out:
         out.write("# hgsim against published end-to-end runs\n\n")
         out.write("Produced by `/usr/bin/python3 validation/published.py` from "
                   "`validation/published-runs.csv` (configurations, reported figures, FLOP "
@@ -148,7 +176,11 @@ def main():
         out.write("Software of the time, as the papers describe it: Megatron-LM in 2021-2022 "
                   "ran standard attention (FlashAttention appeared in mid-2022) and reduced "
                   "gradients after the backward (overlapped reduction came in 2023), so those rows "
-                  "say `attention: standard` and `grad_reduce: after_backward`.\n\n")
+                  "say `attention: standard` and `grad_reduce: after_backward`. Later rows "
+                  "(FlashAttention's, MosaicML's llm-foundry, NVIDIA NeMo's) say the sharding "
+                  "their sources state in `zero` (NeMo's distributed Adam 1, FSDP full shard "
+                  "3) and `tp_comm_overlap`; `validation/published-sources.md` quotes every "
+                  "figure and configuration from its source.\n\n")
         out.write("FLOP conventions: `narayanan_96` = 96 B s l h² (1 + s/6h + V/16lh) per "
                   "iteration (Narayanan et al. 2021, eq. 3, counts the recomputed forward); "
                   "`korthikanti_72` = 72 B s l h² (1 + s/6h + V/12lh) (model FLOPs, "
