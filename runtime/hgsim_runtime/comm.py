@@ -17,9 +17,10 @@ import hgsim
 
 from .trace import Recorder
 
-# Message tags: kind * TAG_KIND + detail.
+# Message tags: kind * TAG_KIND + detail (4 is outer.py's TAG_OUTER).
 TAG_KIND = 1_000_000
 TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_RING = 1, 2, 3
+TAG_TENSOR_PARALLEL = 5  # the collectives inside a stage (model.TensorParallel)
 
 
 def now() -> float:
@@ -111,6 +112,7 @@ class Wire:
         self.pending: list = []  # (work, span index) of sends not known to be done
         self.wan_raw_bytes = 0
         self.wan_wire_bytes = 0
+        self.sent_bytes = 0  # every byte this wire sent, WAN or not
 
     def crosses_wan(self, peer: int) -> bool:
         return self.cluster_of[peer] != self.cluster_of[self.me]
@@ -150,6 +152,7 @@ class Wire:
         """Starts sending `payload` as it is (raw fp32, or already encoded) for `values` fp32
         values, counting its WAN bytes; returns at once."""
         nbytes = payload.numel() * payload.element_size()
+        self.sent_bytes += nbytes
         if self.crosses_wan(peer):
             self.wan_raw_bytes += values * 4
             self.wan_wire_bytes += nbytes

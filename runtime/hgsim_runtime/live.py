@@ -108,6 +108,13 @@ def job_from(resolved: dict, *, compression=None, scale=None, steps=5, seed=1234
     if precision != "fp32":
         notes.append(f"precision {precision} -> fp32 (CPU workers)")
     plan = live_plan["plan"]
+    if live_plan["choices"]["sequence_parallel"] and any(
+            st["tp"] > 1 for p in plan["pipelines"] for st in p["stages"]):
+        notes.append("sequence parallelism: besides the blocks' reduce-scatters and "
+                     "all-gathers (the simulator's), stages of tp > 1 all-reduce their norms' "
+                     "and row-parallel biases' gradients across tp once a step, the first "
+                     "stage all-gathers the embedding's gradient and the last stage the tokens "
+                     "before the head once a micro-batch: traffic the simulator does not have")
     outer_sync = outer.spec_of(plan)
     if outer_sync and outer_sync["fragments"] > 1:
         notes.append("streaming DiLoCo: each fragment's all-reduce runs on a second thread of "
@@ -120,6 +127,7 @@ def job_from(resolved: dict, *, compression=None, scale=None, steps=5, seed=1234
         "steps": steps, "schedule": plan["schedule"],
         "micro_batch": plan["micro_batch"], "global_batch": planning.global_batch(plan),
         "pipelines": plan["pipelines"], "plan": plan,
+        "sequence_parallel": live_plan["choices"]["sequence_parallel"],
         "grad_sync": {"algorithm": plan["grad_sync"]["algorithm"]},
         "compression": codecs, "ranks": live_plan["ranks"], "segments": live_plan["segments"],
         "reshard": live_plan["reshard"], "live_scenario": run_scenario,

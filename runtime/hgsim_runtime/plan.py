@@ -109,8 +109,6 @@ def check_executable(plan: dict, model: dict, max_workers: int, gpus: int) -> No
     if schedule not in ("gpipe", "1f1b"):
         raise LiveError(f"schedule '{schedule}' is simulated but not executed live "
                         "(the live runner executes gpipe and 1f1b)")
-    if plan.get("sequence_parallel"):
-        raise LiveError("sequence_parallel is simulated but not executed live")
     if gpus > max_workers:
         raise LiveError(f"the plan needs {gpus} workers, more than --max-workers "
                         f"{max_workers}: pick a smaller plan (scenarios/live/) or raise the limit")

@@ -5,7 +5,9 @@ kernels/layer_profile.hpp).
 For every (sequences, seq_len, tp) a stage of the job runs: one transformer layer's forward
 and backward (the rank's tensor-parallel shard, its all-reduces left out: the simulator adds
 those as communication), the LM head with the loss on last stages, and the Adam step over
-each stage's parameters. One thread, as the workers; medians of repeated runs after warm-up;
+each stage's parameters. With sequence parallelism the layer is still timed whole (its norms
+and residual adds on every token, not the rank's 1/tp): a little more than the workers compute.
+One thread, as the workers; medians of repeated runs after warm-up;
 thread CPU time would hide nothing here, so wall time is used, as the workers' spans do.
 """
 
@@ -81,7 +83,7 @@ def profile_shapes_once(cfg: GptConfig, seed: int, sequences: int, tp: int, last
     """A function that times, once per call, what one worker runs: a layer's forward and
     backward, the head's (last stage) and an Adam step over `parameters` values. For
     hgsim_runtime.worker's profile between steps."""
-    block = Block(cfg, 0, seed, TensorParallel(0, tp, None, collectives=False))
+    block = Block(cfg, 0, seed, TensorParallel(0, tp, collectives=False))
     head = Head(cfg, seed) if last else None
     x = torch.randn(sequences, cfg.seq_len, cfg.hidden, requires_grad=True)
     g = torch.randn(sequences, cfg.seq_len, cfg.hidden)

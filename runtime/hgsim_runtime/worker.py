@@ -11,7 +11,12 @@ plays the plan's schedule for its stage, step after step:
 - forward and backward of each micro-batch in the schedule's order (GPipe, 1F1B), receiving
   activations / sending them on, resharded between stages of different dp x tp in the resolved
   plan's pieces (the simulator's, sim/resolved_plan.hpp), coded with the scenario's
-  `wan_activations` codec where they cross the WAN;
+  `wan_activations` codec where they cross the WAN; without sequence parallelism a stage of
+  tp > 1 then all-gathers the tp slices across tp, with it each tp rank keeps its slice (its
+  tokens), as the simulator's `connect`; the tensor-parallel collectives inside a stage
+  (model.py) are rings on a wire of their own;
+- with sequence parallelism, the all-reduce across tp of the gradients of the norms and
+  row-parallel biases (model.StageModule.reduce_sequence_parallel_gradients);
 - after its last backward, the gradient sync of every segment of layers it holds, in buckets,
   with every GPU holding the same layers (ring, or hierarchical when they span clusters), coded
   with `wan_gradients` on the WAN hops, with error feedback;
@@ -38,7 +43,7 @@ from . import comm
 from .comm import ACTIVITY, TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
 from .model import GptConfig, StageModule, TensorParallel
 from .outer import OuterSync
-from .trace import Recorder
+from .trace import Discard, Recorder
 
 
 @dataclass
@@ -95,21 +100,24 @@ class Worker:
         for r in self.roles:
             key = (r["pipeline"], r["replica"], r["stage"], r["dp"])
             groups.setdefault(key, []).append(r["rank"])
-        self.tp_group = None
+        self.tp_group, self.tp_members = None, [self.rank]
         for key in sorted(groups):
             ranks = sorted(groups[key], key=lambda x: self.roles[x]["tp"])
             if len(ranks) < 2:
                 continue
             group = dist.new_group(ranks)
             if self.rank in ranks:
-                self.tp_group = group
+                self.tp_group, self.tp_members = group, ranks
 
     def build(self):
         torch.manual_seed(self.job["seed"])
         self.make_groups()
         comm.Directions.create()
         first_layer = sum(s["layers"] for s in self.stages[: self.me["stage"]])
-        self.tp = TensorParallel(self.me["tp"], self.stage["tp"], self.tp_group)
+        # A stage lies in one cluster: its collectives never cross the WAN, nothing is coded.
+        tp_wire = Wire(self.rank, self.cluster_of, None, self.cfg.hidden, Discard())
+        self.tp = TensorParallel(self.me["tp"], self.stage["tp"], tp_wire, self.tp_members,
+                                 sequence_parallel=self.job.get("sequence_parallel", False))
         self.tp.recorder = self.recorder
         self.module = StageModule(self.cfg, first_layer, self.stage["layers"], self.first,
                                   self.last, self.job["seed"], self.tp)
@@ -153,6 +161,21 @@ class Worker:
     def boundary_elements(self) -> int:
         return self.micro_batch * self.cfg.seq_len * self.cfg.hidden
 
+    def my_slice(self) -> tuple[int, int]:
+        """[start, end) of this rank's slice of the boundary tensor: 1 / (dp x tp) of it, dp
+        major, tp minor (the reshard pieces' slices)."""
+        n, n_me = self.boundary_elements(), self.stage["dp"] * self.stage["tp"]
+        k = self.me["dp"] * self.stage["tp"] + self.me["tp"]
+        return k * n // n_me, (k + 1) * n // n_me
+
+    def held(self) -> tuple[int, int]:
+        """[start, end) of the boundary tensor this rank's stage output holds: its slice with
+        sequence parallelism (its tokens), else its dp slice whole."""
+        if self.tp.splits_sequence:
+            return self.my_slice()
+        n, dp = self.boundary_elements(), self.stage["dp"]
+        return self.me["dp"] * n // dp, (self.me["dp"] + 1) * n // dp
+
     def overlaps(self, other_stage: int):
         """The pieces of the boundary tensor (flattened, n values) this rank exchanges with
         `other_stage`: the resolved plan's reshard pieces of that boundary (the simulator's,
@@ -172,31 +195,29 @@ class Worker:
             yield peer, begin * n // units, end * n // units, mine, theirs
 
     def send_boundary(self, flat: torch.Tensor, to_stage: int, tag: int, label: str):
-        """Sends this rank's tp slice of its dp slice (`flat`) of the boundary tensor to the
-        ranks of `to_stage` whose slices overlap it."""
-        dp_offset = self.me["dp"] * self.boundary_elements() // self.stage["dp"]
+        """Sends this rank's tp slice of the boundary tensor to the ranks of `to_stage` whose
+        slices overlap it; `flat` is what this rank holds (`held`)."""
+        offset = self.held()[0]
         for peer, a, b, mine, theirs in self.overlaps(to_stage):
-            self.activation_wire.send(flat[a - dp_offset: b - dp_offset], peer, tag,
+            self.activation_wire.send(flat[a - offset: b - offset], peer, tag,
                                       (tag, mine, theirs), label, "pp_comm")
 
     def post_boundary(self, from_stage: int, tag: int, label: str) -> tuple:
         """Posts the receives of this rank's tp slice of the boundary tensor from
         `from_stage` (one per overlapping sender slice); recv_boundary waits for them."""
-        n, n_me = self.boundary_elements(), self.stage["dp"] * self.stage["tp"]
-        k = self.me["dp"] * self.stage["tp"] + self.me["tp"]
-        lo, hi = k * n // n_me, (k + 1) * n // n_me
+        lo, hi = self.my_slice()
         mine = torch.empty(hi - lo)
         posted = [self.activation_wire.post_recv(mine[a - lo: b - lo], peer, tag, label)
                   for peer, a, b, _, _ in self.overlaps(from_stage)]
         return mine, posted
 
     def recv_boundary(self, posted_boundary: tuple) -> torch.Tensor:
-        """This rank's dp slice of a boundary tensor: its posted pieces, then an all-gather
-        of the tp slices across its tp group."""
+        """What this rank holds of a boundary tensor (`held`): its posted pieces, then,
+        without sequence parallelism, an all-gather of the tp slices across its tp group."""
         mine, posted = posted_boundary
         for p in posted:
             self.activation_wire.wait_recv(p, "pp_comm")
-        if self.stage["tp"] == 1:
+        if self.stage["tp"] == 1 or self.tp.splits_sequence:
             return mine
         t0 = now()
         parts = [torch.empty_like(mine) for _ in range(self.stage["tp"])]
@@ -211,6 +232,8 @@ class Worker:
         m = self.pipeline["micro_batches"]
         per_dp = self.micro_batch // self.stage["dp"]
         shape = (per_dp, self.cfg.seq_len, self.cfg.hidden)
+        if self.tp.splits_sequence:  # the rank's tokens
+            shape = (per_dp * self.cfg.seq_len // self.stage["tp"], self.cfg.hidden)
         # The loss is the mean over the batch whose gradients are summed: the global batch,
         # or with outer sync the island's (islands step on their own).
         batch = self.job["global_batch"] if self.outer is None else \
@@ -268,6 +291,9 @@ class Worker:
                     self.send_boundary(x.grad.reshape(-1), s - 1, TAG_GRADIENTS * TAG_KIND + mb,
                                        f"gradients stage {s} -> {s - 1} mb {mb}")
             self.activation_wire.poll()
+        if self.tp.splits_sequence:
+            ACTIVITY.set(f"sequence-parallel gradients stage {s}")
+            self.module.reduce_sequence_parallel_gradients()
         self.sync_gradients()
         ACTIVITY.set(f"optimizer stage {s}")
         t0 = now()

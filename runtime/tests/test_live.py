@@ -4,7 +4,8 @@ The strongest property here: the same model, data and seed give the same loss, s
 under every plan (pipeline splits, GPipe or 1F1B, tensor and data parallelism, replicas,
 several pipelines, ring or hierarchical sync) — a plan changes where and when the arithmetic
 happens, never what it computes. A worker that reshards, reduces or orders anything wrong
-breaks it.
+breaks it. Sequence parallelism likewise: the same losses and weights as the plan without it,
+and the same bytes sent.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import hgsim
 from hgsim_runtime import live, validate
@@ -31,7 +33,7 @@ LIVE_SCENARIOS = ROOT / "scenarios" / "live"
 TINY = {"name": "tiny", "layers": 4, "hidden": 32, "heads": 2, "ffn_hidden": 128, "vocab": 256}
 
 
-def scenario(plan, compression=None):
+def scenario(plan, compression=None, model=TINY):
     """Two clusters of four CPU-sized GPUs joined by a WAN link, the tiny model, `plan`."""
     cluster = {"gpu": "A100-80GB-SXM", "nodes": 1, "gpus_per_node": 4,
                "nvlink": {"bandwidth": "300GB/s", "latency": "1us"},
@@ -39,7 +41,7 @@ def scenario(plan, compression=None):
     full = json.loads(json.dumps(plan))
     for p in full["pipelines"]:
         p.setdefault("replicas", 1)
-    return {"name": "tiny-test", "model": TINY,
+    return {"name": "tiny-test", "model": model,
             "training": {"seq_len": 16, "precision": "fp32", "recompute": "none",
                          "global_batch": planning.global_batch(full)},
             "clusters": [dict(cluster, name="a"), dict(cluster, name="b")],
@@ -47,16 +49,17 @@ def scenario(plan, compression=None):
             "strategy": plan, "compression": compression or {}}
 
 
-def job_of(plan, compression=None, **options):
-    return live.job_from(hgsim.resolve(scenario(plan, compression)), **options)
+def job_of(plan, compression=None, model=TINY, **options):
+    return live.job_from(hgsim.resolve(scenario(plan, compression, model)), **options)
 
 
 def stage(cluster, layers, tp=1, dp=1):
     return {"cluster": cluster, "layers": layers, "tp": tp, "dp": dp}
 
 
-def run_plan(tmp_path, name, plan, compression=None, steps=2):
-    job = job_of(plan, compression, steps=steps, seed=7, timeout_s=120)
+def run_plan(tmp_path, name, plan, compression=None, steps=2, model=TINY, dump_weights=False):
+    job = job_of(plan, compression, model, steps=steps, seed=7, timeout_s=120)
+    job["dump_weights"] = dump_weights
     summary = live.execute(job, str(tmp_path / name), shape=False, timeout_s=180, stall_s=120,
                            echo=lambda *a: None)
     records = {}
@@ -179,16 +182,113 @@ def test_activation_codec_sends_exactly_the_encoded_size(tmp_path):
     assert summary["wan_bytes"]["sent_by_workers_raw"] == passes * values * 4
 
 
+# ---- sequence parallelism -----------------------------------------------------------------
+
+# Four heads, so that tp 4 splits whole heads (TINY has two).
+TINY4 = dict(TINY, name="tiny4", heads=4)
+
+SEQUENCE_PARALLEL_PLANS = {
+    # tp 1 -> tp 2: the last stage receives each tp rank's tokens from the two dp ranks and
+    # gathers them before the head.
+    "dp2 -> tp2 resharded": (PLANS["dp2 -> tp2 resharded"], TINY),
+    # tp 2 -> dp 2: the embedding's output scattered to the tp ranks, whose tokens are then
+    # resharded onto the next stage's dp slices.
+    "tp2 -> dp2 1f1b": ({"micro_batch": 4, "schedule": "1f1b",
+                         "pipelines": [{"micro_batches": 2,
+                                        "stages": [stage("a", 2, tp=2), stage("b", 2, dp=2)]}]},
+                        TINY),
+    # dp 2 x tp 2 -> tp 4, one sequence per rank of the first stage: half sequences resharded
+    # onto quarters of two sequences.
+    "dp2 x tp2 -> tp4 gpipe": ({"micro_batch": 2, "schedule": "gpipe",
+                                "pipelines": [{"micro_batches": 2,
+                                               "stages": [stage("a", 2, tp=2, dp=2),
+                                                          stage("b", 2, tp=4)]}]},
+                               TINY4),
+}
+
+
+def bytes_sent(spans, category, prefix=""):
+    """Bytes of a rank's spans of `category` whose name starts with `prefix`."""
+    return sum(args["bytes"] for name, cat, _, _, _, args in spans
+               if cat == category and name.startswith(prefix) and args and "bytes" in args)
+
+
+def without_key_bias(name, value):
+    """The weight, less the key bias of a QKV bias shard ([q | k | v]). The key bias's gradient
+    is zero in exact arithmetic (softmax ignores what it adds to every score of a query): it
+    gets rounding noise, which Adam divides by that noise's own size, so it moves by about
+    1e-7 here whatever the plan, not by 1e-5 of its value."""
+    if not name.endswith("qkv_b"):
+        return value
+    third = value.numel() // 3
+    return torch.cat([value[:third], value[2 * third:]])
+
+
+@pytest.mark.parametrize("name", list(SEQUENCE_PARALLEL_PLANS))
+def test_sequence_parallelism_computes_and_sends_what_the_plan_without_it_does(tmp_path, name):
+    """Sequence parallelism moves the norms, residual adds and row-parallel biases onto 1/tp
+    of the tokens and turns each all-reduce into a reduce-scatter and an all-gather: the
+    losses and every rank's weights equal the plan's without it to float rounding, and each
+    rank sends the same bytes in the blocks' collectives and between the stages (the same
+    reshard pieces), where the receivers no longer gather across tp."""
+    plan, model = SEQUENCE_PARALLEL_PLANS[name]
+    runs = {sp: run_plan(tmp_path, f"sp{int(sp)}", dict(plan, sequence_parallel=sp), steps=3,
+                         model=model, dump_weights=True) for sp in (False, True)}
+    job = runs[True][0]
+    assert job["sequence_parallel"] is True and runs[False][0]["sequence_parallel"] is False
+    assert runs[True][3] == pytest.approx(runs[False][3], rel=1e-5)
+    for role in job["ranks"]:
+        rank = role["rank"]
+        out = {sp: tmp_path / f"sp{int(sp)}" for sp in runs}
+        weights = {sp: torch.load(out[sp] / f"rank{rank}.weights.pt") for sp in runs}
+        assert weights[True].keys() == weights[False].keys()
+        for key in weights[True]:
+            torch.testing.assert_close(without_key_bias(key, weights[True][key]),
+                                       without_key_bias(key, weights[False][key]), rtol=1e-5,
+                                       atol=1e-7, msg=lambda m: f"rank {rank} {key}: {m}")
+            assert torch.allclose(weights[True][key], weights[False][key], rtol=0, atol=1e-5)
+        spans = {sp: json.loads((out[sp] / f"rank{rank}.spans.json").read_text()) for sp in runs}
+        tp = job["pipelines"][role["pipeline"]]["stages"][role["stage"]]["tp"]
+        blocks = bytes_sent(spans[False], "tp_comm", "tp ")
+        assert (blocks > 0) == (tp > 1), rank
+        assert bytes_sent(spans[True], "tp_comm", "tp ") == blocks, rank
+        assert bytes_sent(spans[True], "pp_comm") == bytes_sent(spans[False], "pp_comm"), rank
+        assert not any(s[0] == "gather activations across tp" for s in spans[True])
+        # What sequence parallelism adds, none of it simulated (sim/workload.cpp): the norms'
+        # and biases' gradients all-reduced across tp, the embedding's gradient gathered on
+        # the first stage, the tokens gathered before the head on the last.
+        extras = {s[0] for s in spans[True] if s[0].startswith("sp ")}
+        expected = {"sp all-reduce (norm and bias gradients)"} if tp > 1 else set()
+        if tp > 1 and role["stage"] == 0:
+            expected.add("sp all-gather (backward, embedding)")
+        if tp > 1 and role["stage"] == len(job["pipelines"][role["pipeline"]]["stages"]) - 1:
+            expected.add("sp all-gather (before the head)")
+        assert extras == expected, rank
+        assert not any(s[0].startswith("sp ") for s in spans[False])
+
+
 # ---- bad input -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change,message", [
     ({"schedule": "interleaved"}, "not executed live"),
-    ({"sequence_parallel": True}, "sequence_parallel"),
 ])
 def test_plans_that_cannot_run_live_are_refused_with_the_reason(change, message):
     plan = dict(PLANS["dp2 -> tp2 resharded"], **change)
     with pytest.raises(LiveError, match=message):
         job_of(plan)
+
+
+def test_sequence_parallelism_needs_tp_to_divide_seq_len_the_simulators_check():
+    """No check of its own: the scenario's check (models/zoo.cpp) refuses a tp that does not
+    divide seq_len, for the scenario and again for the live run's scaled sequence."""
+    plan = dict(PLANS["dp2 -> tp2 resharded"], sequence_parallel=True)
+    uneven = scenario(plan)
+    uneven["training"]["seq_len"] = 15
+    message = "with sequence_parallel, tp 2 must divide training.seq_len 15"
+    with pytest.raises(hgsim.Error, match=message):
+        live.job_from(hgsim.resolve(uneven))
+    with pytest.raises(hgsim.Error, match=message):
+        job_of(plan, scale={"seq_len": 15})
 
 
 def test_plans_the_simulator_refuses_are_refused_by_the_same_check():
