@@ -442,8 +442,8 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   // Megatron's distributed optimizer (zero 1) costs no time in hgsim's model (reduce-scatter
   // + all-gather move what the all-reduce they replace moves) and only saves memory, so
   // every plan takes it. ZeRO-3 costs half as much data-parallel traffic again; the planner
-  // does not choose it. Sequence parallelism would be free too, but the live runner does
-  // not execute it (runtime/hgsim_runtime/plan.py), so the planner's plans leave it off.
+  // does not choose it. Sequence parallelism starts off: choose_recompute_and_codecs tries
+  // it on the best candidates (it changes memory, and so the recomputation that fits).
   plan.sequence_parallel = false;
   plan.zero = 1;
   // Hierarchical: inside a cluster it is the ring; across clusters it crosses the WAN
@@ -456,11 +456,28 @@ SearchResult search(const Context& ctx, const Options& options) {
   return Search(ctx, options).run();
 }
 
-// The choices a plan makes for itself, for the best candidates: the least recomputation
-// that still fits (less is never slower, and the scenario's setting is the most it asks
-// for), and per WAN traffic class the scenario's codec or none, whichever the model finds
-// faster (the scenario's codec is the most loss the user accepts; the planner does not
-// trade accuracy it cannot measure).
+namespace {
+
+// Sequence parallelism for a plan: worth trying when a stage has tp > 1 and every stage's tp
+// divides the sequence (each rank holds s / tp of it); it is one setting for the whole plan.
+std::vector<bool> sequence_parallel_options(const Context& ctx, const core::Plan& plan) {
+  bool split = false;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) {
+      if (st.tp > 1 && ctx.scenario->training.seq_len % st.tp != 0) return {plan.sequence_parallel};
+      split = split || st.tp > 1;
+    }
+  if (!split) return {plan.sequence_parallel};
+  return {false, true};
+}
+
+}  // namespace
+
+// The choices a plan makes for itself, for the best candidates: sequence parallelism or not
+// (where the plan's tp allows it), the least recomputation that still fits (less is never
+// slower, and the scenario's setting is the most it asks for), and per WAN traffic class
+// the scenario's codec or none, whichever the model finds faster (the scenario's codec is the most
+// loss the user accepts; the planner does not trade accuracy it cannot measure).
 void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& candidates) {
   const core::Scenario& s = *ctx.scenario;
   std::vector<core::Recompute> levels{core::Recompute::none};
@@ -471,27 +488,29 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
   for (Candidate& c : candidates) {
     core::Plan best = c.plan;
     double best_s = c.analytic_s;
-    for (core::Recompute level : levels)
-      for (bool use_act : {true, false})
-        for (bool use_grad : {true, false}) {
-          if ((!act && !use_act) || (!grad && !use_grad)) continue;
-          core::Plan variant = c.plan;
-          variant.recompute.reset();
-          variant.compression.reset();
-          if (level != s.training.recompute) variant.recompute = level;
-          if ((act && !use_act) || (grad && !use_grad)) {
-            core::CompressionPolicy policy = s.compression;
-            if (!use_act) policy.wan_activations = core::CodecConfig{};
-            if (!use_grad) policy.wan_gradients = core::CodecConfig{};
-            variant.compression = policy;
+    for (bool sp : sequence_parallel_options(ctx, c.plan))
+      for (core::Recompute level : levels)
+        for (bool use_act : {true, false})
+          for (bool use_grad : {true, false}) {
+            if ((!act && !use_act) || (!grad && !use_grad)) continue;
+            core::Plan variant = c.plan;
+            variant.sequence_parallel = sp;
+            variant.recompute.reset();
+            variant.compression.reset();
+            if (level != s.training.recompute) variant.recompute = level;
+            if ((act && !use_act) || (grad && !use_grad)) {
+              core::CompressionPolicy policy = s.compression;
+              if (!use_act) policy.wan_activations = core::CodecConfig{};
+              if (!use_grad) policy.wan_gradients = core::CodecConfig{};
+              variant.compression = policy;
+            }
+            if (variant == c.plan) continue;
+            const Estimate e = estimate_plan(ctx, variant);  // applies the variant's own choices
+            if (e.fits && e.iteration_s < best_s) {
+              best = variant;
+              best_s = e.iteration_s;
+            }
           }
-          if (variant == c.plan) continue;
-          const Estimate e = estimate_plan(ctx, variant);  // applies the variant's own choices
-          if (e.fits && e.iteration_s < best_s) {
-            best = variant;
-            best_s = e.iteration_s;
-          }
-        }
     if (!(best == c.plan)) {
       c.plan = best;
       c.analytic_s = best_s;
@@ -731,7 +750,9 @@ std::string describe(const core::Plan& plan) {
   std::ostringstream out;
   out << core::to_string(plan.schedule);
   if (plan.schedule == core::Schedule::interleaved) out << " (v " << plan.virtual_stages << ")";
-  out << ", micro-batch " << plan.micro_batch << "; ";
+  out << ", micro-batch " << plan.micro_batch;
+  if (plan.sequence_parallel) out << ", sequence parallel";
+  out << "; ";
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
     const auto& p = plan.pipelines[i];
     if (i > 0) out << " + ";
