@@ -420,6 +420,7 @@ ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::st
     return t;
   };
   set(f, "gemm_efficiency", cal.gemm_efficiency, fraction);
+  set(f, "gemm_efficiency_fp8", cal.gemm_efficiency_fp8, fraction);
   set(f, "attention_efficiency", cal.attention_efficiency, fraction);
   set(f, "memory_efficiency", cal.memory_efficiency, fraction);
   set(f, "kernel_overhead", cal.kernel_overhead, duration);
@@ -796,6 +797,7 @@ Json scenario_to_json(const Scenario& s) {
     if (cal.empty()) continue;
     Json j = Json::object();
     if (cal.gemm_efficiency) j["gemm_efficiency"] = *cal.gemm_efficiency;
+    if (cal.gemm_efficiency_fp8) j["gemm_efficiency_fp8"] = *cal.gemm_efficiency_fp8;
     if (cal.attention_efficiency) j["attention_efficiency"] = *cal.attention_efficiency;
     if (cal.memory_efficiency) j["memory_efficiency"] = *cal.memory_efficiency;
     if (cal.kernel_overhead) j["kernel_overhead"] = format_duration(*cal.kernel_overhead);

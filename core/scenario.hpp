@@ -105,13 +105,14 @@ struct LinkSpec {
 // (kernels/kernel_costs.yaml explains each one).
 struct ComputeCalibration {
   std::optional<double> gemm_efficiency;       // best-shape GEMM rate / datasheet peak
+  std::optional<double> gemm_efficiency_fp8;   // the same for fp8 GEMMs / the fp8 peak
   std::optional<double> attention_efficiency;  // FlashAttention, forward and backward
   std::optional<double> memory_efficiency;     // element-wise kernels / datasheet bandwidth
   std::optional<Seconds> kernel_overhead;      // GPU-side fixed cost per kernel
   std::optional<Seconds> host_dispatch;        // CPU time to issue one kernel
   bool empty() const {
-    return !gemm_efficiency && !attention_efficiency && !memory_efficiency && !kernel_overhead &&
-           !host_dispatch;
+    return !gemm_efficiency && !gemm_efficiency_fp8 && !attention_efficiency &&
+           !memory_efficiency && !kernel_overhead && !host_dispatch;
   }
   bool operator==(const ComputeCalibration&) const = default;
 };

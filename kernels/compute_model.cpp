@@ -70,6 +70,9 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
     if (auto v = parse_fraction(f.required(key), f.path_of(key), diags)) out = *v;
   };
   fraction("gemm_efficiency", c.gemm_efficiency);
+  if (auto v = parse_fraction(f.optional("gemm_efficiency_fp8"), f.path_of("gemm_efficiency_fp8"),
+                              diags))
+    c.gemm_efficiency_fp8 = *v;
   fraction("attention_forward_efficiency", c.attention_forward_efficiency);
   fraction("attention_backward_efficiency", c.attention_backward_efficiency);
   fraction("memory_efficiency", c.memory_efficiency);
@@ -159,21 +162,30 @@ double wave_efficiency(double blocks, int sms) {
   return blocks / (sms * std::ceil(blocks / sms));
 }
 
-// The fraction of the causal score matrix FlashAttention computes: the blocks on or below
-// the diagonal, (n + 1) / 2n of n x n blocks.
-double causal_fraction(double seq_len, double block) {
-  const double n = std::max(1.0, std::ceil(seq_len / block));
-  return (n + 1) / (2 * n);
-}
-
 // Smallest depth of one split of K when cuBLAS splits K to fill the SMs (an assumption:
 // deeper splits keep each block's main loop long enough to pipeline).
 constexpr double kMinSplitDepth = 256;
 
 }  // namespace
 
-double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k) {
-  if (m <= 0 || n <= 0 || k <= 0) return costs.gemm_efficiency;
+double gemm_ceiling(const KernelCosts& costs, core::Precision precision) {
+  if (precision == core::Precision::fp8 && costs.gemm_efficiency_fp8)
+    return *costs.gemm_efficiency_fp8;
+  return costs.gemm_efficiency;
+}
+
+double flash_attention_work(const OpCall& op) {
+  // op.flops: 4 s^2 d per head and sequence forward, twice that backward, no causal discount
+  // (layer_ops.cpp). FlashAttention's benchmark halves causal work exactly and counts the
+  // backward as 2.5 forwards (it recomputes the scores: five GEMMs to the forward's two).
+  const bool backward = op.op == "attention_backward";
+  return op.flops / 2 * (backward ? 2.5 / 2 : 1);
+}
+
+double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k,
+                       core::Precision precision) {
+  const double ceiling = gemm_ceiling(costs, precision);
+  if (m <= 0 || n <= 0 || k <= 0) return ceiling;
   const double saturation = tile_intensity(costs.tile_saturation);
   double best = 0;
   for (const KernelCosts::Tile& tile : costs.tiles) {
@@ -186,7 +198,7 @@ double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, d
     const double reuse = std::min(1.0, tile_intensity(tile) / saturation);
     best = std::max(best, tile_quantization * wave_efficiency(tiles * splits, gpu.sms) * reuse);
   }
-  return costs.gemm_efficiency * best;
+  return ceiling * best;
 }
 
 double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
@@ -282,6 +294,7 @@ KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
   if (it == calibrations_.end()) return c;
   const Calibration& cal = it->second;
   if (cal.gemm_efficiency) c.gemm_efficiency = *cal.gemm_efficiency;
+  if (cal.gemm_efficiency_fp8) c.gemm_efficiency_fp8 = *cal.gemm_efficiency_fp8;
   if (cal.attention_efficiency)
     c.attention_forward_efficiency = c.attention_backward_efficiency = *cal.attention_efficiency;
   if (cal.memory_efficiency) c.memory_efficiency = *cal.memory_efficiency;
@@ -301,7 +314,7 @@ double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall
   double math = 0;
   if (is_gemm(op.op)) {
     const double rate = rate_for(gpu, precision).value();
-    math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0], s[1], s[2]));
+    math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0], s[1], s[2], precision));
   } else if (op.op == "bmm" || op.op == "attention" || op.op == "attention_backward") {
     // fp8 training (Transformer Engine) keeps attention in 16-bit.
     const auto attention_precision =
@@ -311,8 +324,8 @@ double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall
       math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0] * s[1], s[2], s[3]));
     } else {
       const bool backward = op.op == "attention_backward";
-      const double executed = op.flops * causal_fraction(s[3], costs.attention_block);
-      math = executed / (rate * attention_efficiency(gpu, costs, s[0], s[1], s[3], backward));
+      math = flash_attention_work(op) /
+             (rate * attention_efficiency(gpu, costs, s[0], s[1], s[3], backward));
     }
   }
   return std::max(math, memory) + op.kernels * costs.kernel_overhead.value();
@@ -373,8 +386,9 @@ PhaseTimes KernelModel::logits(const GpuSpec& gpu, const LayerWork& work) const 
   }
   const KernelCosts costs = costs_for(gpu);
   const PhaseOps ops = logits_ops(shape_of(work));
-  const PhaseTimes t{Seconds(phase_seconds(gpu, costs, ops.forward, work.precision)),
-                     Seconds(phase_seconds(gpu, costs, ops.backward, work.precision)), Seconds(0)};
+  const core::Precision precision = logits_precision(work.precision);
+  const PhaseTimes t{Seconds(phase_seconds(gpu, costs, ops.forward, precision)),
+                     Seconds(phase_seconds(gpu, costs, ops.backward, precision)), Seconds(0)};
   std::lock_guard<std::mutex> lock(cache_->mutex);
   cache_->times.emplace(key, t);
   return t;

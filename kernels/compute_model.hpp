@@ -63,7 +63,10 @@ class ComputeModel {
 // One architecture's kernel constants (a row of kernels/kernel_costs.yaml).
 struct KernelCosts {
   Architecture architecture = Architecture::ampere;
-  double gemm_efficiency = 0.8;  // best-shape GEMM rate / datasheet peak
+  double gemm_efficiency = 0.8;  // sustained best-shape GEMM rate / datasheet peak
+  // The same for fp8 GEMMs against the fp8 peak, where it was measured (else
+  // gemm_efficiency applies to fp8 too).
+  std::optional<double> gemm_efficiency_fp8;
   struct Tile {
     double m = 128, n = 128;
   };
@@ -93,9 +96,18 @@ using Calibration = core::ComputeCalibration;
 std::map<std::string, Calibration> calibrations_of(const core::Scenario& s);
 
 // The efficiency a GEMM of m x n x k reaches on `gpu` (tile and wave quantization, times the
-// architecture's best-shape efficiency): what validation/compute.md plots.
-double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k);
-// FlashAttention's efficiency on the FLOPs it executes (causal blocks skipped).
+// architecture's best-shape efficiency for the GEMM's precision): what validation/compute.md
+// plots.
+double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k,
+                       core::Precision precision = core::Precision::bf16);
+// The best-shape efficiency of a GEMM in `precision` (gemm_efficiency_fp8 for fp8 where set).
+double gemm_ceiling(const KernelCosts& costs, core::Precision precision);
+// FlashAttention's work in the convention its efficiencies were measured in (its own
+// benchmark, benchmarks/benchmark_flash_attention.py: forward 4 s^2 d per head and sequence,
+// halved when causal; backward 2.5x the forward, five GEMMs against two), from an
+// `attention` or `attention_backward` op (whose `flops` count the backward as 2x).
+double flash_attention_work(const OpCall& op);
+// FlashAttention's efficiency on that work.
 double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
                             double heads, double seq_len, bool backward);
 

@@ -26,6 +26,7 @@ const std::vector<std::string>& op_names() {
                                               "swiglu_backward",
                                               "add",
                                               "rope",
+                                              "fp8_cast_transpose",
                                               "cross_entropy",
                                               "adam"};
   return names;
@@ -94,6 +95,17 @@ OpCall make_op(const std::string& op, std::vector<double> shape, double e) {
     need(4);  // tokens, heads, head_dim, seq
     c.flops = 6 * s[0] * s[1] * s[2] / 2;
     c.bytes = e * 2 * s[0] * s[1] * s[2];
+  } else if (op == "fp8_cast_transpose") {
+    need(1);
+    // Transformer Engine's fp8 GEMMs take their operands as fp8, and Hopper's fp8 tensor
+    // cores need the wgrad/dgrad operands transposed: every GEMM input in the forward and
+    // every output gradient in the backward is written twice more, as fp8 and as
+    // transposed fp8 (1 byte each). The read is fused into the kernel that produced the
+    // tensor (TE's LayerNorm, GeLU and dbias/dgelu kernels emit the fp8 copies), so the op
+    // is those writes and launches no kernel of its own.
+    c.flops = s[0];
+    c.bytes = 2.0 * s[0];
+    c.kernels = 0;
   } else if (op == "cross_entropy") {
     need(2);
     c.flops = 5 * s[0] * s[1];
@@ -149,7 +161,17 @@ PhaseOps layer_ops(const LayerShape& l) {
   auto bwd = [&](const std::string& op, std::vector<double> shape) {
     ops.backward.push_back(make_op(op, std::move(shape), e));
   };
+  // fp8 training (Transformer Engine): each GEMM's input (forward) or output gradient
+  // (backward) is also written as fp8 and transposed fp8: m x k or m x n elements.
+  const bool fp8 = l.precision == core::Precision::fp8;
+  auto cast_input = [&](const std::vector<double>& gemm) {
+    if (fp8) fwd("fp8_cast_transpose", {gemm[0] * gemm[2]});
+  };
+  auto cast_gradient = [&](const std::vector<double>& gemm) {
+    if (fp8) bwd("fp8_cast_transpose", {gemm[0] * gemm[1]});
+  };
   auto linear_backward = [&](std::vector<double> shape) {
+    cast_gradient(shape);
     bwd("gemm_dgrad", shape);
     bwd("gemm_wgrad", shape);
   };
@@ -163,6 +185,7 @@ PhaseOps layer_ops(const LayerShape& l) {
 
   // Forward, in the order the layer runs.
   fwd(norm, {norm_tokens, d.hidden});
+  cast_input(qkv_gemm);
   fwd("gemm", qkv_gemm);
   if (rotary) fwd("rope", rope);
   const double batch_heads = d.sequences * d.heads;
@@ -177,14 +200,17 @@ PhaseOps layer_ops(const LayerShape& l) {
     if (attention_dropout) fwd("dropout", {scores});
     fwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // P V
   }
+  cast_input(out_gemm);
   fwd("gemm", out_gemm);
   fwd("add", {norm_tokens * d.hidden});
   fwd(norm, {norm_tokens, d.hidden});
+  cast_input(up_gemm);
   fwd("gemm", up_gemm);
   if (swiglu)
     fwd("swiglu", {d.tokens, d.ffn});
   else
     fwd("gelu", {d.tokens * d.ffn});
+  cast_input(down_gemm);
   fwd("gemm", down_gemm);
   fwd("add", {norm_tokens * d.hidden});
 
@@ -232,6 +258,10 @@ PhaseOps logits_ops(const LayerShape& l) {
   ops.backward.push_back(make_op("gemm_wgrad", head, e));
   ops.backward.push_back(make_op(norm + "_backward", {d.tokens, d.hidden}, e));
   return ops;
+}
+
+core::Precision logits_precision(core::Precision training) {
+  return training == core::Precision::fp8 ? core::Precision::bf16 : training;
 }
 
 OpCall optimizer_op(double parameters) {

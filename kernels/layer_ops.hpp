@@ -74,6 +74,10 @@ struct PhaseOps {
 PhaseOps layer_ops(const LayerShape& shape);
 // Final norm, LM head GEMM (vocab split over tp) and cross-entropy.
 PhaseOps logits_ops(const LayerShape& shape);
+// The precision the logits layer runs in: fp8 training keeps the LM head in 16-bit
+// (Transformer Engine's fp8 autocast covers the transformer layers' linear layers; Megatron
+// and NeMo build the output layer outside it).
+core::Precision logits_precision(core::Precision training);
 OpCall optimizer_op(double parameters);
 
 // Every op name, forward and backward.

@@ -176,7 +176,8 @@ PhaseTimes ProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) const
                          work.tp,       work.sequence_parallel, work.precision,
                          work.attention};
   const PhaseOps ops = logits_ops(shape);
-  return {ops_time(gpu, ops.forward, work.precision), ops_time(gpu, ops.backward, work.precision),
+  const core::Precision precision = logits_precision(work.precision);
+  return {ops_time(gpu, ops.forward, precision), ops_time(gpu, ops.backward, precision),
           Seconds(0)};
 }
 
