@@ -548,9 +548,17 @@ double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const s
                          const SyncGroup& g, std::vector<double>& sync_bytes) {
   if (seg.buckets <= 0) return 0;
   double bucket_time = 0;
-  if (g.clusters.size() == 1) {
+  const auto algorithm = r.plan.grad_sync.algorithm;
+  if (g.clusters.size() == 1 && (algorithm == core::GradSyncAlgorithm::ring ||
+                                 algorithm == core::GradSyncAlgorithm::hierarchical)) {
+    // NCCL's channels: one ring per NIC it can use (sim::channel_ring), as the simulator.
     const int c = g.clusters[0];
-    bucket_time = sim::all_reduce_time(r.plan.grad_sync.algorithm, g.members[c], seg.bucket_bytes,
+    bucket_time = sim::channel_ring_all_reduce_time(
+        ctx.scenario->clusters[c], sim::channel_ring(sim::segment_members_per_node(r, seg, c)),
+        seg.bucket_bytes);
+  } else if (g.clusters.size() == 1) {
+    const int c = g.clusters[0];
+    bucket_time = sim::all_reduce_time(algorithm, g.members[c], seg.bucket_bytes,
                                        member_hop(*ctx.scenario, g, c));
   } else {
     bucket_time = hierarchical_bucket_time(ctx, r, seg, g, sync_bytes);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "compress/codec_cost.hpp"
 
@@ -319,6 +320,54 @@ double halving_doubling_all_reduce_time(int n, double bytes, Hop2 hop) {
   if (n <= 1) return 0;
   if (!is_power_of_two(n)) return ring_all_reduce_time(n, bytes, hop);
   return 2.0 * (n - 1) / n * bytes / hop.bytes_per_s + 2.0 * ceil_log2(n) * hop.latency_s;
+}
+
+ChannelRing channel_ring(const std::vector<int>& members_per_node) {
+  ChannelRing ring;
+  ring.members = 0;
+  ring.nodes = 0;
+  int fewest = std::numeric_limits<int>::max(), most = 0;
+  for (int m : members_per_node) {
+    if (m <= 0) continue;
+    ring.members += m;
+    ring.nodes += 1;
+    fewest = std::min(fewest, m);
+    most = std::max(most, m);
+  }
+  if (ring.nodes == 0) return ChannelRing{};
+  ring.channels = ring.nodes >= 2 ? fewest : 1;
+  // A GPU that is no channel's exit carries every channel's in-node hop; where every node
+  // has exactly `channels` members each GPU is one channel's exit.
+  ring.nvlink_load = most == ring.channels ? ring.channels - 1 : ring.channels;
+  if (ring.nodes == 1) ring.nvlink_load = 1;
+  return ring;
+}
+
+RingHops channel_ring_hops(const core::Cluster& c, const ChannelRing& ring) {
+  RingHops hops;
+  hops.members = ring.members;
+  hops.inside = nvlink_hop(c);
+  hops.inside.bytes_per_s /= std::max(ring.nvlink_load, 1);
+  if (ring.nodes < 2) return hops;
+  hops.crossings = ring.nodes;
+  hops.across = nic_hop(c);
+  return hops;
+}
+
+double channel_ring_all_reduce_time(const core::Cluster& c, const ChannelRing& ring, double bytes) {
+  if (ring.members <= 1) return 0;
+  return ring_all_reduce_time(bytes / ring.channels, channel_ring_hops(c, ring));
+}
+
+std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>& by_node,
+                                             int channels) {
+  std::vector<std::vector<int>> orders(std::max(channels, 1));
+  for (int j = 0; j < int(orders.size()); ++j)
+    for (const std::vector<int>& node : by_node) {
+      const int m = static_cast<int>(node.size());
+      for (int i = 0; i < m; ++i) orders[j].push_back(node[(i + j) % m]);
+    }
+  return orders;
 }
 
 double all_reduce_time(core::GradSyncAlgorithm algorithm, int n, double bytes, Hop2 hop) {

@@ -145,4 +145,31 @@ double ring_step_time(double chunk_bytes, const RingHops& ring);
 double ring_all_reduce_time(double bytes, const RingHops& ring);  // 2(n-1) step(S/n)
 double ring_all_gather_time(double bytes, const RingHops& ring);  // (n-1) step(S/n)
 
+// A data-parallel ring inside one cluster as NCCL builds it: its members grouped by node,
+// and one channel per NIC it can use. NCCL gives every GPU its own NIC and builds several
+// rings ("channels") over the same ranks, each entering and leaving a node through a
+// different GPU, so that a ring with k members on every one of its nodes moves data
+// between nodes through k NICs per node, not one (NCCL's all-reduce bus bandwidth across
+// DGX nodes is the sum of the node's NICs). Channel j takes each node's members rotated by
+// j, so its exit GPU differs from every other channel's; each channel reduces bytes / k.
+struct ChannelRing {
+  int members = 1;      // ring members (one GPU of each tensor-parallel group)
+  int nodes = 1;        // nodes they sit on
+  int channels = 1;     // parallel rings: the fewest members of any of its nodes (1 in one node)
+  int nvlink_load = 0;  // most channels whose in-node hop one GPU's NVLink port carries
+};
+// From the members the ring has on each of its nodes (entries > 0).
+ChannelRing channel_ring(const std::vector<int>& members_per_node);
+// The hops of one channel in cluster c: crossings = nodes (NIC hop, as nic_hop), the other
+// hops NVLink shared by nvlink_load channels (bandwidth / load).
+RingHops channel_ring_hops(const core::Cluster& c, const ChannelRing& ring);
+// All-reduce of `bytes` over the channels at once: ring_all_reduce_time(bytes / channels,
+// channel_ring_hops): 2(n-1) max(chunk / B_nic, mean hop) with chunk = bytes / (k n). In one
+// node: the uniform NVLink ring.
+double channel_ring_all_reduce_time(const core::Cluster& c, const ChannelRing& ring, double bytes);
+// The member order of each channel: `by_node` holds each node's members in ring order;
+// channel j visits the nodes in that order, each node's members rotated by j.
+std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>& by_node,
+                                             int channels);
+
 }  // namespace hgsim::sim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "models/transformer.hpp"
@@ -212,6 +213,18 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
       out[st][c] = {first, n};
       first += n;
     }
+  return out;
+}
+
+std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster) {
+  std::map<int, int> per_node;
+  for (const PlacedGroup& g : r.groups) {
+    if (g.cluster != cluster || g.pipeline >= int(seg.holders.size())) continue;
+    if (g.stage != seg.holders[g.pipeline].first) continue;
+    per_node[g.node(*r.scenario)] += 1;
+  }
+  std::vector<int> out;
+  for (const auto& [node, members] : per_node) out.push_back(members);
   return out;
 }
 

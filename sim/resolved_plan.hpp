@@ -189,6 +189,12 @@ struct ResolvedPlan {
   double slice_bytes(const core::Stage& stage) const;
 };
 
+// The members a data-parallel ring of `seg` has on each node of `cluster` it visits (one GPU
+// of every tensor-parallel group holding the segment there, counted on the group's first
+// node), in node order: what sim::channel_ring reads. The workload generator (both
+// fidelities) and the planner's cost model ask here.
+std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster);
+
 // The resolved plan as data (what `_hgsim.resolve` gives the live runner):
 //   choices   {recompute, sequence_parallel, precision, attention, zero, grad_reduce,
 //             tp_comm_overlap}; the codecs are compression's

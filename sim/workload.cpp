@@ -524,14 +524,21 @@ class Builder {
       for (int ring = 0; ring < rings; ++ring) {
         Collective c{{}, {}, bytes, name + (rings > 1 ? " ring " + std::to_string(ring) : ""), 1};
         std::vector<std::vector<int>> by_cluster(clusters.size());
+        std::map<int, std::vector<int>> by_node;  // member indices, by node of the group
         for (int g : holders) {
           const int tp = stage_of(groups_[g]).tp;
           const int index = ring * tp / rings;
+          by_node[groups_[g].first_gpu / s_.clusters[groups_[g].cluster].gpus_per_node].push_back(
+              static_cast<int>(c.members.size()));
           c.members.push_back(groups_[g].devices[index]);
           c.ready.push_back(ready_node(g, seg, index));
           const auto k =
               std::find(clusters.begin(), clusters.end(), groups_[g].cluster) - clusters.begin();
           by_cluster[k].push_back(groups_[g].devices[index]);
+        }
+        if (clusters.size() == 1 && by_node.size() > 1 && is_ring(algorithm)) {
+          channel_all_reduce(sender, c, by_node);
+          continue;
         }
         auto done = clusters.size() > 1 && algorithm == core::GradSyncAlgorithm::hierarchical
                         ? hierarchical_all_reduce(sender, c, by_cluster)
@@ -570,7 +577,11 @@ class Builder {
     const Hop2 hop = member_hop(holders);
     if (clusters.size() == 1) {
       const int c = clusters[0];
-      const double seconds = all_reduce_time(algorithm, cluster_members_[c], bytes, hop);
+      const double seconds =
+          is_ring(algorithm)
+              ? channel_ring_all_reduce_time(
+                    s_.clusters[c], channel_ring(segment_members_per_node(r_, seg, c)), bytes)
+              : all_reduce_time(algorithm, cluster_members_[c], bytes, hop);
       for (int g : cluster_groups_[c]) {
         NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm, graph.label(name));
         graph.edge(cluster_ready_[c], n);
@@ -610,6 +621,43 @@ class Builder {
         dp_stream_[groups_[g].devices[0]] = n;
       }
     }
+  }
+
+  static bool is_ring(core::GradSyncAlgorithm algorithm) {
+    return algorithm == core::GradSyncAlgorithm::ring ||
+           algorithm == core::GradSyncAlgorithm::hierarchical;
+  }
+
+  // A data-parallel ring over several nodes of one cluster, as NCCL plays it: one channel per
+  // NIC it can use (sim::channel_ring), channel j over each node's members rotated by j, each
+  // reducing bytes / channels; a member's bucket is done when all its channels are.
+  void channel_all_reduce(const Sender& sender, const Collective& c,
+                          const std::map<int, std::vector<int>>& by_node) {
+    std::vector<std::vector<int>> nodes;
+    std::vector<int> counts;
+    for (const auto& [node, members] : by_node) {
+      nodes.push_back(members);
+      counts.push_back(static_cast<int>(members.size()));
+    }
+    const ChannelRing ring = channel_ring(counts);
+    std::vector<NodeId> done(c.members.size());
+    for (std::size_t m = 0; m < done.size(); ++m) done[m] = w_.graph.join();
+    const auto orders = channel_orders(nodes, ring.channels);
+    for (std::size_t j = 0; j < orders.size(); ++j) {
+      Collective channel{{},
+                         {},
+                         c.bytes / ring.channels,
+                         c.name + (ring.channels > 1 ? " channel " + std::to_string(j) : ""),
+                         1};
+      for (int m : orders[j]) {
+        channel.members.push_back(c.members[m]);
+        channel.ready.push_back(c.ready[m]);
+      }
+      const auto finished = ring_all_reduce(sender, channel);
+      for (std::size_t i = 0; i < finished.size(); ++i)
+        w_.graph.edge(finished[i], done[orders[j][i]]);
+    }
+    for (std::size_t m = 0; m < done.size(); ++m) dp_stream_[c.members[m]] = done[m];
   }
 
   // The slowest hop of a ring over the holders' GPUs inside one cluster: NIC when the ring

@@ -264,6 +264,64 @@ TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded)
   }
 }
 
+// Data parallelism over nodes uses every NIC it can, as NCCL's channels do: 16 members, 8
+// on each of 2 nodes, reduce in 8 channels of bytes / 8, each leaving a node through a
+// different GPU's NIC, its other hops on NVLink ports that carry the other 7 channels. The
+// closed form is written out here; both fidelities and the planner's analytic model must
+// give it (a single ring through one NIC per node would take about 8 times longer).
+TEST(ResolvedPlacement, DataParallelRingsAcrossNodesUseEveryNic) {
+  std::string yaml = one_cluster(2, {1});
+  auto set = [&](const std::string& from, const std::string& to) {
+    const auto at = yaml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    yaml.replace(at, from.size(), to);
+  };
+  set("global_batch: 4", "global_batch: 16");
+  set("micro_batches: 4", "micro_batches: 1");
+  set("200Gbps", "10Gbps");
+  set("    - micro_batches", "    - replicas: 16\n      micro_batches");
+  yaml += "  grad_reduce: after_backward\n  grad_sync: {algorithm: ring, bucket: 64MB}\n";
+  core::Diagnostics diags;
+  const auto c = check_yaml(yaml, diags);
+  ASSERT_TRUE(c) << diags.format();
+  const auto r = sim::resolve_plan(c->scenario, c->model, c->compression, c->scenario.strategy.plan,
+                                   "strategy", diags);
+  ASSERT_TRUE(r) << diags.format();
+  ASSERT_EQ(r->segments.size(), 1u);
+  const auto& seg = r->segments[0];
+  EXPECT_EQ(sim::segment_members_per_node(*r, seg, 0), (std::vector<int>{8, 8}));
+
+  const double n = 16, k = 8, nodes = 2;
+  const double chunk = seg.bucket_bytes / k / n;
+  const double nic = 10e9 / 8, nic_latency = 2 * 2e-6;
+  const double nvlink = 300e9 / (k - 1), nvlink_latency = 2 * 1e-6;
+  const double mean =
+      ((n - nodes) * (nvlink_latency + chunk / nvlink) + nodes * (nic_latency + chunk / nic)) / n;
+  const double expected = seg.buckets * 2 * (n - 1) * std::max(chunk / nic, mean);
+  EXPECT_NEAR(sim::channel_ring_all_reduce_time(c->scenario.clusters[0], sim::channel_ring({8, 8}),
+                                                seg.bucket_bytes),
+              expected / seg.buckets, 1e-12 * expected);
+
+  const fs::path file = temp_file("dp-channels.yaml", yaml);
+  double folded = 0;
+  for (const char* fidelity : {"full", "folded"}) {
+    SCOPED_TRACE(fidelity);
+    auto run = cli({"run", file.c_str(), "--json", "--fidelity", fidelity});
+    ASSERT_EQ(run.status, 0) << run.err;
+    const Json result = Json::parse(run.out);
+    // The sync starts when every GPU's backward is done (after_backward) and nothing else
+    // runs beside it: each GPU's exposed communication is the all-reduce.
+    const double tolerance = std::string(fidelity) == "full" ? 1e-2 : 1e-9;
+    for (const auto& d : result["devices"])
+      EXPECT_NEAR(d["comm_exposed_s"].get<double>(), expected, tolerance * expected) << d["id"];
+    folded = result["iteration_time_s"];
+  }
+  fs::remove(file);
+  const kernels::KernelModel compute;
+  const auto ctx = planner::make_context(c->scenario, c->model, c->compression, compute);
+  EXPECT_NEAR(planner::estimate(ctx, c->scenario.strategy.plan).iteration_s, folded, 1e-9 * folded);
+}
+
 TEST(ResolvedPlan, ReshardPiecesCoverTheTensorOnceAndNameTheOverlappingSlices) {
   for (auto [from_dp, from_tp, to_dp, to_tp] :
        {std::tuple{2, 1, 1, 2}, std::tuple{3, 2, 2, 1}, std::tuple{1, 4, 4, 2}}) {
