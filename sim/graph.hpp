@@ -6,8 +6,6 @@
 // N nodes and E edges costs about 32 N + 4 (N + E) bytes before the engine runs it.
 #pragma once
 
-#include <memory>
-
 #include <cstdint>
 #include <stdexcept>
 #include <string>
