@@ -75,6 +75,48 @@ BENCHMARK(BM_EngineSyntheticGraph)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// Appending nodes and edges as the workload generator does (a ring: each transfer after the
+// one before), `state.range(0)` nodes: sim::Graph, which keeps them in fixed chunks that never
+// move, against the std::vector it used before (arg 1: the vector, for the ratio in one run).
+// Page faults count: every iteration starts from empty memory, as a simulation does.
+void BM_GraphAppend(benchmark::State& state) {
+  const auto nodes = static_cast<sim::NodeId>(state.range(0));
+  const bool vector_baseline = state.range(1) == 1;
+  double bytes_per_node = 0;
+  for (auto _ : state) {
+    if (vector_baseline) {
+      std::vector<sim::GraphNode> v;
+      std::vector<std::pair<sim::NodeId, sim::NodeId>> edges;
+      for (sim::NodeId i = 0; i < nodes; ++i) {
+        v.push_back({1e6, static_cast<int>(i % 512), static_cast<int>((i + 1) % 512), 0, -1, 1,
+                     sim::Op::transfer, sim::Work::dp_comm});
+        if (i > 0) edges.emplace_back(i - 1, i);
+      }
+      benchmark::DoNotOptimize(v.data());
+      bytes_per_node = static_cast<double>(v.capacity() * sizeof(sim::GraphNode) +
+                                           edges.capacity() * sizeof(edges[0])) /
+                       nodes;
+    } else {
+      sim::Graph g;
+      const int label = g.label("dp ring step");
+      for (sim::NodeId i = 0; i < nodes; ++i) {
+        g.transfer(static_cast<int>(i % 512), static_cast<int>((i + 1) % 512), 1e6,
+                   sim::Work::dp_comm, label);
+        if (i > 0) g.edge(i - 1, i);
+      }
+      benchmark::DoNotOptimize(&g);
+      bytes_per_node = static_cast<double>(g.memory_bytes()) / nodes;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * nodes);
+  state.counters["bytes_per_node"] = bytes_per_node;
+}
+BENCHMARK(BM_GraphAppend)
+    ->ArgNames({"nodes", "vector"})
+    ->Args({4 << 20, 0})
+    ->Args({4 << 20, 1})
+    ->Unit(benchmark::kMillisecond);
+
 // One iteration of a scale scenario, graph building and results included.
 void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
   core::Diagnostics diags;
@@ -117,6 +159,11 @@ BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_1t_3072_folded, std::string("megatr
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 BENCHMARK_CAPTURE(BM_ScaleScenario, hetero_256_full, std::string("hetero-256-full"))
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+// The same workload on 128 GPUs (DP 32): 1.2 M activities, seconds.
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_128_full, std::string("astra-gpt-6.7b-128"))
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

@@ -131,7 +131,6 @@ class Runner {
     times_.start.assign(g.size(), -1);
     times_.end.assign(g.size(), -1);
     pending_ = g.predecessor_counts();
-    live_.resize(g.size());
   }
 
   // Plays the graph from the engine's present time; times are since then.
@@ -153,26 +152,30 @@ class Runner {
   void on_activity_done(sg::Activity const& a) {
     void* data = a.get_data<void>();
     if (!data) return;
-    const auto id = static_cast<NodeId>(reinterpret_cast<std::uintptr_t>(data) - 1);
+    const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(data) - 1);
+    const NodeId id = slots_[slot].node;
     // Activities retired by earlier callbacks are done with SimGrid: release them now
-    // (never the one being reported, which SimGrid still holds in this callback).
+    // (never the one being reported, which SimGrid still holds in this callback, so it is
+    // retired here and released at the next completion).
     retired_.clear();
-    if (auto it = parts_left_.find(id); it != parts_left_.end()) {
-      if (--it->second > 0) return;
-      parts_left_.erase(it);
-      finished_multi_.push_back(id);
-    } else {
-      finished_single_.push_back(id);
-    }
-    // Releasing activities from inside SimGrid's callback would destroy the one being
-    // reported: finish after the callback returns, on the next step of the loop.
-    process_finished();
+    retired_.push_back(std::move(slots_[slot].activity));
+    free_slots_.push_back(slot);
+    if (!parts_left_.empty())
+      if (auto it = parts_left_.find(id); it != parts_left_.end()) {
+        if (--it->second > 0) return;
+        parts_left_.erase(it);
+      }
+    finish(id);
+    drain();
   }
 
  private:
-  static void* tag(NodeId id) {
-    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(id) + 1);
-  }
+  // An activity in flight and the node it belongs to. Slots are reused, so the engine holds
+  // memory for the activities in flight (hundreds), not one pointer per graph node.
+  struct Slot {
+    sg::ActivityPtr activity;
+    NodeId node = 0;
+  };
 
   // Starts every ready node; nodes without cost finish at once and may release more.
   void drain() {
@@ -222,32 +225,19 @@ class Runner {
   }
 
   template <class Ptr>
-  void start(Ptr activity, NodeId id) {
-    activity->set_data(tag(id));
-    activity->start();
-    if (parts_left_.count(id))
-      extra_.emplace(id, activity);
-    else
-      live_[id] = activity;
-  }
-
-  void process_finished() {
-    while (!finished_single_.empty() || !finished_multi_.empty()) {
-      if (!finished_single_.empty()) {
-        NodeId id = finished_single_.back();
-        finished_single_.pop_back();
-        retired_.push_back(std::move(live_[id]));
-        finish(id);
-      } else {
-        NodeId id = finished_multi_.back();
-        finished_multi_.pop_back();
-        auto range = extra_.equal_range(id);
-        for (auto it = range.first; it != range.second; ++it) retired_.push_back(it->second);
-        extra_.erase(id);
-        finish(id);
-      }
+  void start(const Ptr& activity, NodeId id) {
+    std::uint32_t slot;
+    if (free_slots_.empty()) {
+      slot = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    } else {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
     }
-    drain();
+    slots_[slot].node = id;
+    slots_[slot].activity = activity;
+    activity->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot) + 1));
+    activity->start();
   }
 
   void report_progress() {
@@ -275,10 +265,10 @@ class Runner {
   double zero_ = 0;  // the engine's clock when this graph started
   NodeTimes times_;
   std::vector<std::uint32_t> pending_;
-  std::vector<sg::ActivityPtr> live_;
-  std::unordered_map<NodeId, int> parts_left_;
-  std::unordered_multimap<NodeId, sg::ActivityPtr> extra_;
-  std::vector<NodeId> ready_, finished_single_, finished_multi_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::unordered_map<NodeId, int> parts_left_;  // multi-flow transfers: flows still running
+  std::vector<NodeId> ready_;
   std::vector<sg::ActivityPtr> retired_;
   // Progress on stderr every few seconds of a long run, when stderr is a terminal.
   bool progress_ = ::isatty(2) != 0;
@@ -323,11 +313,15 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
     engine.run();
   }
   for (std::size_t k = 0; k < order.size(); ++k) {
-    Runner runner(*graphs[order[k]], platform, simgrid, k == 0 ? first_phase_sink : nullptr,
-                  sg::Engine::get_clock());
-    current = &runner;
-    const NodeTimes times = runner.run();
-    current = nullptr;
+    NodeTimes times;
+    {
+      // The runner's own state (a counter per node) is gone before the results are read.
+      Runner runner(*graphs[order[k]], platform, simgrid, k == 0 ? first_phase_sink : nullptr,
+                    sg::Engine::get_clock());
+      current = &runner;
+      times = runner.run();
+      current = nullptr;
+    }
     on_phase(k, times);
   }
 }

@@ -86,7 +86,7 @@ NodeId Graph::join() {
 
 void Graph::edge(NodeId before, NodeId after) {
   if (finished_) throw std::logic_error("Graph: edge added after finish()");
-  edges_.emplace_back(before, after);
+  edges_.push_back({before, after});
 }
 
 int Graph::label(const std::string& text) {
@@ -115,7 +115,7 @@ void Graph::finish() {
     finished_ = true;
     return;
   }
-  std::vector<std::pair<NodeId, NodeId>>().swap(edges_);
+  edges_.release();
   finished_ = true;
 }
 
@@ -224,9 +224,10 @@ void Graph::write_json(const std::string& path,
 }
 
 std::size_t Graph::memory_bytes() const {
-  std::size_t bytes =
-      nodes_.capacity() * sizeof(GraphNode) + edges_.capacity() * sizeof(edges_[0]) +
-      offsets_.capacity() * sizeof(std::uint32_t) + successors_.capacity() * sizeof(NodeId);
+  std::size_t bytes = nodes_.capacity() * sizeof(GraphNode) +
+                      edges_.capacity() * sizeof(std::pair<NodeId, NodeId>) +
+                      offsets_.capacity() * sizeof(std::uint32_t) +
+                      successors_.capacity() * sizeof(NodeId);
   for (const auto& l : labels_) bytes += l.capacity() + sizeof(l) + 32;
   return bytes;
 }

@@ -53,6 +53,61 @@ struct GraphNode {
   Work work = Work::none;
 };
 
+// An array that grows by appending into fixed-size chunks, so that what it holds never
+// moves: a std::vector of 18 M graph nodes copied itself at every doubling and touched twice
+// the memory (README, Simulator performance). The first chunk grows like a vector, so that a
+// small graph stays small.
+template <class T>
+class ChunkedArray {
+ public:
+  static constexpr std::size_t chunk_bits = 15;
+  static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
+
+  void push_back(const T& value) {
+    if (chunks_.empty() || chunks_.back().size() == chunk_size) {
+      chunks_.emplace_back();
+      if (chunks_.size() > 1) chunks_.back().reserve(chunk_size);
+    }
+    chunks_.back().push_back(value);
+    ++size_;
+  }
+  const T& operator[](std::size_t i) const {
+    return chunks_[i >> chunk_bits][i & (chunk_size - 1)];
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::size_t capacity() const {
+    std::size_t total = 0;
+    for (const auto& c : chunks_) total += c.capacity();
+    return total;
+  }
+  void release() {
+    std::vector<std::vector<T>>().swap(chunks_);
+    size_ = 0;
+  }
+
+  class const_iterator {
+   public:
+    const_iterator(const ChunkedArray* a, std::size_t i) : a_(a), i_(i) {}
+    const T& operator*() const { return (*a_)[i_]; }
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const const_iterator& o) const { return i_ != o.i_; }
+
+   private:
+    const ChunkedArray* a_;
+    std::size_t i_;
+  };
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size_}; }
+
+ private:
+  std::vector<std::vector<T>> chunks_;
+  std::size_t size_ = 0;
+};
+
 class Graph {
  public:
   NodeId compute(int device, double seconds, Work work, int label, int micro_batch = -1);
@@ -68,7 +123,6 @@ class Graph {
   std::size_t edge_count() const { return finished_ ? successors_.size() : edges_.size(); }
   const GraphNode& node(NodeId id) const { return nodes_[id]; }
   const std::string& label_text(int label) const;
-  const std::vector<GraphNode>& nodes() const { return nodes_; }
 
   // Turns the edge list into successor lists; call once, after the last edge.
   void finish();
@@ -94,8 +148,8 @@ class Graph {
   std::runtime_error too_large() const;
   // Refused past this many nodes (limits().graph_nodes), long before memory runs out.
   std::int64_t max_nodes_ = core::limits().graph_nodes;
-  std::vector<GraphNode> nodes_;
-  std::vector<std::pair<NodeId, NodeId>> edges_;  // until finish()
+  ChunkedArray<GraphNode> nodes_;
+  ChunkedArray<std::pair<NodeId, NodeId>> edges_;  // until finish()
   std::vector<std::uint32_t> offsets_;
   std::vector<NodeId> successors_;
   std::vector<std::string> labels_;

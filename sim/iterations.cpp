@@ -191,6 +191,32 @@ Totals::Totals(const Platform& p)
 
 namespace {
 
+// Sizes every interval list Totals::add fills, so that none of them grows by copying itself
+// (at full fidelity they hold tens of millions of intervals).
+void reserve_intervals(const Graph& graph, const Platform& platform,
+                       std::vector<std::vector<Interval>>& compute,
+                       std::vector<std::vector<Interval>>& comm,
+                       std::vector<std::vector<Interval>>& link_busy) {
+  std::vector<std::size_t> computes(compute.size()), comms(comm.size()), links(link_busy.size());
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const GraphNode& n = graph.node(id);
+    if (n.op == Op::compute) {
+      ++computes[n.device];
+    } else if (n.op == Op::delay) {
+      ++comms[n.device];
+    } else if (n.op == Op::transfer) {
+      ++comms[n.device];
+      ++comms[n.peer];
+      platform.for_each_hop(n.device, n.peer, [&links](const Hop& h) { ++links[h.link]; });
+    }
+  }
+  for (std::size_t d = 0; d < compute.size(); ++d) {
+    compute[d].reserve(computes[d]);
+    comm[d].reserve(comms[d]);
+  }
+  for (std::size_t l = 0; l < link_busy.size(); ++l) link_busy[l].reserve(links[l]);
+}
+
 // The durations of the iterations a played phase covers.
 std::vector<double> step_durations(const PhaseGraph& phase, const NodeTimes& times) {
   std::vector<double> out;
@@ -214,6 +240,7 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
   std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
   std::vector<std::vector<Interval>> link_busy(platform.links.size());
   std::vector<std::vector<std::pair<double, int>>> link_flows(platform.links.size());
+  reserve_intervals(graph, platform, compute, comm, link_busy);
   double sync_start = T, sync_last = 0, steps_end = 0;
   for (NodeId id = 0; id < graph.size(); ++id) {
     const GraphNode& n = graph.node(id);
@@ -237,24 +264,28 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
     } else if (n.op == Op::transfer) {
       comm[n.device].emplace_back(a, b);
       comm[n.peer].emplace_back(a, b);
-      for (const Hop& h : platform.route(n.device, n.peer)) {
+      platform.for_each_hop(n.device, n.peer, [&](const Hop& h) {
         link_bytes[h.link] += weight * n.amount;
         link_busy[h.link].emplace_back(a, b);
         if (platform.links[h.link].kind == LinkKind::wan) {
           link_flows[h.link].emplace_back(a, n.flows);
           link_flows[h.link].emplace_back(b, -n.flows);
         }
-      }
+      });
     }
   }
   if (first) first_bubbles.assign(devices, {});
   for (int d = 0; d < devices; ++d) {
-    auto busy = compute[d];
+    std::vector<Interval> busy;
+    busy.reserve(compute[d].size() + comm[d].size());
+    busy.insert(busy.end(), compute[d].begin(), compute[d].end());
     busy.insert(busy.end(), comm[d].begin(), comm[d].end());
+    std::vector<Interval>().swap(comm[d]);
     compute_s[d] += weight * union_length(compute[d]);
+    std::vector<Interval>().swap(compute[d]);
     busy_s[d] += weight * union_length(busy);
     if (pipe_end[d] <= pipe_start[d]) continue;
-    auto bubbles = gaps(busy, pipe_start[d], pipe_end[d]);
+    auto bubbles = gaps(std::move(busy), pipe_start[d], pipe_end[d]);
     for (const auto& [a, b] : bubbles) bubble_s[d] += weight * (b - a);
     if (first) first_bubbles[d] = std::move(bubbles);
   }

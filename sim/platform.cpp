@@ -226,16 +226,8 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
 }
 
 std::vector<Hop> Platform::route(int src, int dst) const {
-  const Device& a = devices[src];
-  const Device& b = devices[dst];
-  if (src == dst) return {};
-  if (a.node == b.node) return {{a.nvlink, true}, {b.nvlink, false}};
-  std::vector<Hop> hops{{a.nic, true}};
-  if (nodes[a.node].uplink >= 0) hops.push_back({nodes[a.node].uplink, true});
-  if (a.cluster != b.cluster)
-    for (const Hop& h : wan_routes[a.cluster][b.cluster]) hops.push_back(h);
-  if (nodes[b.node].uplink >= 0) hops.push_back({nodes[b.node].uplink, false});
-  hops.push_back({b.nic, false});
+  std::vector<Hop> hops;
+  for_each_hop(src, dst, [&hops](const Hop& h) { hops.push_back(h); });
   return hops;
 }
 

@@ -102,6 +102,25 @@ class Platform {
 
   // Every link a transfer from device `src` to device `dst` crosses, in order.
   std::vector<Hop> route(int src, int dst) const;
+  // Calls `visit(hop)` for each hop of route(src, dst), in order, without building the list
+  // (the results walk the route of every one of millions of transfers).
+  template <class Visit>
+  void for_each_hop(int src, int dst, Visit&& visit) const {
+    if (src == dst) return;
+    const Device& a = devices[src];
+    const Device& b = devices[dst];
+    if (a.node == b.node) {
+      visit(Hop{a.nvlink, true});
+      visit(Hop{b.nvlink, false});
+      return;
+    }
+    visit(Hop{a.nic, true});
+    if (nodes[a.node].uplink >= 0) visit(Hop{nodes[a.node].uplink, true});
+    if (a.cluster != b.cluster)
+      for (const Hop& h : wan_routes[a.cluster][b.cluster]) visit(h);
+    if (nodes[b.node].uplink >= 0) visit(Hop{nodes[b.node].uplink, false});
+    visit(Hop{b.nic, false});
+  }
   // One-way latency and the narrowest bandwidth along route(src, dst).
   double route_latency(int src, int dst) const;
   double route_bandwidth(int src, int dst) const;
