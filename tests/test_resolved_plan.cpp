@@ -61,6 +61,13 @@ std::optional<apps::CheckedScenario> check_yaml(const std::string& yaml, core::D
   return apps::check_scenario(*s, d);
 }
 
+// The scenario's own plan, resolved (it points into `checked`, which must outlive it).
+std::optional<sim::ResolvedPlan> resolve_own_plan(const apps::CheckedScenario& checked,
+                                                  core::Diagnostics& diags) {
+  return sim::resolve_plan(checked.scenario, checked.model, checked.compression,
+                           checked.scenario.strategy.plan, "strategy", diags);
+}
+
 // ---- placement: whatever check accepts, run places on GPUs that exist -------------------
 
 TEST(ResolvedPlacement, PhantomNodeCaseIsPlacedOnTheNodesThatExist) {
@@ -70,8 +77,7 @@ TEST(ResolvedPlacement, PhantomNodeCaseIsPlacedOnTheNodesThatExist) {
   core::Diagnostics diags;
   const auto c = check_yaml(yaml, diags);
   ASSERT_TRUE(c) << diags.format();
-  const auto r = sim::resolve_plan(c->scenario, c->model, c->compression, c->scenario.strategy.plan,
-                                   "strategy", diags);
+  const auto r = resolve_own_plan(*c, diags);
   ASSERT_TRUE(r) << diags.format();
   std::set<int> positions;
   for (const auto& g : r->groups) {
@@ -284,8 +290,7 @@ TEST(ResolvedPlacement, DataParallelRingsAcrossNodesUseEveryNic) {
   core::Diagnostics diags;
   const auto c = check_yaml(yaml, diags);
   ASSERT_TRUE(c) << diags.format();
-  const auto r = sim::resolve_plan(c->scenario, c->model, c->compression, c->scenario.strategy.plan,
-                                   "strategy", diags);
+  const auto r = resolve_own_plan(*c, diags);
   ASSERT_TRUE(r) << diags.format();
   ASSERT_EQ(r->segments.size(), 1u);
   const auto& seg = r->segments[0];
