@@ -549,8 +549,7 @@ double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const s
   if (seg.buckets <= 0) return 0;
   double bucket_time = 0;
   const auto algorithm = r.plan.grad_sync.algorithm;
-  if (g.clusters.size() == 1 && (algorithm == core::GradSyncAlgorithm::ring ||
-                                 algorithm == core::GradSyncAlgorithm::hierarchical)) {
+  if (g.clusters.size() == 1 && sim::runs_as_channel_rings(algorithm)) {
     // NCCL's channels: one ring per NIC it can use (sim::channel_ring), as the simulator.
     const int c = g.clusters[0];
     bucket_time = sim::channel_ring_all_reduce_time(

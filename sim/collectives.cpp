@@ -322,6 +322,11 @@ double halving_doubling_all_reduce_time(int n, double bytes, Hop2 hop) {
   return 2.0 * (n - 1) / n * bytes / hop.bytes_per_s + 2.0 * ceil_log2(n) * hop.latency_s;
 }
 
+bool runs_as_channel_rings(core::GradSyncAlgorithm algorithm) {
+  return algorithm == core::GradSyncAlgorithm::ring ||
+         algorithm == core::GradSyncAlgorithm::hierarchical;
+}
+
 ChannelRing channel_ring(const std::vector<int>& members_per_node) {
   ChannelRing ring;
   ring.members = 0;

@@ -158,6 +158,9 @@ struct ChannelRing {
   int channels = 1;     // parallel rings: the fewest members of any of its nodes (1 in one node)
   int nvlink_load = 0;  // most channels whose in-node hop one GPU's NVLink port carries
 };
+// Whether a data-parallel sync inside one cluster runs as such rings (ring, and hierarchical,
+// which is the ring inside a cluster).
+bool runs_as_channel_rings(core::GradSyncAlgorithm algorithm);
 // From the members the ring has on each of its nodes (entries > 0).
 ChannelRing channel_ring(const std::vector<int>& members_per_node);
 // The hops of one channel in cluster c: crossings = nodes (NIC hop, as nic_hop), the other

@@ -536,7 +536,7 @@ class Builder {
               std::find(clusters.begin(), clusters.end(), groups_[g].cluster) - clusters.begin();
           by_cluster[k].push_back(groups_[g].devices[index]);
         }
-        if (clusters.size() == 1 && by_node.size() > 1 && is_ring(algorithm)) {
+        if (clusters.size() == 1 && by_node.size() > 1 && runs_as_channel_rings(algorithm)) {
           channel_all_reduce(sender, c, by_node);
           continue;
         }
@@ -578,7 +578,7 @@ class Builder {
     if (clusters.size() == 1) {
       const int c = clusters[0];
       const double seconds =
-          is_ring(algorithm)
+          runs_as_channel_rings(algorithm)
               ? channel_ring_all_reduce_time(
                     s_.clusters[c], channel_ring(segment_members_per_node(r_, seg, c)), bytes)
               : all_reduce_time(algorithm, cluster_members_[c], bytes, hop);
@@ -621,11 +621,6 @@ class Builder {
         dp_stream_[groups_[g].devices[0]] = n;
       }
     }
-  }
-
-  static bool is_ring(core::GradSyncAlgorithm algorithm) {
-    return algorithm == core::GradSyncAlgorithm::ring ||
-           algorithm == core::GradSyncAlgorithm::hierarchical;
   }
 
   // A data-parallel ring over several nodes of one cluster, as NCCL plays it: one channel per
