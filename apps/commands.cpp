@@ -228,9 +228,10 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
         models::StageMemory mem = models::stage_memory(m, s.training, spec);
         stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
                     std::to_string(si), st.cluster, gpu->name, std::to_string(st.tp),
-                    std::to_string(st.dp), std::to_string(st.layers),
-                    count_text(models::stage_parameters(m, spec)), core::human_size(mem.total),
-                    core::human_size(gpu->memory), mem.total <= gpu->memory ? "yes" : "NO"});
+                    std::to_string(st.dp) + (st.cp > 1 ? " cp" + std::to_string(st.cp) : ""),
+                    std::to_string(st.layers), count_text(models::stage_parameters(m, spec)),
+                    core::human_size(mem.total), core::human_size(gpu->memory),
+                    mem.total <= gpu->memory ? "yes" : "NO"});
       }
     }
     stages.print(out, "  ");

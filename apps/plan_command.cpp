@@ -94,11 +94,12 @@ void print_stages(const core::Plan& plan, std::ostream& out) {
     const auto& p = plan.pipelines[i];
     for (std::size_t s = 0; s < p.stages.size(); ++s) {
       char line[256];
-      std::snprintf(
-          line, sizeof line, "  %8s  %8s  %13s  %5zu  %-12s %3d %3d  %6d\n",
-          s == 0 ? std::to_string(i).c_str() : "", s == 0 ? std::to_string(p.replicas).c_str() : "",
-          s == 0 ? std::to_string(p.micro_batches).c_str() : "", s, p.stages[s].cluster.c_str(),
-          p.stages[s].tp, p.stages[s].dp, p.stages[s].layers);
+      std::snprintf(line, sizeof line, "  %8s  %8s  %13s  %5zu  %-12s %3d %3d  %6d%s\n",
+                    s == 0 ? std::to_string(i).c_str() : "",
+                    s == 0 ? std::to_string(p.replicas).c_str() : "",
+                    s == 0 ? std::to_string(p.micro_batches).c_str() : "", s,
+                    p.stages[s].cluster.c_str(), p.stages[s].tp, p.stages[s].dp, p.stages[s].layers,
+                    p.stages[s].cp > 1 ? ("  cp " + std::to_string(p.stages[s].cp)).c_str() : "");
       out << line;
     }
   }

@@ -33,6 +33,7 @@ std::optional<Stage> read_stage(const Node& n, const std::string& path, Diagnost
     if (auto name = as_name(*c, f.path_of("cluster"), d)) st.cluster = *name;
   read_optional(f, "tp", st.tp, count);
   read_optional(f, "dp", st.dp, count);
+  read_optional(f, "cp", st.cp, count);
   if (const Node* l = f.required("layers"))
     if (auto v = count(*l, f.path_of("layers"))) st.layers = *v;
   f.reject_unknown();
@@ -158,6 +159,41 @@ SourceLocation plan_location(const Scenario& s, const std::string& path,
   return {};
 }
 
+// replicas x tp x dp x cp, or nullopt when it would not fit in 64 bits.
+std::optional<std::int64_t> stage_gpu_count(std::int64_t replicas, const Stage& st) {
+  auto m = checked_mul(checked_mul(replicas, st.tp).value_or(-1), st.dp);
+  if (!m || *m < 0) return std::nullopt;
+  m = checked_mul(*m, st.cp);
+  if (!m || *m < 0) return std::nullopt;
+  return m;
+}
+
+// Context parallelism (cp > 1 on a stage) as Megatron-core runs it: every sequence is cut
+// into 2 cp chunks and rank i holds chunks i and 2 cp - 1 - i (the causal mask's work then
+// falls equally on every rank), so 2 cp must divide the sequence, and with sequence
+// parallelism each rank's s / cp tokens are split again over tp; the attention is ring
+// attention on FlashAttention-style kernels (Transformer Engine), never the unfused path.
+// (With sequence parallelism tp must divide s / cp: models::check_plan_against_model.)
+void check_context_parallel(const Scenario& s, const Stage& st, const std::string& path,
+                            const std::function<SourceLocation(const std::string&)>& at,
+                            Diagnostics& d) {
+  const std::int64_t seq = s.training.seq_len;
+  if (seq > 0 && seq % (2 * std::int64_t{st.cp}) != 0) {
+    d.error(
+        at(path), path,
+        "cp " + std::to_string(st.cp) + " does not split the sequence of " + std::to_string(seq) +
+            " tokens into 2 x cp = " + std::to_string(2 * std::int64_t{st.cp}) + " equal chunks",
+        "context parallelism gives each rank two chunks of s / (2 cp) tokens (load-balanced "
+        "causal attention): pick a cp with 2 cp dividing training.seq_len");
+    return;
+  }
+  if (s.training.attention != Attention::flash)
+    d.error(at(path), path,
+            "context parallelism runs ring attention on fused (flash) attention kernels, but "
+            "training.attention is standard",
+            "set training.attention: flash, or cp: 1");
+}
+
 }  // namespace
 
 void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std::string& prefix,
@@ -208,8 +244,9 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
                     std::to_string(plan.micro_batch),
                 "dp splits each micro-batch: pick a dp that divides " +
                     std::to_string(plan.micro_batch));
-      // Checked: replicas x tp x dp of hostile sizes must not wrap into a small count.
-      const auto stage_gpus = checked_mul(checked_mul(p.replicas, st.tp).value_or(-1), st.dp);
+      if (st.cp > 1) check_context_parallel(s, st, child_path(spath, "cp"), at, d);
+      // Checked: replicas x tp x dp x cp of hostile sizes must not wrap into a small count.
+      const auto stage_gpus = stage_gpu_count(p.replicas, st);
       const auto used = checked_add(gpus_used[st.cluster], stage_gpus.value_or(-1));
       if (!stage_gpus || *stage_gpus < 0 || !used || *used > c->gpu_count()) {
         gpus_used[st.cluster] = std::int64_t{c->gpu_count()} + 1;  // reported below
@@ -238,18 +275,15 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
       for (const Pipeline& p : plan.pipelines)
         for (const Stage& st : p.stages)
           if (st.cluster == c.name)
-            wanted =
-                checked_add(wanted,
-                            checked_mul(checked_mul(p.replicas, st.tp).value_or(INT64_MAX), st.dp)
-                                .value_or(INT64_MAX))
-                    .value_or(INT64_MAX);
+            wanted = checked_add(wanted, stage_gpu_count(p.replicas, st).value_or(INT64_MAX))
+                         .value_or(INT64_MAX);
       d.error(
           at(pipelines_path), pipelines_path,
           "the plan uses " +
               (wanted == INT64_MAX ? std::string("more than 2^63 GPUs") : plural(wanted, "GPU")) +
               " of cluster '" + c.name + "', which has " + std::to_string(c.gpu_count()) + " (" +
               std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + ")",
-          "count replicas x tp x dp of every stage in '" + c.name + "'");
+          "count replicas x tp x dp x cp of every stage in '" + c.name + "'");
     } else if (n < c.gpu_count() && !plan.pipelines.empty()) {
       d.warning(at(pipelines_path), pipelines_path,
                 "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) +

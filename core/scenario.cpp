@@ -711,9 +711,11 @@ Json plan_to_json(const Plan& plan) {
   Json pipelines = Json::array();
   for (const Pipeline& p : plan.pipelines) {
     Json stages = Json::array();
-    for (const Stage& st : p.stages)
-      stages.push_back(
-          {{"cluster", st.cluster}, {"tp", st.tp}, {"dp", st.dp}, {"layers", st.layers}});
+    for (const Stage& st : p.stages) {
+      Json stage{{"cluster", st.cluster}, {"tp", st.tp}, {"dp", st.dp}, {"layers", st.layers}};
+      if (st.cp > 1) stage["cp"] = st.cp;
+      stages.push_back(stage);
+    }
     pipelines.push_back(
         {{"replicas", p.replicas}, {"micro_batches", p.micro_batches}, {"stages", stages}});
   }

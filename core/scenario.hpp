@@ -223,7 +223,12 @@ struct Stage {
   int tp = 1;      // tensor-parallel degree (inside one node)
   int dp = 1;      // data-parallel degree inside the stage: splits each micro-batch
   int layers = 0;  // transformer layers (all virtual chunks together for `interleaved`)
-  int gpus() const { return tp * dp; }
+  // Context-parallel degree: splits each sequence into cp token chunks, one per group of
+  // tp GPUs (Megatron-core's ring attention; sim/context_parallel.hpp prices its exchanges).
+  int cp = 1;
+  // Tensor-parallel groups per replica: one per (dp rank, cp rank), dp rank major.
+  int slices() const { return dp * cp; }
+  int gpus() const { return tp * dp * cp; }
   bool operator==(const Stage&) const = default;
 };
 

@@ -226,10 +226,6 @@ bool is_gemm(const std::string& op) {
   return op == "gemm" || op == "gemm_dgrad" || op == "gemm_wgrad";
 }
 
-bool is_attention_core(const OpCall& c) {
-  return c.op == "attention" || c.op == "bmm" || c.op == "softmax" || c.op == "dropout";
-}
-
 LayerShape shape_of(const LayerWork& work) {
   LayerShape shape;
   shape.model = work.model;
@@ -366,13 +362,12 @@ PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   t.backward = Seconds(phase_seconds(gpu, costs, ops.backward, work.precision));
   t.recompute = Seconds(0);
   if (work.recompute == core::Recompute::full) t.recompute = t.forward;
-  if (work.recompute == core::Recompute::selective) {
-    // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
-    std::vector<OpCall> core_ops;
-    for (const OpCall& c : ops.forward)
-      if (is_attention_core(c)) core_ops.push_back(c);
-    t.recompute = Seconds(phase_seconds(gpu, costs, core_ops, work.precision));
-  }
+  const auto core_forward = attention_core_ops(ops.forward, false);
+  t.attention_forward = Seconds(phase_seconds(gpu, costs, core_forward, work.precision));
+  t.attention_backward =
+      Seconds(phase_seconds(gpu, costs, attention_core_ops(ops.backward, true), work.precision));
+  // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
+  if (work.recompute == core::Recompute::selective) t.recompute = t.attention_forward;
   std::lock_guard<std::mutex> lock(cache_->mutex);
   cache_->times.emplace(key, t);
   return t;

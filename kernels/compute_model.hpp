@@ -43,6 +43,10 @@ struct PhaseTimes {
   core::Seconds forward;
   core::Seconds backward;   // without recomputation
   core::Seconds recompute;  // forward work repeated before the backward (0 without)
+  // The attention core's kernels, part of forward and backward: what context parallelism's
+  // ring exchanges overlap with (sim/context_parallel.hpp).
+  core::Seconds attention_forward{0};
+  core::Seconds attention_backward{0};
 };
 
 class ComputeModel {

@@ -268,4 +268,17 @@ OpCall optimizer_op(double parameters) {
   return make_op("adam", {parameters}, 4);
 }
 
+std::vector<OpCall> attention_core_ops(const std::vector<OpCall>& ops, bool backward) {
+  auto core = [&](const std::string& op) {
+    if (op == "bmm") return true;
+    return backward
+               ? op == "attention_backward" || op == "softmax_backward" || op == "dropout_backward"
+               : op == "attention" || op == "softmax" || op == "dropout";
+  };
+  std::vector<OpCall> out;
+  for (const OpCall& c : ops)
+    if (core(c.op)) out.push_back(c);
+  return out;
+}
+
 }  // namespace hgsim::kernels

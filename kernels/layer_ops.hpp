@@ -72,6 +72,10 @@ struct PhaseOps {
 };
 
 PhaseOps layer_ops(const LayerShape& shape);
+// The attention core's ops of a phase's list (forward: flash attention, or standard
+// attention's batched GEMMs, softmax and dropout; backward: their gradients): what selective
+// recomputation repeats and what context parallelism's exchanges overlap with.
+std::vector<OpCall> attention_core_ops(const std::vector<OpCall>& ops, bool backward);
 // Final norm, LM head GEMM (vocab split over tp) and cross-entropy.
 PhaseOps logits_ops(const LayerShape& shape);
 // The precision the logits layer runs in: fp8 training keeps the LM head in 16-bit

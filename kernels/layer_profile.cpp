@@ -163,6 +163,12 @@ LayerProfileModel::LayerProfileModel(LayerProfile profile) : profile_(std::move(
 
 PhaseTimes LayerProfileModel::layer(const GpuSpec&, const LayerWork& work) const {
   PhaseTimes t = look_up(profile_.layers, "layer", work, profile_.file);
+  // A measured layer has no split: the attention core's part is estimated by its FLOPs.
+  const double core_share =
+      models::attention_core_forward_flops(*work.model, work.sequences, work.seq_len) /
+      models::layer_forward_flops(*work.model, work.sequences, work.seq_len);
+  t.attention_forward = core::Seconds(core_share * t.forward.value());
+  t.attention_backward = core::Seconds(core_share * t.backward.value());
   if (work.recompute == core::Recompute::none) {
     t.recompute = core::Seconds(0);
   } else if (t.recompute.value() <= 0) {

@@ -159,14 +159,10 @@ PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const 
   t.forward = ops_time(gpu, ops.forward, work.precision);
   t.backward = ops_time(gpu, ops.backward, work.precision);
   if (work.recompute == core::Recompute::full) t.recompute = t.forward;
-  if (work.recompute == core::Recompute::selective) {
-    // Selective recomputation repeats the attention core (Korthikanti et al. 2022).
-    std::vector<OpCall> attention;
-    for (const OpCall& c : ops.forward)
-      if (c.op == "attention" || c.op == "bmm" || c.op == "softmax" || c.op == "dropout")
-        attention.push_back(c);
-    t.recompute = ops_time(gpu, attention, work.precision);
-  }
+  t.attention_forward = ops_time(gpu, attention_core_ops(ops.forward, false), work.precision);
+  t.attention_backward = ops_time(gpu, attention_core_ops(ops.backward, true), work.precision);
+  // Selective recomputation repeats the attention core (Korthikanti et al. 2022).
+  if (work.recompute == core::Recompute::selective) t.recompute = t.attention_forward;
   return t;
 }
 

@@ -161,6 +161,14 @@ Bytes pipeline_boundary_bytes(const ModelConfig& m, double sequences, int seq_le
   return Bytes(elements * core::element_bytes(precision) / std::max(shards, 1));
 }
 
+Bytes context_exchange_bytes(const ModelConfig& m, double sequences, int seq_len, int tp,
+                             Precision precision) {
+  const int t = std::max(tp, 1);
+  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / t);
+  const double head_dim = hidden(m) / m.heads;
+  return Bytes(2 * sequences * seq_len * kv_heads * head_dim * core::element_bytes(precision));
+}
+
 // ---- activation memory ----------------------------------------------------------------
 //
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -315,10 +323,13 @@ StageSpec stage_spec(const core::Plan& plan, std::size_t pipeline, std::size_t s
   spec.layers = st.layers;
   spec.tp = st.tp;
   spec.dp = st.dp;
+  spec.cp = st.cp;
   spec.micro_batch = plan.micro_batch;
   spec.sequence_parallel = plan.sequence_parallel;
   spec.zero = plan.zero;
-  spec.zero_shards = st.dp * line.replicas;
+  // Megatron's distributed optimizer shards over data- and context-parallel ranks alike:
+  // both hold the same weights.
+  spec.zero_shards = st.dp * st.cp * line.replicas;
   return spec;
 }
 
@@ -381,7 +392,11 @@ double stage_parameters(const ModelConfig& m, const StageSpec& stage) {
 StageMemory stage_memory(const ModelConfig& m, const core::Training& training,
                          const StageSpec& stage) {
   const double params = stage_parameters(m, stage);
-  const double sequences = double(stage.micro_batch) / std::max(stage.dp, 1);
+  // Context parallelism keeps s / cp tokens of each sequence: as many activations as
+  // 1 / cp of the sequences (flash attention's are linear in tokens; check_plan refuses cp
+  // with the standard path's s^2 score matrix).
+  const double sequences =
+      double(stage.micro_batch) / std::max(stage.dp, 1) / std::max(stage.cp, 1);
   ActivationSetup setup;
   setup.precision = training.precision;
   setup.recompute = training.recompute;

@@ -69,6 +69,12 @@ core::Flops training_flops(const core::ModelConfig& m, double sequences, int seq
 core::Bytes pipeline_boundary_bytes(const core::ModelConfig& m, double sequences, int seq_len,
                                     core::Precision precision, int shards = 1);
 
+// K and V of one context-parallel rank's tokens on one tensor-parallel rank: what each step
+// of ring attention sends its neighbour in the forward, 2 b s k d e / t bytes for the rank's
+// b s tokens (k kv heads of d = h / a, at least one per tp rank; e = element bytes).
+core::Bytes context_exchange_bytes(const core::ModelConfig& m, double sequences, int seq_len,
+                                   int tp, core::Precision precision);
+
 // ---- activation memory ----------------------------------------------------------------
 
 struct ActivationSetup {
@@ -129,6 +135,7 @@ struct StageSpec {
   int layers = 0;          // this stage's layers, all of its chunks together
   int tp = 1;
   int dp = 1;           // splits each micro-batch inside the stage
+  int cp = 1;           // splits each sequence inside the stage (context parallelism)
   int micro_batch = 1;  // sequences per micro-batch, before the dp split
   bool sequence_parallel = false;
   // ZeRO stage (0-3) and the data-parallel copies of this stage's parameters it shards

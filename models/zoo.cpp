@@ -299,14 +299,18 @@ void check_tp_divides_model(const core::Stage& stage, const ModelConfig& m,
           join(divisors(common)));
 }
 
-// Megatron-LM's sequence parallelism splits the sequence evenly over the tp group.
+// Megatron-LM's sequence parallelism splits the sequence evenly over the tp group: each of
+// the stage's cp context ranks' seq_len / cp tokens.
 void check_tp_divides_sequence(const core::Stage& stage, int seq_len, core::SourceLocation where,
                                const std::string& path, Diagnostics& diags) {
-  if (stage.tp <= 0 || seq_len <= 0 || seq_len % stage.tp == 0) return;
+  if (stage.tp <= 0 || stage.cp <= 0 || seq_len <= 0 || seq_len % stage.cp != 0) return;
+  const int tokens = seq_len / stage.cp;
+  if (tokens % stage.tp == 0) return;
+  const std::string what = stage.cp > 1 ? "seq_len / cp = " + std::to_string(tokens)
+                                        : "training.seq_len " + std::to_string(seq_len);
   diags.error(where, path,
-              "with sequence_parallel, tp " + std::to_string(stage.tp) +
-                  " must divide training.seq_len " + std::to_string(seq_len),
-              "use a tp that divides " + std::to_string(seq_len) + ", or sequence_parallel: false");
+              "with sequence_parallel, tp " + std::to_string(stage.tp) + " must divide " + what,
+              "use a tp that divides " + std::to_string(tokens) + ", or sequence_parallel: false");
 }
 
 // The interleaved schedule cuts each stage into virtual_stages chunks of equal layers.

@@ -9,6 +9,7 @@
 #include "compress/codec_cost.hpp"
 #include "models/transformer.hpp"
 #include "sim/collectives.hpp"
+#include "sim/context_parallel.hpp"
 #include "sim/resolved_plan.hpp"
 
 namespace hgsim::planner {
@@ -19,37 +20,52 @@ constexpr double infinity = std::numeric_limits<double>::infinity();
 // A port time below any real transfer's, dividing in its place when a port is idle (0 s).
 constexpr double no_division_by_zero_s = 1e-30;
 
-double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int dp, int micro_batch) {
-  return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / dp);
+double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int slices,
+                   int micro_batch) {
+  return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / slices);
 }
 
-// Per-layer forward and backward under a plan's choices (layer_cost is the scenario's).
+// Per-layer forward and backward under a plan's choices (layer_cost is the scenario's), with
+// what a context-parallel stage's ring exchanges leave exposed (`ring`, cp = 1: none;
+// sim/context_parallel.hpp).
 LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, int cluster, int tp,
-                           int dp, int micro_batch) {
-  const auto work = sim::layer_work(*ctx.model, choices, micro_batch, tp, dp);
+                           int dp, int micro_batch, const sim::ContextRing& ring = {}) {
+  const int cp = ring.cp;
+  const auto work = sim::layer_work(*ctx.model, choices, micro_batch, tp, dp, cp);
   const auto times = ctx.compute->layer(*ctx.gpus[cluster], work);
+  const sim::ContextExposure cx = sim::context_exposure(times, ring, work.recompute);
   // With or without sequence parallelism a tensor-parallel block moves the same bytes: an
   // all-reduce, or a reduce-scatter and an all-gather (sim/workload.cpp tp_comm).
   double all_reduce = 0;
   if (tp > 1)
     all_reduce =
-        sim::ring_all_reduce_time(slice_bytes(ctx, choices, dp, micro_batch),
+        sim::ring_all_reduce_time(slice_bytes(ctx, choices, dp * cp, micro_batch),
                                   sim::tensor_parallel_ring(ctx.scenario->clusters[cluster], tp));
   const bool full = work.recompute == core::Recompute::full;
   const double forward = times.forward.value();
   const double backward = times.backward.value();
   const double recompute = times.recompute.value();
   if (!choices.tp_comm_overlap || tp <= 1)
-    return {forward + 2 * all_reduce, backward + recompute + (full ? 4 : 2) * all_reduce,
-            recompute + (full ? 2 : 0) * all_reduce};
+    return {forward + cx.forward + 2 * all_reduce,
+            backward + cx.backward + recompute + cx.recompute + (full ? 4 : 2) * all_reduce,
+            recompute + cx.recompute + (full ? 2 : 0) * all_reduce};
   // tp_comm_overlap: each block (attention, MLP) runs beside the collective it feeds and
   // costs the longer of the two, as the workload's `block` plays it (sim/workload.cpp).
   const double share = models::attention_share_of_layer(*ctx.model, choices.training.seq_len);
   auto blocks = [&](double seconds) {
     return std::max(share * seconds, all_reduce) + std::max((1 - share) * seconds, all_reduce);
   };
-  const double recomputed = full ? blocks(recompute) : recompute;
-  return {blocks(forward), recomputed + blocks(backward), recomputed};
+  const double recomputed = (full ? blocks(recompute) : recompute) + cx.recompute;
+  return {blocks(forward) + cx.forward, recomputed + blocks(backward) + cx.backward, recomputed};
+}
+
+// Per-layer cost of stage `st` of pipeline i as placed: its context ring's exchanges
+// included.
+LayerCost stage_layer_cost(const Context& ctx, const sim::ResolvedPlan& r, int i, int st,
+                           int cluster) {
+  const core::Stage& stage = r.stage(i, st);
+  return layer_cost_under(ctx, r.choices, cluster, stage.tp, stage.dp, r.plan.micro_batch,
+                          sim::context_ring(r, i, st));
 }
 
 // The codec of one traffic class applied to `share` bytes sent by a GPU of cluster `from`
@@ -113,8 +129,8 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
   const int ca = ra.cluster;
   const int cb = rb.cluster;
   const auto& cluster_b = ctx.scenario->clusters[cb];
-  const int n_from = a.dp * a.tp;
-  const int n_to = b.dp * b.tp;
+  const int n_from = a.slices() * a.tp;
+  const int n_to = b.slices() * b.tp;
   Transfer x;
   x.from = ca;
   x.to = cb;
@@ -278,8 +294,9 @@ void share_wan_links(const Context& ctx, std::vector<Sends>& all) {
 // backward, gap = layers x min(f, b)), the two overlap for the fraction
 //   overlap = clamp((port_X - gap) / port_X, 0, 1)   and   X = fixed + max(link_X, port_X (1 +
 //   overlap)).
-void share_ports(const Context& ctx, const sim::ResolvedPlan& r, const core::Pipeline& pipeline,
+void share_ports(const Context& ctx, const sim::ResolvedPlan& r, int pipeline_index,
                  const std::vector<NodeRange>& nodes, Sends& sends) {
+  const core::Pipeline& pipeline = r.plan.pipelines[pipeline_index];
   const int p = static_cast<int>(pipeline.stages.size());
   for (int st = 0; st + 1 < p; ++st) {
     Transfer& x = sends[st];
@@ -287,8 +304,7 @@ void share_ports(const Context& ctx, const sim::ResolvedPlan& r, const core::Pip
     const bool receiver_busy = st + 2 < p && sends[st + 1].port > 0;
     if (!sender_busy && !receiver_busy) continue;
     const auto& stage = pipeline.stages[st];
-    const LayerCost lc =
-        layer_cost_under(ctx, r.choices, nodes[st].cluster, stage.tp, stage.dp, r.plan.micro_batch);
+    const LayerCost lc = stage_layer_cost(ctx, r, pipeline_index, st, nodes[st].cluster);
     const double gap = stage.layers * std::min(lc.forward_s, lc.backward_s);
     const double overlap =
         std::clamp((x.port - gap) / std::max(x.port, no_division_by_zero_s), 0.0, 1.0);
@@ -308,7 +324,7 @@ StageEstimate stage_costs(const Context& ctx, const sim::ResolvedPlan& r, std::s
   const int p = static_cast<int>(pipeline.stages.size());
   const auto& stage = pipeline.stages[st];
   const int c = range.cluster;
-  const LayerCost lc = layer_cost_under(ctx, r.choices, c, stage.tp, stage.dp, r.plan.micro_batch);
+  const LayerCost lc = stage_layer_cost(ctx, r, static_cast<int>(i), st, c);
   StageEstimate se;
   se.forward_s = stage.layers * lc.forward_s;
   se.backward_s = stage.layers * lc.backward_s;
@@ -483,7 +499,7 @@ SyncGroup sync_group(const sim::ResolvedPlan& r, const sim::Segment& seg,
     const auto& st = r.plan.pipelines[i].stages[g.holder[i]];
     const NodeRange& range = nodes[i][g.holder[i]];
     const int c = range.cluster;
-    g.members[c] += r.plan.pipelines[i].replicas * st.dp;
+    g.members[c] += r.plan.pipelines[i].replicas * st.slices();
     if (!range.single() || (g.node[c] != SyncGroup::no_member && g.node[c] != range.first))
       g.node[c] = SyncGroup::several_nodes;
     else
@@ -573,7 +589,7 @@ double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, cons
                             std::size_t i, const NodeRange& where) {
   const core::Stage& stage = r.plan.pipelines[i].stages[seg.holders[i].first];
   const LayerCost lc =
-      layer_cost_under(ctx, r.choices, where.cluster, stage.tp, stage.dp, r.plan.micro_batch);
+      stage_layer_cost(ctx, r, static_cast<int>(i), seg.holders[i].first, where.cluster);
   return stage.tp <= 1 ? lc.backward_s - lc.recompute_s : lc.backward_s;
 }
 
@@ -684,7 +700,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
     const auto& pipeline = r.plan.pipelines[i];
     const int p = static_cast<int>(pipeline.stages.size());
     Sends& sends = all_sends[i];
-    share_ports(ctx, r, pipeline, nodes[i], sends);
+    share_ports(ctx, r, static_cast<int>(i), nodes[i], sends);
     PipelineEstimate pe;
     for (int st = 0; st < p; ++st) {
       pe.stages.push_back(stage_costs(ctx, r, i, st, nodes[i][st], sends));

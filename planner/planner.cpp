@@ -763,13 +763,15 @@ std::string describe(const core::Plan& plan) {
     while (st < p.stages.size()) {
       std::size_t e = st;
       while (e < p.stages.size() && p.stages[e].cluster == p.stages[st].cluster &&
-             p.stages[e].tp == p.stages[st].tp && p.stages[e].dp == p.stages[st].dp)
+             p.stages[e].tp == p.stages[st].tp && p.stages[e].dp == p.stages[st].dp &&
+             p.stages[e].cp == p.stages[st].cp)
         ++e;
       if (!first) out << " > ";
       first = false;
       out << p.stages[st].cluster << " " << (e - st) << " stage" << (e - st > 1 ? "s" : "") << " tp"
           << p.stages[st].tp;
       if (p.stages[st].dp > 1) out << " dp" << p.stages[st].dp;
+      if (p.stages[st].cp > 1) out << " cp" << p.stages[st].cp;
       out << " (layers";
       for (std::size_t k = st; k < e; ++k) out << (k == st ? " " : ",") << p.stages[k].layers;
       out << ")";

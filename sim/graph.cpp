@@ -39,6 +39,8 @@ std::string to_string(Work work) {
       return "codec";
     case Work::tp_comm:
       return "tp_comm";
+    case Work::cp_comm:
+      return "cp_comm";
     case Work::pp_comm:
       return "pp_comm";
     case Work::dp_comm:

@@ -35,6 +35,7 @@ enum class Work : std::uint8_t {
   optimizer,
   codec,    // compression or decompression of a WAN transfer
   tp_comm,  // tensor-parallel collectives inside a layer
+  cp_comm,  // context parallelism's ring-attention exchanges, what the attention leaves exposed
   pp_comm,  // activations and their gradients between pipeline stages
   dp_comm,  // data-parallel gradient synchronisation
   none,

@@ -117,8 +117,8 @@ std::vector<OuterShard> outer_shards(const core::Plan& plan, const core::ModelCo
     shard.bytes = models::gradient_bytes(params, precision).value();
     if (shard.bytes <= 0) continue;
     for (const auto& p : plan.pipelines) {
-      const int dp = st < p.stages.size() ? p.stages[st].dp : 0;
-      shard.holders.push_back(p.replicas * dp);
+      const int slices = st < p.stages.size() ? p.stages[st].slices() : 0;
+      shard.holders.push_back(p.replicas * slices);
     }
     shard.lanes = *std::min_element(shard.holders.begin(), shard.holders.end());
     out.push_back(std::move(shard));

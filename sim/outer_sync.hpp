@@ -68,7 +68,7 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
 // One shard of a fragment's outer all-reduce: the fragment's part of stage `stage` on one
 // tensor-parallel rank (each of the stage's `tp` ranks holds one such shard), `bytes` in the
 // gradients' precision before the codec, held by `holders[i]` GPUs of island i (replicas x
-// dp); `lanes` = the fewest holders of an island.
+// dp x cp); `lanes` = the fewest holders of an island.
 struct OuterShard {
   int stage = 0;
   int tp = 1;

@@ -48,10 +48,10 @@ PlanChoices scenario_choices(const core::Scenario& s,
 }
 
 kernels::LayerWork layer_work(const core::ModelConfig& model, const PlanChoices& choices,
-                              int micro_batch, int tp, int dp) {
+                              int micro_batch, int tp, int dp, int cp) {
   kernels::LayerWork work;
   work.model = &model;
-  work.sequences = static_cast<double>(micro_batch) / dp;
+  work.sequences = static_cast<double>(micro_batch) / dp / cp;
   work.seq_len = choices.training.seq_len;
   work.tp = tp;
   work.sequence_parallel = choices.sequence_parallel;
@@ -154,10 +154,11 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
           continue;
         }
         const int c = *found;
-        for (int d = 0; d < stage.dp; ++d) {
-          of_cluster[c].push_back(static_cast<int>(groups.size()));
-          groups.push_back({static_cast<int>(i), r, static_cast<int>(st), d, c, stage.tp, 0});
-        }
+        for (int d = 0; d < stage.dp; ++d)
+          for (int k = 0; k < stage.cp; ++k) {
+            of_cluster[c].push_back(static_cast<int>(groups.size()));
+            groups.push_back({static_cast<int>(i), r, static_cast<int>(st), d, c, stage.tp, 0, k});
+          }
       }
   }
   if (!known) return std::nullopt;
@@ -246,8 +247,8 @@ GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices
 }
 
 std::vector<ReshardPiece> reshard_pieces(const core::Stage& from, const core::Stage& to) {
-  const long n_from = from.dp * from.tp;
-  const long n_to = to.dp * to.tp;
+  const long n_from = long{from.slices()} * from.tp;
+  const long n_to = long{to.slices()} * to.tp;
   const long units = std::lcm(n_from, n_to);
   const long from_unit = units / n_from;
   const long to_unit = units / n_to;
@@ -307,7 +308,7 @@ std::vector<Segment> make_segments(const ResolvedPlan& r) {
     seg.rings = std::numeric_limits<int>::max();
     for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
       const auto& st = plan.pipelines[i].stages[seg.holders[i].first];
-      seg.members += plan.pipelines[i].replicas * st.dp;
+      seg.members += plan.pipelines[i].replicas * st.slices();
       seg.rings = std::min(seg.rings, st.tp);
     }
     if (seg.members < 2) continue;
@@ -340,7 +341,7 @@ GpuPlace ResolvedPlan::gpu(const PlacedGroup& g, int tp_rank) const {
 }
 
 kernels::LayerWork ResolvedPlan::layer_work(const core::Stage& stage) const {
-  return sim::layer_work(*model, choices, plan.micro_batch, stage.tp, stage.dp);
+  return sim::layer_work(*model, choices, plan.micro_batch, stage.tp, stage.dp, stage.cp);
 }
 
 double ResolvedPlan::boundary_bytes() const {
@@ -348,7 +349,8 @@ double ResolvedPlan::boundary_bytes() const {
 }
 
 double ResolvedPlan::slice_bytes(const core::Stage& stage) const {
-  return sim::boundary_bytes(*model, choices, static_cast<double>(plan.micro_batch) / stage.dp);
+  return sim::boundary_bytes(*model, choices,
+                             static_cast<double>(plan.micro_batch) / stage.slices());
 }
 
 std::optional<ResolvedPlan> resolve_plan(const core::Scenario& s, const core::ModelConfig& model,
@@ -408,6 +410,7 @@ core::Json resolved_plan_json(const ResolvedPlan& r) {
                        {"replica", g.replica},
                        {"stage", g.stage},
                        {"dp", g.dp_rank},
+                       {"cp", g.cp_rank},
                        {"tp", t},
                        {"cluster", cluster.name},
                        {"node", place.node},
@@ -421,8 +424,11 @@ core::Json resolved_plan_json(const ResolvedPlan& r) {
       const auto& stage = r.plan.pipelines[i].stages[st];
       core::Json layers = core::Json::array();
       for (const LayerRange& range : r.layers[i][st]) layers.push_back({range.first, range.count});
-      list.push_back(
-          {{"cluster", stage.cluster}, {"tp", stage.tp}, {"dp", stage.dp}, {"layers", layers}});
+      list.push_back({{"cluster", stage.cluster},
+                      {"tp", stage.tp},
+                      {"dp", stage.dp},
+                      {"cp", stage.cp},
+                      {"layers", layers}});
     }
     stages.push_back(list);
   }
@@ -478,7 +484,7 @@ core::Fidelity automatic_fidelity(int gpus) {
 int used_gpus(const core::Plan& plan) {
   int n = 0;
   for (const auto& p : plan.pipelines)
-    for (const auto& st : p.stages) n += p.replicas * st.tp * st.dp;
+    for (const auto& st : p.stages) n += p.replicas * st.gpus();
   return n;
 }
 

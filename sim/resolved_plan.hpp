@@ -60,17 +60,20 @@ std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
 PlanChoices scenario_choices(const core::Scenario& s,
                              const compress::CompressionSpecs& scenario_codecs);
 
-// What one layer computes per micro-batch on a GPU of a stage with this tp and dp (its dp
-// slice of the micro-batch, its tp shard), under these choices.
+// What one layer computes per micro-batch on a GPU of a stage with this tp, dp and cp (its
+// dp slice of the micro-batch, its cp chunk of every sequence, its tp shard), under these
+// choices. A cp chunk is work of micro_batch / (dp cp) whole sequences: its s / cp queries
+// against the keys before them (load-balanced causal) do 1 / cp of the attention.
 kernels::LayerWork layer_work(const core::ModelConfig& model, const PlanChoices& choices,
-                              int micro_batch, int tp, int dp);
+                              int micro_batch, int tp, int dp, int cp = 1);
 // Bytes of the activation tensor of `sequences` sequences at a stage boundary.
 double boundary_bytes(const core::ModelConfig& model, const PlanChoices& choices, double sequences);
 
 // ---- placement -------------------------------------------------------------------------
 
-// One tensor-parallel group of one stage: (pipeline, replica, stage, dp rank), placed on
-// `tp` consecutive GPUs of one node, from `first_gpu` (its position in the cluster).
+// One tensor-parallel group of one stage: (pipeline, replica, stage, dp rank, cp rank),
+// placed on `tp` consecutive GPUs of one node, from `first_gpu` (its position in the
+// cluster).
 struct PlacedGroup {
   int pipeline = 0;
   int replica = 0;
@@ -79,6 +82,7 @@ struct PlacedGroup {
   int cluster = 0;  // index into scenario.clusters
   int tp = 1;
   int first_gpu = 0;
+  int cp_rank = 0;
   int node(const core::Scenario& s) const;
 };
 
@@ -93,7 +97,8 @@ struct GpuPlace {
 // "cluster/nN/gG": the simulator's device name of a GPU.
 std::string gpu_name(const core::Cluster& c, int position);
 
-// Every group of the plan, in the plan's order (pipelines, replicas, stages, dp ranks).
+// Every group of the plan, in the plan's order (pipelines, replicas, stages, dp ranks, cp
+// ranks).
 // Problems (an unknown cluster, a group no node has room for) go to `diags` at
 // `plan_path`.pipelines[i].stages[j]; nullopt then.
 std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
@@ -149,8 +154,8 @@ GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices
 // cost model both ask here.
 int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket);
 
-// One piece of a tensor that the sender's slices (dp rank major, tp rank minor, each
-// 1 / from_slices of it) and the receiver's (1 / to_slices each) reshard: units
+// One piece of a tensor that the sender's slices (dp rank major, then cp rank, tp rank
+// minor, each 1 / from_slices of it) and the receiver's (1 / to_slices each) reshard: units
 // [begin, end) of `units` = lcm(from_slices, to_slices).
 struct ReshardPiece {
   int from_slice = 0;
@@ -181,10 +186,10 @@ struct ResolvedPlan {
   const core::Stage& stage(int pipeline, int stage) const;
   // The GPUs of the plan, one per tp rank of every group, in placement order.
   GpuPlace gpu(const PlacedGroup& g, int tp_rank) const;
-  // What one layer of a stage computes per micro-batch (its dp slice, its tp shard).
+  // What one layer of a stage computes per micro-batch (its dp slice, cp chunk, tp shard).
   kernels::LayerWork layer_work(const core::Stage& stage) const;
   // Bytes of the activation tensor of one micro-batch between stages (all of it), and of
-  // one dp slice of it (what a tensor-parallel collective moves).
+  // one tensor-parallel group's (dp, cp) slice of it (what a tp collective moves).
   double boundary_bytes() const;
   double slice_bytes(const core::Stage& stage) const;
 };
@@ -198,9 +203,10 @@ std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& 
 // The resolved plan as data (what `_hgsim.resolve` gives the live runner):
 //   choices   {recompute, sequence_parallel, precision, attention, zero, grad_reduce,
 //             tp_comm_overlap}; the codecs are compression's
-//   ranks[]   one per GPU in placement order: rank, pipeline, replica, stage, dp, tp,
+//   ranks[]   one per GPU in placement order: rank, pipeline, replica, stage, dp, cp, tp,
 //             cluster, node, index, device ("cluster/nN/gG")
-//   stages[][] per pipeline per stage: cluster, tp, dp, layers[] ([first, count] per chunk)
+//   stages[][] per pipeline per stage: cluster, tp, dp, cp, layers[] ([first, count] per
+//             chunk)
 //   segments[] first_layer, layers, holders[] (stage per pipeline), holder_chunks[],
 //             parameters, members, rings, buckets, bucket_bytes, first_bucket
 //   reshard[][] per pipeline per boundary: [from_slice, to_slice, begin, end, units] pieces
@@ -233,7 +239,7 @@ constexpr int full_fidelity_max_gpus = 256;
 // call it.
 core::Fidelity automatic_fidelity(int gpus);
 
-// GPUs a plan uses: sum of replicas x tp x dp.
+// GPUs a plan uses: sum of replicas x tp x dp x cp.
 int used_gpus(const core::Plan& plan);
 
 }  // namespace hgsim::sim

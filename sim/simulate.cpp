@@ -248,7 +248,7 @@ void add_flops(const SimulationInput& in, const ResolvedPlan& r, Results& result
     for (const auto& st : p.stages) {
       const auto* gpu = &kernels::gpu_of(s.cluster(st.cluster).gpu);
       peak_used +=
-          p.replicas * st.tp * st.dp * kernels::math_rate(*gpu, r.choices.precision)->rate.value();
+          p.replicas * st.gpus() * kernels::math_rate(*gpu, r.choices.precision)->rate.value();
       result.compute_provenance[gpu->name] = in.compute->provenance(*gpu);
     }
   const auto gpus = cluster_gpus(s);

@@ -31,7 +31,7 @@ std::string micros(long long ns) {
 
 const std::set<std::string>& kinds() {
   static const std::set<std::string> all{"forward", "backward", "recompute", "optimizer", "codec",
-                                         "tp_comm", "pp_comm",  "dp_comm",   "bubble"};
+                                         "tp_comm", "cp_comm",  "pp_comm",   "dp_comm",   "bubble"};
   return all;
 }
 

@@ -25,8 +25,9 @@ namespace hgsim::sim {
 
 // `--trace-filter cluster=beijing,stage=0,kind=pp_comm`: keeps the slices of devices in one
 // of the named clusters, working for one of the named stages, of one of the named kinds
-// (forward, backward, recompute, optimizer, codec, tp_comm, pp_comm, dp_comm, bubble); a key
-// not given keeps everything. WAN link tracks keep a transfer when its sender is kept.
+// (forward, backward, recompute, optimizer, codec, tp_comm, cp_comm, pp_comm, dp_comm,
+// bubble); a key not given keeps everything. WAN link tracks keep a transfer when its
+// sender is kept.
 struct TraceFilter {
   std::set<std::string> clusters;
   std::set<int> stages;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "models/transformer.hpp"
+#include "sim/context_parallel.hpp"
 
 namespace hgsim::sim {
 
@@ -72,12 +73,13 @@ std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage,
 
 namespace {
 
-// One tensor-parallel group of one stage: (pipeline, replica, stage, dp rank).
+// One tensor-parallel group of one stage: (pipeline, replica, stage, dp rank, cp rank).
 struct Group {
   int pipeline = 0;
   int replica = 0;
   int stage = 0;
   int dp_rank = 0;
+  int cp_rank = 0;
   int cluster = 0;
   int first_gpu = 0;         // placement inside the cluster (the full-fidelity position)
   std::vector<int> devices;  // tp devices (full) or the folded device
@@ -115,15 +117,23 @@ class Builder {
   // The resolved plan's placement (sim/resolved_plan.hpp): full fidelity makes a device of
   // every GPU; folded one device per stage of each pipeline, standing for all of its GPUs.
   void place() {
+    context_rings_ = context_rings(r_);
     std::vector<DeviceRequest> requests;
     for (const PlacedGroup& placed : r_.groups) {
-      Group group{placed.pipeline, placed.replica,   placed.stage, placed.dp_rank,
-                  placed.cluster,  placed.first_gpu, {},           1};
+      Group group{placed.pipeline,
+                  placed.replica,
+                  placed.stage,
+                  placed.dp_rank,
+                  placed.cp_rank,
+                  placed.cluster,
+                  placed.first_gpu,
+                  {},
+                  1};
       placed_.push_back(group);
       const auto& pipeline = plan_->pipelines[placed.pipeline];
-      if (in_.folded && (placed.replica > 0 || placed.dp_rank > 0)) continue;
+      if (in_.folded && (placed.replica > 0 || placed.dp_rank > 0 || placed.cp_rank > 0)) continue;
       if (in_.folded) {
-        group.fold = pipeline.replicas * stage_dp(placed);
+        group.fold = pipeline.replicas * stage_slices(placed);
         w_.gpus.emplace_back();
         group.devices.push_back(static_cast<int>(requests.size()));
         requests.push_back({placed.cluster, placed.first_gpu, placed.tp * group.fold});
@@ -133,7 +143,8 @@ class Builder {
           group.devices.push_back(static_cast<int>(requests.size()));
           requests.push_back({placed.cluster, placed.first_gpu + t, 1});
           w_.gpus.push_back({placed.first_gpu + t});
-          w_.roles.push_back({group.pipeline, group.stage, placed.replica, placed.dp_rank, t});
+          w_.roles.push_back(
+              {group.pipeline, group.stage, placed.replica, placed.dp_rank, t, placed.cp_rank});
         }
       }
       groups_.push_back(std::move(group));
@@ -147,7 +158,7 @@ class Builder {
     w_.platform = build_platform(s_, in_.gpus, requests, d_);
   }
 
-  int stage_dp(const PlacedGroup& g) const { return r_.stage(g.pipeline, g.stage).dp; }
+  int stage_slices(const PlacedGroup& g) const { return r_.stage(g.pipeline, g.stage).slices(); }
 
   std::vector<int> groups_of(int pipeline, int replica, int stage) const {
     std::vector<int> out;
@@ -228,6 +239,8 @@ class Builder {
     Graph& graph = w_.graph;
     const auto work = layer_work(stage);
     const auto times = in_.compute->layer(gpu_of(g), work);
+    const ContextExposure cx =
+        context_exposure(times, context_rings_[g.pipeline][g.stage], work.recompute);
     const int layers = stage.layers / chunks_;
     const bool logits = last_stage && op.chunk == chunks_ - 1;
     const auto logit_times = logits ? in_.compute->logits(gpu_of(g), work) : kernels::PhaseTimes{};
@@ -245,6 +258,17 @@ class Builder {
       const int l = graph.label(label);
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId n = graph.compute(g.devices[d], seconds, kind, l, mb);
+        graph.edge(at[d], n);
+        at[d] = n;
+      }
+    };
+    // What context parallelism's ring exchanges leave exposed after the attention core
+    // (sim/context_parallel.hpp): a wait on every GPU of the group.
+    auto exchange = [&](double seconds, const std::string& label) {
+      if (seconds <= 0) return;
+      const int l = graph.label(label + " cp ring exchange");
+      for (std::size_t d = 0; d < at.size(); ++d) {
+        NodeId n = graph.delay(g.devices[d], seconds, Work::cp_comm, l, mb);
         graph.edge(at[d], n);
         at[d] = n;
       }
@@ -274,10 +298,12 @@ class Builder {
     if (op.forward) {
       if (stage.tp <= 1) {
         compute(layers * times.forward.value(), Work::forward, what);
+        exchange(layers * cx.forward, what);
       } else {
         for (int l = 0; l < layers; ++l) {
           const std::string layer = what + " layer " + std::to_string(l);
           block(share * times.forward.value(), Work::forward, layer + " attention");
+          exchange(cx.forward, layer);
           block((1 - share) * times.forward.value(), Work::forward, layer + " mlp");
         }
       }
@@ -292,13 +318,18 @@ class Builder {
       auto& layer_ends = layer_ends_[{group_index(g), op.chunk}];
       if (last_micro_batch) layer_ends.assign(layers, {});
       if (stage.tp <= 1) {
-        if (times.recompute.value() > 0)
+        if (times.recompute.value() > 0) {
           compute(layers * times.recompute.value(), Work::recompute, what + " recompute");
+          exchange(layers * cx.recompute, what + " recompute");
+        }
         if (!last_micro_batch) {
           compute(layers * times.backward.value(), Work::backward, what);
+          exchange(layers * cx.backward, what);
         } else {
           for (int l = layers - 1; l >= 0; --l) {
-            compute(times.backward.value(), Work::backward, what + " layer " + std::to_string(l));
+            const std::string layer = what + " layer " + std::to_string(l);
+            compute(times.backward.value(), Work::backward, layer);
+            exchange(cx.backward, layer);
             layer_ends[l] = at;
           }
         }
@@ -307,12 +338,15 @@ class Builder {
           const std::string layer = what + " layer " + std::to_string(l);
           if (full_recompute) {
             block(share * times.recompute.value(), Work::recompute, layer + " recompute attention");
+            exchange(cx.recompute, layer + " recompute");
             block((1 - share) * times.recompute.value(), Work::recompute, layer + " recompute mlp");
           } else if (times.recompute.value() > 0) {
             compute(times.recompute.value(), Work::recompute, layer + " recompute");
+            exchange(cx.recompute, layer + " recompute");
           }
           block((1 - share) * times.backward.value(), Work::backward, layer + " mlp");
           block(share * times.backward.value(), Work::backward, layer + " attention");
+          exchange(cx.backward, layer);
           if (last_micro_batch) layer_ends[l] = at;
         }
       }
@@ -393,8 +427,8 @@ class Builder {
         arrived[0] = {n};
       }
     } else {
-      // Sender slices: dp rank major, tp rank minor; receiver slices likewise.
-      std::vector<std::vector<NodeId>> per_device(to.dp * to.tp);
+      // Sender slices: dp rank major, then cp rank, tp rank minor; receiver slices likewise.
+      std::vector<std::vector<NodeId>> per_device(to.slices() * to.tp);
       for (const ReshardPiece& piece : pieces) {
         const int s = forward ? piece.from_slice : piece.to_slice;
         const int t = forward ? piece.to_slice : piece.from_slice;
@@ -666,7 +700,8 @@ class Builder {
       if (groups_[h].cluster != cluster) continue;
       for (const Group& g : placed_) {
         if (g.pipeline != groups_[h].pipeline || g.stage != groups_[h].stage) continue;
-        if (!in_.folded && (g.replica != groups_[h].replica || g.dp_rank != groups_[h].dp_rank))
+        if (!in_.folded && (g.replica != groups_[h].replica || g.dp_rank != groups_[h].dp_rank ||
+                            g.cp_rank != groups_[h].cp_rank))
           continue;
         const int node = g.first_gpu / per_node;
         if (first_node < 0) first_node = node;
@@ -711,6 +746,7 @@ class Builder {
   Workload w_;
   std::vector<Group> groups_;
   std::vector<Group> placed_;  // every group of the full placement (folded or not)
+  std::vector<std::vector<ContextRing>> context_rings_;  // [pipeline][stage]
   std::map<OpKey, OpNodes> ops_;
   std::map<std::pair<int, int>, NodeId> last_backward_;  // (group, chunk)
   std::map<int, NodeId> final_backward_;                 // group: its last backward op

@@ -60,6 +60,7 @@ struct DeviceRole {
   int replica = 0;  // folded: 0, standing for every replica
   int dp_rank = 0;  // folded: 0, standing for every dp rank
   int tp_rank = 0;  // folded: 0, standing for every tp rank
+  int cp_rank = 0;  // folded: 0, standing for every cp rank
 };
 
 struct Workload {

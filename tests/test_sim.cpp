@@ -795,6 +795,7 @@ TEST_P(SimExamples, MatchTheirExpectedSummaries) {
 INSTANTIATE_TEST_SUITE_P(All, SimExamples,
                          ::testing::Values(Example{"explicit-plan", false, {}},
                                            Example{"inline-model", false, {}},
+                                           Example{"long-context", false, {}},
                                            Example{"two-clusters", false, {}},
                                            Example{"wan-sweep", true, {}},
                                            Example{"four-regions-sweep", true, {"0", "11"}}),

@@ -114,6 +114,10 @@ def check_executable(plan: dict, model: dict, max_workers: int, gpus: int) -> No
                         f"{max_workers}: pick a smaller plan (scenarios/live/) or raise the limit")
     for i, p in enumerate(plan["pipelines"]):
         for s, stage in enumerate(p["stages"]):
+            if stage.get("cp", 1) > 1:
+                raise LiveError(f"pipelines[{i}].stages[{s}]: cp={stage['cp']}: context "
+                                "parallelism (ring attention) is simulated but not executed live "
+                                "(the live runner's attention sees whole sequences); use cp: 1")
             if model["heads"] % stage["tp"] or model["ffn_hidden"] % stage["tp"]:
                 raise LiveError(f"pipelines[{i}].stages[{s}]: tp={stage['tp']} does not divide "
                                 f"the live model's {model['heads']} heads and ffn_hidden "
