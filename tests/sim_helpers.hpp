@@ -47,12 +47,17 @@ inline CliResult hgsim(std::vector<std::string> args) {
   return cli(std::move(argv));
 }
 
-// Every layer takes `forward` seconds forward and twice that backward; nothing else costs.
+// Every layer takes `forward` seconds forward and twice that backward, of which the
+// attention core is `attention` forward and twice that backward; nothing else costs.
 class FixedTimes final : public kernels::ComputeModel {
  public:
-  explicit FixedTimes(double forward) : forward_(forward) {}
+  explicit FixedTimes(double forward, double attention = 0)
+      : forward_(forward), attention_(attention) {}
   kernels::PhaseTimes layer(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
-    return {core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
+    kernels::PhaseTimes t{core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
+    t.attention_forward = core::Seconds(attention_);
+    t.attention_backward = core::Seconds(2 * attention_);
+    return t;
   }
   kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
     return {};
@@ -64,7 +69,7 @@ class FixedTimes final : public kernels::ComputeModel {
   std::string provenance(const kernels::GpuSpec&) const override { return "estimated"; }
 
  private:
-  double forward_;
+  double forward_, attention_;
 };
 
 // A model small enough for any test: 8 layers, hidden 256.

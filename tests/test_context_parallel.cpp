@@ -20,30 +20,7 @@ namespace {
 
 using core::Json;
 using testing::checked;
-
-// Every layer takes `forward` seconds forward and twice that backward, of which the
-// attention core is `attention` forward and twice that backward.
-class FixedAttention final : public kernels::ComputeModel {
- public:
-  FixedAttention(double forward, double attention) : forward_(forward), attention_(attention) {}
-  kernels::PhaseTimes layer(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
-    kernels::PhaseTimes t{core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
-    t.attention_forward = core::Seconds(attention_);
-    t.attention_backward = core::Seconds(2 * attention_);
-    return t;
-  }
-  kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
-    return {};
-  }
-  core::Seconds optimizer_step(const kernels::GpuSpec&, double, core::Precision,
-                               core::Optimizer) const override {
-    return core::Seconds(0);
-  }
-  std::string provenance(const kernels::GpuSpec&) const override { return "estimated"; }
-
- private:
-  double forward_, attention_;
-};
+using FixedAttention = testing::FixedTimes;
 
 // The tiny model (hidden 256, 4 heads of 64, as many kv heads), sequences of 128 tokens,
 // one stage of `cp` context ranks (tp 1) on `nodes` nodes of `per_node` GPUs: NVLink at
