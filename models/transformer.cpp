@@ -192,7 +192,13 @@ Bytes context_exchange_bytes(const ModelConfig& m, double sequences, int seq_len
 //   - dropout masks and the dropout output of the attention probabilities exist only
 //     when the model trains with dropout; without it the softmax output is both what the
 //     softmax backward and the A V product need, kept once (2as^2b);
-//   - RMSNorm keeps its input like LayerNorm.
+//   - RMSNorm keeps its input like LayerNorm;
+//   - fp8 training (Transformer Engine): every linear layer keeps its input for the weight
+//     gradient as the fp8 copy it multiplied (1 byte; TE's `_Linear.forward` saves
+//     `inputmat` / `inputmat_t` after `fp8_cast_transpose_fused` under the default recipe),
+//     the QKV, output-projection, first and second MLP inputs; what the attention core and
+//     the activation function keep stays 16-bit. For GPT (f = 4h) that is 7sbh less per
+//     layer than bf16's 34sbh.
 //
 // Tensor parallelism (sec. 4.2) splits what lies between the column- and row-parallel
 // matrices (Q, K, V, attention core, output-projection input, MLP hidden) over t; the rest
@@ -216,8 +222,10 @@ struct LayerActivationBytes {
 
 constexpr double kMaskBytes = 1;  // a dropout mask keeps one byte per element
 
+// e: bytes of a 16-bit (or fp32) activation; g: of a linear layer's saved input (e, or 1
+// under fp8).
 LayerActivationBytes layer_activation_parts(const ModelConfig& m, double sequences, int seq_len,
-                                            double e) {
+                                            double e, double g) {
   const double s = seq_len;
   const double sbh = s * sequences * hidden(m);
   const double sbf = s * sequences * m.ffn_hidden;
@@ -227,13 +235,14 @@ LayerActivationBytes layer_activation_parts(const ModelConfig& m, double sequenc
 
   LayerActivationBytes parts;
   parts.replicated = 2 * e * sbh         // the two norms' inputs
-                     + e * sbh           // QKV projection input (first norm's output)
-                     + e * sbh           // first MLP matrix input (second norm's output)
+                     + g * sbh           // QKV projection input (first norm's output)
+                     + g * sbh           // first MLP matrix input (second norm's output)
                      + 2 * masks * sbh;  // dropout masks after attention and after the MLP
-  const double mlp_hidden = (m.activation == Activation::swiglu ? 3 : 2) * e * sbf;
+  // The activation function's own inputs (16-bit) and the second matrix's input (g).
+  const double mlp_hidden = ((m.activation == Activation::swiglu ? 2 : 1) * e + g) * sbf;
   parts.tensor_parallel = e * sbh                 // Q
                           + 2 * e * key_or_value  // K and V
-                          + e * sbh               // output projection input
+                          + g * sbh               // output projection input
                           + mlp_hidden;
   parts.attention_core = e * scores                                      // softmax output
                          + (m.dropout ? (kMaskBytes + e) * scores : 0);  // mask, output
@@ -250,7 +259,8 @@ Bytes activation_bytes_per_layer(const ModelConfig& m, double sequences, int seq
   if (setup.recompute == Recompute::full) {
     return Bytes(e * seq_len * sequences * hidden(m) * replicated_share);
   }
-  const LayerActivationBytes parts = layer_activation_parts(m, sequences, seq_len, e);
+  const double g = setup.precision == Precision::fp8 ? 1 : e;
+  const LayerActivationBytes parts = layer_activation_parts(m, sequences, seq_len, e, g);
   // FlashAttention keeps only the softmax's fp32 log-sum-exp per query row and head (it
   // regenerates dropout from the RNG state): 4 a s b bytes, split over t.
   const double flash_statistics = 4.0 * m.heads * seq_len * sequences;
@@ -258,6 +268,15 @@ Bytes activation_bytes_per_layer(const ModelConfig& m, double sequences, int seq
       setup.attention == core::Attention::flash ? flash_statistics : parts.attention_core;
   if (setup.recompute == Recompute::selective) attention_core = 0;
   return Bytes(parts.replicated * replicated_share + (parts.tensor_parallel + attention_core) / t);
+}
+
+// fp8 training (Transformer Engine): each linear layer of the transformer layers keeps an
+// fp8 copy of its weight and of its transpose between micro-batches (`weight_fp8`,
+// `weight_t_fp8`, cast once per iteration at the first micro-batch), 2 bytes per matrix
+// parameter of this GPU's layers; the LM head stays 16-bit.
+Bytes fp8_weight_copies_bytes(const ModelConfig& m, const StageSpec& stage, Precision precision) {
+  if (precision != Precision::fp8) return Bytes(0);
+  return Bytes(2.0 * stage.layers * layer_matmul_parameters(m) / std::max(stage.tp, 1));
 }
 
 // Megatron-LM computes the vocabulary-parallel cross-entropy in fp32: each of the t ranks
@@ -281,8 +300,9 @@ bool mixed_precision(Precision precision) {
 // and gradients (2 + 2 bytes) and, for the optimizer, an fp32 master copy (4) and Adam's
 // two fp32 moments (4 + 4): K = 12. Plain fp32 (and TF32, which stores fp32) needs no
 // master copy: 4 + 4 + 8. SGD with momentum keeps one moment: 2 + 2 + (4 + 4) mixed,
-// 4 + 4 + 4 in fp32. FP8 training (Transformer Engine) still keeps 16-bit weights and
-// gradients and fp32 optimizer state, so it costs what bf16 does.
+// 4 + 4 + 4 in fp32. FP8 training (Transformer Engine) still keeps 16-bit weights, fp32
+// main gradients and fp32 optimizer state, as bf16 does; its fp8 weight copies are
+// counted apart (fp8_weight_copies_bytes).
 BytesPerParameter bytes_per_parameter(Precision precision, core::Optimizer optimizer) {
   const bool mixed = mixed_precision(precision);
   const double moments = optimizer == core::Optimizer::sgd ? 1 : 2;
@@ -411,7 +431,8 @@ StageMemory stage_memory(const ModelConfig& m, const core::Training& training,
   const double layer_params = layer_parameters(m) / std::max(stage.tp, 1);
   StageMemory memory;
   memory.weights = Bytes(params * per.weights / (stage.zero >= 3 ? shards : 1) +
-                         (stage.zero >= 3 ? 2 * layer_params * per.weights : 0));
+                         (stage.zero >= 3 ? 2 * layer_params * per.weights : 0) +
+                         fp8_weight_copies_bytes(m, stage, training.precision).value());
   memory.gradients = Bytes(params * per.gradients / (stage.zero >= 2 ? shards : 1));
   memory.optimizer = Bytes(params * per.optimizer / (stage.zero >= 1 ? shards : 1));
   memory.activations = activation_bytes_per_layer(m, sequences, training.seq_len, setup) *

@@ -107,8 +107,8 @@ struct BytesPerParameter {
 // (Megatron accumulates and reduces bf16 gradients in fp32) and 12 of optimizer state (fp32
 // master copy and two moments, Rajbhandari et al. 2020, sec. 3.1). fp16 keeps 16-bit
 // gradients (Megatron's default for fp16): 2 + 2 + 12 = 16. fp32 Adam 4 + 4 + 8; SGD with
-// momentum keeps one moment. AdamW is Adam. fp8 (Transformer Engine) keeps bf16 weights and
-// costs what bf16 does.
+// momentum keeps one moment. AdamW is Adam. fp8 (Transformer Engine) keeps bf16 weights,
+// fp32 main gradients and state as bf16 does (its fp8 weight copies: fp8_weight_copies_bytes).
 BytesPerParameter bytes_per_parameter(core::Precision precision, core::Optimizer optimizer);
 core::Bytes weight_bytes(double parameters, core::Precision precision);
 // Bytes of the gradients the data-parallel reduction moves: one element per parameter.
@@ -162,6 +162,12 @@ struct StageMemory {
   core::Bytes activations;  // layer activations in flight, plus the logits on the last stage
   core::Bytes total;
 };
+
+// fp8 training's extra weight memory (Transformer Engine's fp8 copy of every linear
+// layer's weight and of its transpose, kept between micro-batches): 2 bytes per matrix
+// parameter of the stage's layers on this GPU; 0 for other precisions.
+core::Bytes fp8_weight_copies_bytes(const core::ModelConfig& m, const StageSpec& stage,
+                                    core::Precision precision);
 
 // Parameters one GPU of the stage holds: its layers, the embeddings on the first stage,
 // the final norm and the LM head (or the tied embedding's copy) on the last, over t.

@@ -342,6 +342,53 @@ TEST(Activations, Fp32DoublesEveryTensorButNotTheMasks) {
                    2 * (32 * s * b * h + 4 * a * s * s * b) + 2 * s * b * h + a * s * s * b);
 }
 
+// fp8 training as Transformer Engine keeps it: each linear layer saves its input as the
+// fp8 copy it multiplied, 1 byte instead of 2. For GPT (f = 4h, standard attention with
+// dropout): QKV input, output-projection input, first MLP input (sbh each) and the GeLU
+// output (4sbh) take 7sbh instead of 14sbh, the rest is bf16's sbh (34 + 5as/h). SwiGLU
+// keeps gate and up in 16-bit, their product (the down projection's input) in fp8.
+TEST(Activations, Fp8KeepsTheLinearLayersInputsInOneByte) {
+  const core::ModelConfig m = gpt(1, 1024, 16);
+  const double s = 512, b = 2, h = 1024, a = 16, sbh = s * b * h;
+  ActivationSetup setup;
+  setup.precision = Precision::fp8;
+  setup.attention = core::Attention::standard;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 512, setup).value(),
+                   sbh * (34 + 5 * a * s / h) - 7 * sbh);
+  // Tensor and sequence parallelism split the same parts as in bf16.
+  setup.tp = 4;
+  setup.sequence_parallel = true;
+  setup.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, b, 512, setup).value(),
+                   (sbh * (18 + 4.0 * 4) - 7 * sbh) / 4);
+  const core::ModelConfig& llama = zoo_model("llama3-8b");
+  const double f = 14336, k = 8, H = 4096, A = 32, S = 4096, sbH = S * b * H;
+  ActivationSetup flash;
+  flash.precision = Precision::fp8;
+  const double bf16_bytes =
+      4 * sbH + 4 * sbH + 2 * sbH + 4 * sbH * k / A + 2 * sbH + 6 * S * b * f + 4 * A * S * b;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(llama, b, 4096, flash).value(),
+                   bf16_bytes - 3 * sbH - S * b * f);
+}
+
+// Transformer Engine's fp8 weight copies: the weight and its transpose in fp8, 2 bytes per
+// matrix parameter (12h^2 per GPT layer) over t; the LM head and embeddings have none.
+TEST(StageMemory, Fp8AddsTheWeightsFp8CopyAndItsTranspose) {
+  const core::ModelConfig m = gpt(4, 1024, 16);
+  StageSpec spec;
+  spec.layers = 4;
+  spec.tp = 2;
+  core::Training bf16;
+  bf16.seq_len = 512;
+  core::Training fp8 = bf16;
+  fp8.precision = Precision::fp8;
+  const double h = 1024;
+  EXPECT_DOUBLE_EQ(
+      stage_memory(m, fp8, spec).weights.value() - stage_memory(m, bf16, spec).weights.value(),
+      2.0 * 4 * 12 * h * h / 2);
+  EXPECT_EQ(fp8_weight_copies_bytes(m, spec, Precision::bf16).value(), 0);
+}
+
 TEST(Activations, LogitsBufferIsFp32AndVocabParallel) {
   const core::ModelConfig& m = zoo_model("llama2-7b");
   EXPECT_EQ(logits_buffer_bytes(m, 2, 4096, 1).value(), 4.0 * 4096 * 2 * 32000);

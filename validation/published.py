@@ -178,7 +178,7 @@ def main():
                   "gradients after the backward (overlapped reduction came in 2023), so those rows "
                   "say `attention: standard` and `grad_reduce: after_backward`. Later rows "
                   "(FlashAttention's, MosaicML's llm-foundry, NVIDIA NeMo's) say the sharding "
-                  "their sources state in `zero` (NeMo's distributed Adam 1, FSDP full shard "
+                  "their sources state in `zero` (NeMo's distributed Adam, apex's ZeRO-2, 2; FSDP full shard "
                   "3) and `tp_comm_overlap`; `validation/published-sources.md` quotes every "
                   "figure and configuration from its source.\n\n")
         out.write("FLOP conventions: `narayanan_96` = 96 B s l h² (1 + s/6h + V/16lh) per "
