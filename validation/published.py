@@ -54,9 +54,25 @@ def model_flops(row, convention):
     raise ValueError("unknown FLOP convention " + convention)
 
 
+def model_yaml(row):
+    """The row's model: a zoo model by name (optional `model` column), else the GPT-shaped
+    model of its columns."""
+    if row.get("model"):
+        return f"model: {row['model']}"
+    return f"""model:
+  name: {row['id']}-gpt
+  layers: {row['layers']}
+  hidden: {row['hidden']}
+  heads: {row['heads']}
+  vocab: {row['vocab']}
+  max_positions: {row['seq_len']}"""
+
+
 def scenario_yaml(row):
     gpus, tp, pp = int(row["gpus"]), int(row["tp"]), int(row["pp"])
-    dp = gpus // (tp * pp)
+    # Optional column: context parallelism (cp ranks per stage; older rows leave it out).
+    cp = int(row.get("cp") or 1)
+    dp = gpus // (tp * pp * cp)
     mb = int(row["micro_batch"])
     micro_batches = int(row["global_batch"]) // (dp * mb)
     node = NODE[row["gpu"]]
@@ -67,17 +83,12 @@ def scenario_yaml(row):
     # Adam, 3 FSDP full shard) and Megatron-core's tensor-parallel communication overlap.
     zero = int(row.get("zero") or 0)
     tp_comm_overlap = (row.get("tp_comm_overlap") or "false").strip().lower()
+    cp_key = f", cp: {cp}" if cp > 1 else ""
     stages = "\n".join(
-        f"        - {{cluster: dgx, tp: {tp}, layers: {layers}}}" for _ in range(pp))
+        f"        - {{cluster: dgx, tp: {tp}, layers: {layers}{cp_key}}}" for _ in range(pp))
     vs = int(row["virtual_stages"])
     return f"""name: {row['id']}
-model:
-  name: {row['id']}-gpt
-  layers: {row['layers']}
-  hidden: {row['hidden']}
-  heads: {row['heads']}
-  vocab: {row['vocab']}
-  max_positions: {row['seq_len']}
+{model_yaml(row)}
 training:
   global_batch: {row['global_batch']}
   seq_len: {row['seq_len']}
@@ -132,8 +143,10 @@ def predict(row, hgsim):
             return None, refusal(p)
         result = json.loads(p.stdout)
     t = result["summary"]["iteration_time_s"] if "summary" in result else result["iteration_time_s"]
-    flops = model_flops(row, row["flop_convention"])
     gpus = int(row["gpus"])
+    if row["metric"] == "tokens_per_gpu_s":  # needs no FLOP convention
+        return float(row["global_batch"]) * float(row["seq_len"]) / (t * gpus), t
+    flops = model_flops(row, row["flop_convention"])
     if row["metric"] == "tflops_per_gpu":
         return flops / (t * gpus) / 1e12, t
     if row["metric"] == "mfu":
@@ -184,7 +197,10 @@ def main():
         out.write("FLOP conventions: `narayanan_96` = 96 B s l h² (1 + s/6h + V/16lh) per "
                   "iteration (Narayanan et al. 2021, eq. 3, counts the recomputed forward); "
                   "`korthikanti_72` = 72 B s l h² (1 + s/6h + V/12lh) (model FLOPs, "
-                  "Korthikanti et al. 2022). MFU against the dense bf16/fp16 peak.\n\n")
+                  "Korthikanti et al. 2022). MFU against the dense bf16/fp16 peak. "
+                  "`tokens_per_gpu_s` rows compare the tokens per second per GPU the source "
+                  "reports (no FLOP convention); their model is the zoo's (the `model` "
+                  "column) and `cp` their context-parallel degree.\n\n")
         for group, errs in errors.items():
             ok = [abs(e) for e in errs if e is not None]
             refused = sum(e is None for e in errs)
