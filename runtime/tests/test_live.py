@@ -278,6 +278,16 @@ def test_plans_that_cannot_run_live_are_refused_with_the_reason(change, message)
         job_of(plan)
 
 
+def test_context_parallelism_is_simulated_only_and_refused_live_with_the_reason():
+    """The simulator plays cp (ring attention); the live runner's attention sees whole
+    sequences, so it names the stage and the reason instead of running something else."""
+    plan = {"micro_batch": 1,
+            "pipelines": [{"micro_batches": 2, "stages": [dict(stage("a", 4), cp=2)]}]}
+    assert hgsim.resolve(scenario(plan))["plan"]["pipelines"][0]["stages"][0]["cp"] == 2
+    with pytest.raises(LiveError, match=r"pipelines\[0\]\.stages\[0\]: cp=2: context parallelism"):
+        job_of(plan)
+
+
 def test_sequence_parallelism_needs_tp_to_divide_seq_len_the_simulators_check():
     """No check of its own: the scenario's check (models/zoo.cpp) refuses a tp that does not
     divide seq_len, for the scenario and again for the live run's scaled sequence."""
