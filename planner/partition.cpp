@@ -31,6 +31,17 @@ double slowest_stage(const std::vector<StageShape>& stages, const std::vector<in
   return worst;
 }
 
+bool memory_binds(const std::vector<StageShape>& stages, const std::vector<int>& layers, int unit) {
+  const double slowest = slowest_stage(stages, layers);
+  int total = 0;
+  for (int k : layers) total += k;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const int most = stages[s].max_layers / unit * unit;
+    if (most + unit < total && stage_time(stages[s], most + unit) <= slowest) return true;
+  }
+  return false;
+}
+
 std::vector<int> partition_layers(const std::vector<StageShape>& stages, int layers, int unit) {
   const int p = static_cast<int>(stages.size());
   if (p == 0 || layers % unit != 0) return {};

@@ -29,4 +29,13 @@ std::vector<int> partition_layers_dp(const std::vector<StageShape>& stages, int 
 // The slowest stage of a partition.
 double slowest_stage(const std::vector<StageShape>& stages, const std::vector<int>& layers);
 
+// Whether more memory could make an optimal partition (as partition_layers returns) faster:
+// some stage could hold `unit` layers more than its max_layers (and fewer than all) and
+// still end within the slowest stage's time. When not, no partition under higher
+// max_layers has a faster slowest stage (each of its stages would hold no more than it may
+// already), so the search need not try the memory limits of more sharding
+// (space.hpp make_pipelines).
+bool memory_binds(const std::vector<StageShape>& stages, const std::vector<int>& layers,
+                  int unit = 1);
+
 }  // namespace hgsim::planner

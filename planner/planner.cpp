@@ -74,10 +74,24 @@ double seconds_since(Clock::time_point t) {
 // A group's configuration that costed well on its own, kept for mixtures.
 struct Kept {
   core::Pipeline pipeline;  // replicas set; micro_batches re-shared in a mixture
+  int zero = least_zero;    // the least ZeRO stage under which its stages hold their layers
   double fill_s = 0;
   double period_s = 0;
   double alone_s = 0;
 };
+
+// Whether every stage of a plan of the search fits its GPUs' memory, as estimate() judges
+// it (models::stage_memory against the GPU's memory; the search's plans make no choices of
+// their own but zero, so the scenario's training is theirs), without costing the plan.
+bool stages_fit(const Context& ctx, const core::Plan& plan) {
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
+    for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
+      const int c = ctx.cluster_index(plan.pipelines[i].stages[st].cluster);
+      const auto memory = models::stage_memory(*ctx.model, ctx.scenario->training, plan, i, st);
+      if (memory.total.value() > ctx.gpus[c]->memory.value()) return false;
+    }
+  return true;
+}
 
 class Search {
  public:
@@ -173,8 +187,19 @@ class Search {
     if (ranked_.size() > ranked_kept) ranked_.pop_back();
   }
 
-  std::optional<Estimate> cost(const core::Plan& plan) {
+  // The plan costed under the least ZeRO stage from plan.zero up under which every stage
+  // fits, which it keeps (a higher stage is never faster: see least_zero); nullopt when none
+  // does. Sharing the batch can split a group into entries of fewer replicas, and so fewer
+  // shards, than its partition assumed, and a mixture takes the highest stage its groups
+  // need. Memory is checked before the plan is costed, so that a plan that fits under no
+  // stage costs no estimate.
+  std::optional<Estimate> cost(core::Plan& plan) {
     ++result_.evaluated;
+    while (plan.zero <= most_zero && !stages_fit(ctx_, plan)) ++plan.zero;
+    if (plan.zero > most_zero) {
+      ++result_.rejected_memory;
+      return std::nullopt;
+    }
     Estimate e = estimate(ctx_, plan);
     if (!e.fits) {
       ++result_.rejected_memory;
@@ -261,28 +286,34 @@ class Search {
       schedules.push_back({core::Schedule::interleaved, interleaved_chunks});
     for (auto [schedule, v] : schedules) {
       const int per_replica = (total + g.replicas - 1) / g.replicas;
-      auto pipeline = make_pipeline(ctx_, limits_, g, b, schedule, v, per_replica);
-      if (!pipeline) {
+      const auto partitioned = make_pipelines(ctx_, limits_, g, b, schedule, v, per_replica);
+      if (partitioned.empty()) {
         ++result_.evaluated;
         ++result_.rejected_memory;
-        continue;
       }
-      core::Plan plan = plan_skeleton(schedule, b, v);
-      plan.pipelines = share_batch({*pipeline}, {0.0}, {1.0}, total);
-      if (plan.pipelines.empty()) continue;
-      auto e = cost(plan);
-      if (!e) continue;
-      const double alone = e->iteration_s;
-      offer_with_variants(plan, alone);
-      if (schedule == core::Schedule::interleaved) continue;
-      auto& kept = kept_[{mask, b, static_cast<int>(schedule)}];
-      Kept k{*pipeline, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
-      auto at = std::upper_bound(kept.begin(), kept.end(), k, [](const Kept& a, const Kept& c) {
-        return a.alone_s < c.alone_s;
-      });
-      kept.insert(at, k);
-      if (static_cast<int>(kept.size()) > options_.top_per_group) kept.pop_back();
+      for (const PartitionedPipeline& pp : partitioned)
+        try_pipeline(mask, pp, schedule, v, b, total);
     }
+  }
+
+  // One partitioned pipeline of a group, alone: costed, offered, and kept for mixtures.
+  void try_pipeline(int mask, const PartitionedPipeline& pp, core::Schedule schedule, int v, int b,
+                    int total) {
+    core::Plan plan = plan_skeleton(schedule, b, v);
+    plan.zero = pp.zero;
+    plan.pipelines = share_batch({pp.pipeline}, {0.0}, {1.0}, total);
+    if (plan.pipelines.empty()) return;
+    auto e = cost(plan);
+    if (!e) return;
+    const double alone = e->iteration_s;
+    offer_with_variants(plan, alone);
+    if (schedule == core::Schedule::interleaved) return;
+    auto& kept = kept_[{mask, b, static_cast<int>(schedule)}];
+    Kept k{pp.pipeline, plan.zero, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
+    auto at = std::upper_bound(kept.begin(), kept.end(), k,
+                               [](const Kept& a, const Kept& c) { return a.alone_s < c.alone_s; });
+    kept.insert(at, k);
+    if (static_cast<int>(kept.size()) > options_.top_per_group) kept.pop_back();
   }
 
   // Two or more groups over disjoint sets of clusters, each from its best configurations.
@@ -325,11 +356,13 @@ class Search {
       for (;;) {
         std::vector<core::Pipeline> pipelines;
         std::vector<double> fill, period;
+        int zero = least_zero;  // one stage for the whole plan: the most any group needs
         for (std::size_t g = 0; g < lists.size(); ++g) {
           const Kept& kp = (*lists[g])[pick[g]];
           pipelines.push_back(kp.pipeline);
           fill.push_back(kp.fill_s);
           period.push_back(kp.period_s);
+          zero = std::max(zero, kp.zero);
         }
         core::Plan plan = plan_skeleton(schedule, b, 1);
         plan.pipelines = share_batch(pipelines, fill, period, total);
@@ -337,6 +370,7 @@ class Search {
         // larger buckets are tried too (a grad_sync.bucket of the plan).
         if (!plan.pipelines.empty())
           for (double bucket : mixture_bucket_bytes) {
+            plan.zero = zero;
             plan.grad_sync.bucket = core::Bytes(bucket);
             if (auto e = cost(plan)) offer_with_variants(plan, e->iteration_s);
           }
@@ -397,7 +431,7 @@ std::vector<std::string> explain_infeasible(const Context& ctx, const Options& o
   }
   if (r.rejected_memory > 0) {
     std::string line = "memory: every partition of the " + std::to_string(m.layers) +
-                       " layers leaves some stage above its GPUs' memory (" +
+                       " layers leaves some stage above its GPUs' memory, even with ZeRO-3 (" +
                        std::to_string(r.rejected_memory) +
                        " configurations tried; micro-batch sizes down to " +
                        std::to_string(*std::min_element(options.micro_batches.begin(),
@@ -441,8 +475,9 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   plan.virtual_stages = schedule == core::Schedule::interleaved ? virtual_stages : 1;
   // Megatron's distributed optimizer (zero 1) costs no time in hgsim's model (reduce-scatter
   // + all-gather move what the all-reduce they replace moves) and only saves memory, so
-  // every plan takes it. ZeRO-3 costs half as much data-parallel traffic again; the planner
-  // does not choose it. Sequence parallelism starts off: choose_recompute_and_codecs tries
+  // every plan starts from it; the search raises it where a partition needs more sharding
+  // (space.hpp make_pipelines) and choose_recompute_and_codecs chooses it with the other
+  // memory settings. Sequence parallelism starts off: choose_recompute_and_codecs tries
   // it on the best candidates (it changes memory, and so the recomputation that fits).
   plan.sequence_parallel = false;
   plan.zero = 1;
@@ -475,9 +510,15 @@ std::vector<bool> sequence_parallel_options(const Context& ctx, const core::Plan
 
 // The choices a plan makes for itself, for the best candidates: sequence parallelism or not
 // (where the plan's tp allows it), the least recomputation that still fits (less is never
-// slower, and the scenario's setting is the most it asks for), and per WAN traffic class
-// the scenario's codec or none, whichever the model finds faster (the scenario's codec is the most
-// loss the user accepts; the planner does not trade accuracy it cannot measure).
+// slower, and the scenario's setting is the most it asks for), the ZeRO stage, and per WAN
+// traffic class the scenario's codec or none, whichever the model finds faster (the
+// scenario's codec is the most loss the user accepts; the planner does not trade accuracy it
+// cannot measure). Memory couples the first three: sharding the gradients (ZeRO-2) or the
+// weights (ZeRO-3) can make room for less recomputation. Per combination of the others only
+// the least ZeRO stage that fits is costed: a higher one is never faster in hgsim's model
+// (the same work, and models::zero_traffic_factor never falls as the stage rises). Ties go to
+// the least sharding: in a real run every extra stage adds collectives (ZeRO-2's gradient
+// shards, ZeRO-3's gathers) and their latency, which the model prices at nothing or less.
 void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& candidates) {
   const core::Scenario& s = *ctx.scenario;
   std::vector<core::Recompute> levels{core::Recompute::none};
@@ -504,11 +545,16 @@ void choose_recompute_and_codecs(const Context& ctx, std::vector<Candidate>& can
               if (!use_grad) policy.wan_gradients = core::CodecConfig{};
               variant.compression = policy;
             }
-            if (variant == c.plan) continue;
-            const Estimate e = estimate_plan(ctx, variant);  // applies the variant's own choices
-            if (e.fits && e.iteration_s < best_s) {
-              best = variant;
-              best_s = e.iteration_s;
+            for (int zero = least_zero; zero <= most_zero; ++zero) {
+              variant.zero = zero;
+              if (variant == c.plan) break;                    // costed by the search, and it fits
+              const Estimate e = estimate_plan(ctx, variant);  // the variant's own choices
+              if (!e.fits) continue;
+              if (e.iteration_s < best_s || (e.iteration_s == best_s && zero < best.zero)) {
+                best = variant;
+                best_s = e.iteration_s;
+              }
+              break;
             }
           }
     if (!(best == c.plan)) {
@@ -752,6 +798,9 @@ std::string describe(const core::Plan& plan) {
   if (plan.schedule == core::Schedule::interleaved) out << " (v " << plan.virtual_stages << ")";
   out << ", micro-batch " << plan.micro_batch;
   if (plan.sequence_parallel) out << ", sequence parallel";
+  // ZeRO-1 (Megatron's distributed optimizer) is every plan's default; say when it is not.
+  if (plan.zero == 0) out << ", no ZeRO";
+  if (plan.zero > 1) out << ", ZeRO-" << plan.zero;
   out << "; ";
   for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
     const auto& p = plan.pipelines[i];

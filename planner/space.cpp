@@ -94,6 +94,14 @@ std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gp
   return out;
 }
 
+// boost::hash_combine's mixing over the key's fields.
+std::size_t MemoryLimits::KeyHash::operator()(const Key& key) const {
+  std::size_t h = 0;
+  for (std::uint64_t field : key)
+    h ^= std::hash<std::uint64_t>{}(field) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
 int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
   const int in_flight = models::micro_batches_in_flight(spec);
   const bool first = spec.stage_index == 0;
@@ -130,16 +138,18 @@ int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
   return lo;
 }
 
-std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& limits,
-                                            const GroupConfig& group, int micro_batch,
-                                            core::Schedule schedule, int virtual_stages,
-                                            int micro_batches) {
+std::vector<PartitionedPipeline> make_pipelines(const Context& ctx, MemoryLimits& limits,
+                                                const GroupConfig& group, int micro_batch,
+                                                core::Schedule schedule, int virtual_stages,
+                                                int micro_batches) {
   core::Pipeline pipeline;
   pipeline.replicas = group.replicas;
   pipeline.micro_batches = micro_batches;
   int p = 0;
   for (const auto& shape : group.path) p += shape.stages;
   std::vector<StageShape> shapes;
+  std::vector<models::StageSpec> specs;  // what each stage's memory depends on
+  std::vector<int> clusters;
   shapes.reserve(p);
   const int v = schedule == core::Schedule::interleaved ? virtual_stages : 1;
   for (const auto& shape : group.path) {
@@ -154,23 +164,47 @@ std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& li
       spec.tp = shape.tp;
       spec.dp = shape.dp;
       spec.micro_batch = micro_batch;
-      // As plan_skeleton chooses: the distributed optimizer, no sequence parallelism.
-      spec.zero = 1;
+      // As plan_skeleton chooses: no sequence parallelism (choose_recompute_and_codecs tries
+      // it on the best candidates); the ZeRO stage is set per partition below.
       spec.zero_shards = group.replicas * shape.dp;
       StageShape s;
       s.per_layer_s = c.forward_s + c.backward_s;
-      s.max_layers = limits.max_layers(shape.cluster, spec);
       if (spec.stage_index == p - 1)
         s.extra_s = logits_cost(ctx, shape.cluster, shape.tp, shape.dp, micro_batch);
       shapes.push_back(s);
+      specs.push_back(spec);
+      clusters.push_back(shape.cluster);
       pipeline.stages.push_back(
           {ctx.scenario->clusters[shape.cluster].name, shape.tp, shape.dp, 0});
     }
   }
-  const auto layers = partition_layers(shapes, ctx.model->layers, v);
-  if (layers.empty()) return std::nullopt;
-  for (int s = 0; s < p; ++s) pipeline.stages[s].layers = layers[s];
-  return pipeline;
+  // Least sharding first: a higher stage's partition is kept only when its slowest stage
+  // is faster than every partition before it (its memory limits let faster GPUs take more
+  // layers), and tried only while memory binds the partition before it; where the layers
+  // fit as well under ZeRO-1 the group gets one pipeline, as before ZeRO was searched.
+  std::vector<PartitionedPipeline> out;
+  double slowest_so_far = std::numeric_limits<double>::infinity();
+  for (int zero = least_zero; zero <= most_zero; ++zero) {
+    bool limits_moved = zero == least_zero;
+    for (int s = 0; s < p; ++s) {
+      specs[s].zero = zero;
+      const int cap = limits.max_layers(clusters[s], specs[s]);
+      limits_moved = limits_moved || cap != shapes[s].max_layers;
+      shapes[s].max_layers = cap;
+    }
+    if (!limits_moved) continue;
+    const auto layers = partition_layers(shapes, ctx.model->layers, v);
+    if (layers.empty()) continue;
+    const double slowest = slowest_stage(shapes, layers);
+    if (slowest < slowest_so_far) {
+      slowest_so_far = slowest;
+      PartitionedPipeline partitioned{pipeline, zero};
+      for (int s = 0; s < p; ++s) partitioned.pipeline.stages[s].layers = layers[s];
+      out.push_back(std::move(partitioned));
+    }
+    if (!memory_binds(shapes, layers, v)) break;
+  }
+  return out;
 }
 
 std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& groups,

@@ -8,16 +8,16 @@
 // (tp dp)). One group over every cluster is a pipeline across clusters; one group per
 // cluster is data parallelism across clusters (each with its own pipeline); anything
 // between is a mixture. Layers are partitioned per group by partition_layers (memory-
-// feasible, slowest stage minimised), the micro-batches of the global batch are shared
-// among groups so that their pipelines end together (slow replicas take fewer), and within
-// a group as evenly as the replica count allows (two pipeline entries when it does not
-// divide). Plus: micro-batch size, schedule (1F1B, GPipe, interleaved inside a cluster).
+// feasible under ZeRO-1, or under ZeRO-2 or -3 where their sharding lets the layers balance
+// better: make_pipelines; slowest stage minimised), the micro-batches of the global batch
+// are shared among groups so that their pipelines end together (slow replicas take fewer),
+// and within a group as evenly as the replica count allows (two pipeline entries when it
+// does not divide). Plus: micro-batch size, schedule (1F1B, GPipe, interleaved inside a cluster).
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <map>
-#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "core/scenario.hpp"
@@ -62,16 +62,41 @@ class MemoryLimits {
   // Everything of a stage that its memory depends on, besides its layer count: the exact
   // fields, so that two stage shapes can never share an entry.
   using Key = std::array<std::uint64_t, 12>;
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const;
+  };
   const Context& ctx_;
-  std::map<Key, int> memo_;
+  // Hashed: the search looks a stage up once per ZeRO stage it tries, a few hundred thousand
+  // times on four clusters of 64 GPUs (an ordered map's compares were 8% of the search).
+  std::unordered_map<Key, int, KeyHash> memo_;
+};
+
+// The ZeRO stages the planner chooses among (core::Plan::zero), least sharding first. 1
+// (Megatron's distributed optimizer) and 2 (the gradients sharded too) cost no time in
+// hgsim's model: their reduce-scatter + all-gather move what the all-reduce they replace
+// moves (models::zero_traffic_factor 1). 3 (the weights too, FSDP's full shard) gathers the
+// weights once more: 1.5x the data-parallel traffic. 0 (nothing sharded) is never faster
+// than 1 and holds more, so the planner does not offer it.
+constexpr int least_zero = 1;
+constexpr int most_zero = 3;
+
+// A group's pipeline with its layers partitioned, and the least ZeRO stage under which
+// every stage holds its layers.
+struct PartitionedPipeline {
+  core::Pipeline pipeline;
+  int zero = least_zero;
 };
 
 // The group's pipeline with its layers partitioned, for `micro_batches` per replica (the
-// memory of 1F1B depends on it); nullopt when no partition fits.
-std::optional<core::Pipeline> make_pipeline(const Context& ctx, MemoryLimits& limits,
-                                            const GroupConfig& group, int micro_batch,
-                                            core::Schedule schedule, int virtual_stages,
-                                            int micro_batches);
+// memory of 1F1B depends on it): the partition under ZeRO-1's memory limits, then under
+// each higher stage's limits when they let the slowest stage get faster (more layers on the
+// faster GPUs); a model that fits only with its gradients or weights sharded gets its
+// partitions this way. Least sharding first; empty when no partition fits even under
+// ZeRO-3.
+std::vector<PartitionedPipeline> make_pipelines(const Context& ctx, MemoryLimits& limits,
+                                                const GroupConfig& group, int micro_batch,
+                                                core::Schedule schedule, int virtual_stages,
+                                                int micro_batches);
 
 // Shares `total` micro-batches among groups (each a pipeline with `replicas` set) so that
 // the slowest replica ends first: group g with q micro-batches takes fill_g + (ceil(q /

@@ -16,6 +16,7 @@
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
 #include "core/document.hpp"
+#include "models/transformer.hpp"
 #include "models/zoo.hpp"
 #include "planner/baselines.hpp"
 #include "planner/cost_model.hpp"
@@ -87,6 +88,40 @@ TEST(PlannerPartition, FasterStagesGetMoreLayersAndMemoryCapsThem) {
   EXPECT_EQ(planner::partition_layers(shapes, 12), (std::vector<int>{6, 6}));
   shapes[0].max_layers = 5;
   EXPECT_TRUE(planner::partition_layers(shapes, 12).empty());
+}
+
+// Where memory_binds says more memory cannot help, no higher limits give a faster slowest
+// stage (the search then skips the limits of more sharding); and it is not always "binds".
+TEST(PlannerPartition, MoreMemoryHelpsOnlyWhereMemoryBinds) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> cost(0.5, 3.0), extra(0, 4);
+  std::uniform_int_distribution<int> cap(1, 12), raise(1, 12), stages(1, 6), units(1, 3);
+  int free = 0, bound = 0, helped = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<planner::StageShape> shapes(stages(rng));
+    for (auto& s : shapes) s = {cost(rng), extra(rng), cap(rng)};
+    const int unit = units(rng);
+    const int layers = unit * (1 + trial % 24);
+    const auto tight = planner::partition_layers(shapes, layers, unit);
+    if (tight.empty()) continue;
+    auto looser = shapes;
+    for (auto& s : looser) s.max_layers += raise(rng);
+    const auto loose = planner::partition_layers(looser, layers, unit);
+    ASSERT_FALSE(loose.empty());
+    const double before = planner::slowest_stage(shapes, tight);
+    const double after = planner::slowest_stage(looser, loose);
+    if (planner::memory_binds(shapes, tight, unit)) {
+      ++bound;
+      helped += after < before * (1 - 1e-12);
+    } else {
+      ++free;
+      EXPECT_GE(after, before * (1 - 1e-12)) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(free, 50);
+  EXPECT_GT(helped, 20);
+  RecordProperty("not_binding", std::to_string(free));
+  RecordProperty("binding", std::to_string(bound));
 }
 
 // ---- the analytic model against closed forms and the simulator -----------------------------
@@ -394,6 +429,110 @@ TEST(PlannerSearch, WithinTwoPercentOfTheLargerSpacesSimulatedBest) {
       "%.6f s (gap %+.2f%%): %s\n",
       all.size(), chosen.size(), best, r.best->simulated_s, 100 * (r.best->simulated_s / best - 1),
       r.best->candidate.description.c_str());
+}
+
+// ---- the ZeRO stage: as much sharding as memory needs, and no more ---------------------------
+
+// Megatron-LM's bytes per parameter for bf16 with Adam, by hand: 2 for the bf16 weights, 4
+// for the fp32 main gradients, 12 for the fp32 master weights and Adam's two moments.
+constexpr double weight_bytes_bf16 = 2, gradient_bytes_fp32 = 4, adam_state_bytes = 12;
+
+// One GPU's weights, gradients and optimizer state for `params` parameters of a stage whose
+// parameters have `copies` data-parallel copies, under ZeRO stage `zero` (Rajbhandari et al.
+// 2020): 1 shards the optimizer state over the copies, 2 the gradients too, 3 the weights
+// too, and then also holds two layers of `layer_params` gathered (the one computing and the
+// one prefetched).
+double training_state_bytes(double params, double copies, int zero, double layer_params) {
+  const double weights = weight_bytes_bf16 / (zero >= 3 ? copies : 1);
+  const double gradients = gradient_bytes_fp32 / (zero >= 2 ? copies : 1);
+  const double optimizer = adam_state_bytes / (zero >= 1 ? copies : 1);
+  return params * (weights + gradients + optimizer) +
+         (zero >= 3 ? 2 * layer_params * weight_bytes_bf16 : 0);
+}
+
+// Two layers of hidden h = 10752 and an untied vocabulary of 120 h (embedding and LM head each
+// ten layers' worth of parameters) on eight 80 GiB GPUs, one per node: tp is 1 and a
+// pipeline has at most two stages (one per layer), so each GPU holds at least half of the
+// model, over at most 8 / p data-parallel copies.
+const char* kShardedOnly = R"(
+name: sharded-only
+model: {name: wide-vocab, layers: 2, hidden: 10752, heads: 32, vocab: 1290240,
+        norm: rmsnorm, bias: false, positions: rotary, tied_embeddings: false}
+training: {global_batch: 16, seq_len: 128, precision: bf16}
+clusters:
+  - {name: dc, gpu: A100-80GB-SXM, nodes: 8, gpus_per_node: 1,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+strategy: auto
+)";
+
+TEST(PlannerZero, ShardsTheWeightsWhenOnlyZero3Fits) {
+  const double h = 10752, vocab = 120 * h, gpus = 8;
+  const double capacity = 80.0 * (1ull << 30);
+  const double layer = 12 * h * h + 2 * h;  // QKV and output 4 h^2, MLP 8 h^2, two RMSNorms
+  const double embedding = vocab * h, head = vocab * h + h;  // the LM head with the final norm
+  // The stage holding least: one layer and the embedding (p = 2, 4 copies), or the whole
+  // model on every GPU (p = 1, 8 copies). Activations only add to these.
+  const double first_of_two = layer + embedding, whole = 2 * layer + embedding + head;
+  for (int zero : {1, 2}) {
+    EXPECT_GT(training_state_bytes(first_of_two, gpus / 2, zero, layer), capacity) << zero;
+    EXPECT_GT(training_state_bytes(whole, gpus, zero, layer), capacity) << zero;
+  }
+  EXPECT_LT(training_state_bytes(layer + head, gpus / 2, 3, layer), 0.9 * capacity);
+  EXPECT_LT(training_state_bytes(whole, gpus, 3, layer), 0.9 * capacity);
+
+  auto c = checked(kShardedOnly);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  planner::Options options;
+  options.verify = 1;
+  const auto r = planner::plan(ctx, options);
+  ASSERT_TRUE(r.best) << (r.why_not.empty() ? std::string("no plan") : r.why_not.front());
+  const core::Plan& plan = r.best->candidate.plan;
+  EXPECT_EQ(plan.zero, 3) << planner::describe(plan);
+  EXPECT_NE(r.best->candidate.description.find("ZeRO-3"), std::string::npos)
+      << r.best->candidate.description;
+  core::Diagnostics diags;
+  EXPECT_TRUE(sim::check_and_resolve(c.scenario, c.model, c.compression, plan, "", diags))
+      << diags.format();
+  EXPECT_TRUE(planner::estimate(ctx, plan).fits);
+  // Each stage's state by hand under the plan's ZeRO-3 is what the memory model holds, and
+  // under ZeRO-1 it would not fit.
+  for (std::size_t i = 0; i < plan.pipelines.size(); ++i) {
+    const auto& line = plan.pipelines[i];
+    for (std::size_t st = 0; st < line.stages.size(); ++st) {
+      const auto& stage = line.stages[st];
+      ASSERT_EQ(stage.tp, 1);
+      double params = stage.layers * layer;
+      if (st == 0) params += embedding;
+      if (st + 1 == line.stages.size()) params += head;
+      const double copies = stage.dp * line.replicas;
+      const auto memory = models::stage_memory(c.model, c.scenario.training, plan, i, st);
+      const double state = (memory.weights + memory.gradients + memory.optimizer).value();
+      EXPECT_NEAR(state, training_state_bytes(params, copies, 3, layer), 1e-9 * state);
+      EXPECT_GT(training_state_bytes(params, copies, 1, layer), capacity);
+    }
+  }
+}
+
+TEST(PlannerZero, KeepsTheDistributedOptimizerWhenEverythingFits) {
+  // kTwoClusters' model (8 layers, h 2048, GPT-style with biases and LayerNorm, a tied
+  // vocabulary of 8000, learned positions for 2048 tokens) unsharded on one GPU takes under
+  // 8 GB, a fifth of the smallest GPU's 40 GiB: every ZeRO stage fits, 1 and 2 cost the
+  // same, and 3 only adds traffic.
+  const double h = 2048, params = 8 * (12 * h * h + 13 * h) + (8000 + 2048) * h + 2 * h;
+  EXPECT_LT(training_state_bytes(params, 1, 0, 0), 0.2 * 40.0 * (1ull << 30));
+  auto c = checked(kTwoClusters);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  planner::Options options;
+  options.verify = 1;
+  const auto r = planner::plan(ctx, options);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->candidate.plan.zero, 1) << r.best->candidate.description;
+  EXPECT_EQ(r.best->candidate.description.find("ZeRO"), std::string::npos)
+      << r.best->candidate.description;
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(r.ranked.front().plan.zero, 1) << r.ranked.front().description;
 }
 
 // ---- hgsim plan and hgsim run on strategy: auto ---------------------------------------------
