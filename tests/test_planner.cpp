@@ -52,16 +52,30 @@ using testing::cli;
 
 // ---- the layer partition --------------------------------------------------------------------
 
-TEST(PlannerPartition, BisectionFindsTheDynamicProgrammesOptimum) {
-  std::mt19937 rng(7);
+// A random partition problem: 1-6 stages of random per-layer cost, extra cost and layer
+// cap, a layer unit of 1-3 and a multiple of it as the layers (trial % 24 + 1 units).
+struct RandomPartition {
+  std::vector<planner::StageShape> shapes;
+  int unit = 1;
+  int layers = 0;
+};
+
+RandomPartition random_partition(std::mt19937& rng, int trial) {
   std::uniform_real_distribution<double> cost(0.5, 3.0), extra(0, 4);
   std::uniform_int_distribution<int> cap(1, 12), stages(1, 6), units(1, 3);
+  RandomPartition p;
+  p.shapes.resize(stages(rng));
+  for (auto& s : p.shapes) s = {cost(rng), extra(rng), cap(rng)};
+  p.unit = units(rng);
+  p.layers = p.unit * (1 + trial % 24);
+  return p;
+}
+
+TEST(PlannerPartition, BisectionFindsTheDynamicProgrammesOptimum) {
+  std::mt19937 rng(7);
   int compared = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    std::vector<planner::StageShape> shapes(stages(rng));
-    for (auto& s : shapes) s = {cost(rng), extra(rng), cap(rng)};
-    const int unit = units(rng);
-    const int layers = unit * (1 + trial % 24);
+    const auto [shapes, unit, layers] = random_partition(rng, trial);
     const auto fast = planner::partition_layers(shapes, layers, unit);
     const auto dp = planner::partition_layers_dp(shapes, layers, unit);
     ASSERT_EQ(fast.empty(), dp.empty()) << "trial " << trial;
@@ -94,14 +108,10 @@ TEST(PlannerPartition, FasterStagesGetMoreLayersAndMemoryCapsThem) {
 // stage (the search then skips the limits of more sharding); and it is not always "binds".
 TEST(PlannerPartition, MoreMemoryHelpsOnlyWhereMemoryBinds) {
   std::mt19937 rng(13);
-  std::uniform_real_distribution<double> cost(0.5, 3.0), extra(0, 4);
-  std::uniform_int_distribution<int> cap(1, 12), raise(1, 12), stages(1, 6), units(1, 3);
+  std::uniform_int_distribution<int> raise(1, 12);
   int free = 0, bound = 0, helped = 0;
   for (int trial = 0; trial < 500; ++trial) {
-    std::vector<planner::StageShape> shapes(stages(rng));
-    for (auto& s : shapes) s = {cost(rng), extra(rng), cap(rng)};
-    const int unit = units(rng);
-    const int layers = unit * (1 + trial % 24);
+    const auto [shapes, unit, layers] = random_partition(rng, trial);
     const auto tight = planner::partition_layers(shapes, layers, unit);
     if (tight.empty()) continue;
     auto looser = shapes;
