@@ -529,8 +529,9 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
   run->add_option("--fidelity", o.fidelity,
                   "full (every GPU and transfer), folded (identical groups once) or auto "
                   "(full up to " +
-                      std::to_string(sim::full_fidelity_max_gpus) +
-                      " GPUs); overrides simulation.fidelity")
+                      std::to_string(sim::full_fidelity_max_gpus) + " GPUs and " +
+                      std::to_string(sim::full_fidelity_max_graph_nodes) +
+                      " graph nodes); overrides simulation.fidelity")
       ->check(CLI::IsMember({"full", "folded", "auto"}));
   CLI::Option* op_profiles =
       run->add_option("--profile", o.profiles,

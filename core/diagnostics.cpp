@@ -18,6 +18,10 @@ void Diagnostics::warning(SourceLocation where, std::string key_path, std::strin
                     std::move(hint)});
 }
 
+void Diagnostics::append(const Diagnostics& other) {
+  items_.insert(items_.end(), other.items_.begin(), other.items_.end());
+}
+
 bool Diagnostics::has_errors() const {
   return error_count() > 0;
 }

@@ -36,6 +36,8 @@ class Diagnostics {
              std::string hint = {});
   void warning(SourceLocation where, std::string key_path, std::string message,
                std::string hint = {});
+  // Adds every diagnostic of `other`, in its order.
+  void append(const Diagnostics& other);
 
   bool has_errors() const;
   int error_count() const;

@@ -661,12 +661,7 @@ std::vector<std::optional<Verified>> simulate_candidates(
   std::vector<std::optional<Verified>> out(candidates.size());
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
-    for (const auto& d : sim_diags[k].all()) {
-      if (d.severity == core::Severity::error)
-        diags[i].error(d.where, d.key_path, d.message, d.hint);
-      else
-        diags[i].warning(d.where, d.key_path, d.message, d.hint);
-    }
+    diags[i].append(sim_diags[k]);
     if (results[k]) out[i] = verified(prepared[k]->candidate, std::move(*results[k]));
   }
   return out;

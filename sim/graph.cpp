@@ -58,9 +58,13 @@ NodeId Graph::add(GraphNode n) {
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
-std::runtime_error Graph::too_large() const {
+void Graph::set_node_budget(std::int64_t nodes) {
+  max_nodes_ = std::min(nodes, core::limits().graph_nodes);
+}
+
+GraphTooLarge Graph::too_large() const {
   const double limit = static_cast<double>(max_nodes_);
-  return std::runtime_error(
+  return GraphTooLarge(
       "the execution graph grows past " + core::shortest_decimal(limit) + " nodes (about " +
       core::human_size(core::Bytes(limit * sizeof(GraphNode) * 3)) +
       "); use --fidelity folded (simulation.fidelity: folded) to simulate identical replicas "

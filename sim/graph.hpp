@@ -109,6 +109,11 @@ class ChunkedArray {
   std::size_t size_ = 0;
 };
 
+// A graph grew past its node limit (limits().graph_nodes, or a lower budget).
+struct GraphTooLarge : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Graph {
  public:
   NodeId compute(int device, double seconds, Work work, int label, int micro_batch = -1);
@@ -144,9 +149,14 @@ class Graph {
 
   std::size_t memory_bytes() const;  // what the graph holds, capacity included
 
+  // Lowers the node limit to `nodes` (never above limits().graph_nodes): growing past it
+  // throws GraphTooLarge. fidelity: auto builds full fidelity under such a budget
+  // (sim::full_fidelity_max_graph_nodes).
+  void set_node_budget(std::int64_t nodes);
+
  private:
   NodeId add(GraphNode n);
-  std::runtime_error too_large() const;
+  GraphTooLarge too_large() const;
   // Refused past this many nodes (limits().graph_nodes), long before memory runs out.
   std::int64_t max_nodes_ = core::limits().graph_nodes;
   ChunkedArray<GraphNode> nodes_;

@@ -234,9 +234,15 @@ std::optional<ResolvedPlan> check_and_resolve(const core::Scenario& s,
 // GPUs runs in seconds (bench/bench_sim.cpp).
 constexpr int full_fidelity_max_gpus = 256;
 
+// ... and while the full graph has at most this many nodes: past it, fidelity auto folds
+// (sim/simulate.cpp). The demo scenario's 4.0 M nodes take 4.9 s and 0.46 GiB at full
+// fidelity (scenarios/examples/explicit-plan.yaml, README: Simulator performance).
+constexpr std::int64_t full_fidelity_max_graph_nodes = 5'000'000;
+
 // The fidelity a simulation of `gpus` GPUs uses when the fidelity is `automatic`: full up
-// to full_fidelity_max_gpus, folded above. `hgsim run` and the planner's verification both
-// call it.
+// to full_fidelity_max_gpus, folded above (and folded past full_fidelity_max_graph_nodes,
+// which the simulation counts as it builds). `hgsim run` and the planner's verification
+// both call it.
 core::Fidelity automatic_fidelity(int gpus);
 
 // GPUs a plan uses: sum of replicas x tp x dp x cp.

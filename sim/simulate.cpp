@@ -67,10 +67,51 @@ std::vector<const kernels::GpuSpec*> cluster_gpus(const core::Scenario& s) {
   return gpus;
 }
 
-core::Fidelity chosen_fidelity(const ResolvedPlan& r, const SimulationOptions& options) {
-  core::Fidelity f = options.fidelity_from_cli ? options.fidelity : r.scenario->simulation.fidelity;
-  if (f != core::Fidelity::automatic) return f;
-  return automatic_fidelity(r.gpus_used);
+// The workload, at the fidelity asked for (`fidelity` gets the one used). fidelity: auto is
+// full up to full_fidelity_max_gpus GPUs (automatic_fidelity) while the full graph stays
+// within full_fidelity_max_graph_nodes (or HGSIM_MAX_GRAPH_NODES, if lower), folded past either (a
+// plan folded fidelity cannot fold, or one with outer sync, stays full under the ordinary graph
+// limit). The count is the graph's own, so the choice is exact and the same on every run.
+Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
+                           const SimulationOptions& options, core::Fidelity& fidelity,
+                           core::Diagnostics& diags) {
+  const core::Fidelity asked =
+      options.fidelity_from_cli ? options.fidelity : r.scenario->simulation.fidelity;
+  WorkloadInput w;
+  w.plan = &r;
+  w.compute = in.compute;
+  w.gpus = cluster_gpus(*r.scenario);
+  fidelity = asked == core::Fidelity::automatic ? automatic_fidelity(r.gpus_used) : asked;
+  w.folded = fidelity == core::Fidelity::folded;
+  if (asked != core::Fidelity::automatic || w.folded || r.plan.outer_sync.enabled())
+    return build_workload(w, diags);
+  const std::int64_t budget = std::min(full_fidelity_max_graph_nodes, core::limits().graph_nodes);
+  {
+    core::Diagnostics full_diags;
+    WorkloadInput budgeted = w;
+    budgeted.max_graph_nodes = budget;
+    try {
+      Workload full = build_workload(budgeted, full_diags);
+      diags.append(full_diags);
+      return full;
+    } catch (const GraphTooLarge&) {
+    }
+  }
+  core::Diagnostics folded_diags;
+  w.folded = true;
+  Workload folded = build_workload(w, folded_diags);
+  if (folded_diags.has_errors()) {
+    w.folded = false;
+    return build_workload(w, diags);
+  }
+  fidelity = core::Fidelity::folded;
+  diags.append(folded_diags);
+  diags.warning({}, "simulation.fidelity",
+                "fidelity auto: the full graph would have more than " + std::to_string(budget) +
+                    " nodes, so identical replicas and tensor-parallel groups are simulated once "
+                    "(folded)",
+                "--fidelity full (simulation.fidelity: full) simulates every GPU");
+  return folded;
 }
 
 // Per link: bytes moved and time busy (means over the iterations); per WAN link also the
@@ -329,14 +370,8 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   core::Diagnostics diags;
   const core::Scenario& s = *r.scenario;
   const core::Plan& plan = r.plan;
-  const auto fidelity = chosen_fidelity(r, options);
-
-  WorkloadInput w;
-  w.plan = &r;
-  w.compute = in.compute;
-  w.gpus = cluster_gpus(s);
-  w.folded = fidelity == core::Fidelity::folded;
-  Workload work = build_workload(w, diags);
+  core::Fidelity fidelity = core::Fidelity::full;
+  Workload work = build_at_fidelity(in, r, options, fidelity, diags);
   if (!diags.has_errors()) work.graph.check(work.platform.device_count(), diags);
   if (diags.has_errors()) return {{"diagnostics", diagnostics_json(diags)}};
   const auto outer_codec = outer_sync_codec(in, r, fidelity, diags);

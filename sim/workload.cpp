@@ -99,6 +99,7 @@ class Builder {
     plan_ = &r_.plan;
     model_ = r_.model;
     chunks_ = r_.chunks;
+    if (in.max_graph_nodes > 0) w_.graph.set_node_budget(in.max_graph_nodes);
   }
 
   Workload build() {

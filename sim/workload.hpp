@@ -51,6 +51,9 @@ struct WorkloadInput {
   const kernels::ComputeModel* compute = nullptr;
   std::vector<const kernels::GpuSpec*> gpus;  // per cluster
   bool folded = false;
+  // The graph's node limit, when lower than limits().graph_nodes (0: that limit). Past it
+  // build_workload throws GraphTooLarge.
+  std::int64_t max_graph_nodes = 0;
 };
 
 // Which stage a device works for (and how many GPUs it stands for).
@@ -74,7 +77,8 @@ struct Workload {
 };
 
 // Builds platform and graph. Problems (a plan folded fidelity cannot fold, clusters the
-// WAN does not join) go to `diags`; the graph is finished.
+// WAN does not join) go to `diags`; the graph is finished. A graph past its node limit
+// throws GraphTooLarge.
 Workload build_workload(const WorkloadInput& in, core::Diagnostics& diags);
 
 }  // namespace hgsim::sim

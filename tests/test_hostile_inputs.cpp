@@ -971,6 +971,48 @@ TEST(HgsimProcess, LimitsAreSetInTheEnvironment) {
   EXPECT_NE(p.err.find("ignoring HGSIM_MAX_GPUS='lots'"), std::string::npos) << p.err;
 }
 
+// fidelity: auto keeps full fidelity while the full graph fits its node budget (the lower of
+// sim::full_fidelity_max_graph_nodes and HGSIM_MAX_GRAPH_NODES) and folds past it, exactly
+// at the graph's own node count; a fidelity asked for is never changed.
+TEST(HgsimProcess, AutomaticFidelityFoldsExactlyPastTheGraphBudget) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  auto run = [&](const std::string& fidelity, std::int64_t limit) {
+    Process p = run_binary({"run", scenario, "--json", "--fidelity", fidelity},
+                           {"HGSIM_MAX_GRAPH_NODES=" + std::to_string(limit)});
+    core::Json j;
+    if (p.status == 0) j = core::Json::parse(p.out);
+    return std::make_pair(p, j);
+  };
+  const auto [full_p, full] = run("full", 1'000'000);
+  const auto [folded_p, folded] = run("folded", 1'000'000);
+  ASSERT_EQ(full_p.status, 0) << full_p.err;
+  ASSERT_EQ(folded_p.status, 0) << folded_p.err;
+  ASSERT_NE(full["iteration_time_s"], folded["iteration_time_s"]);
+  // The least limit full fidelity builds under (bisection): the full graph's size.
+  std::int64_t fails = 1, builds = 1'000'000;
+  while (builds - fails > 1) {
+    const std::int64_t mid = (fails + builds) / 2;
+    (run("full", mid).first.status == 0 ? builds : fails) = mid;
+  }
+  ASSERT_EQ(run("full", fails).first.status, 1);
+
+  const auto [at_p, at] = run("auto", builds);
+  ASSERT_EQ(at_p.status, 0) << at_p.err;
+  EXPECT_EQ(at["simulator"]["fidelity"], "full");
+  EXPECT_EQ(at["iteration_time_s"], full["iteration_time_s"]);
+  EXPECT_EQ(at_p.err.find("fidelity auto"), std::string::npos) << at_p.err;
+
+  const auto [past_p, past] = run("auto", fails);
+  ASSERT_EQ(past_p.status, 0) << past_p.err;
+  EXPECT_EQ(past["simulator"]["fidelity"], "folded");
+  EXPECT_EQ(past["iteration_time_s"], folded["iteration_time_s"]);
+  EXPECT_NE(past_p.err.find("fidelity auto: the full graph would have more than " +
+                            std::to_string(fails) + " nodes"),
+            std::string::npos)
+      << past_p.err;
+}
+
 TEST(HgsimProcess, TraceRowLimitAndStep) {
   TempDir dir;
   dir.write("bw.csv", "0,1Gbps\n1,2Gbps\n2,1Gbps\n3,2Gbps\n");
