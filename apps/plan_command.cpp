@@ -108,12 +108,13 @@ void print_stages(const core::Plan& plan, std::ostream& out) {
 }  // namespace
 
 std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
-                                    double time_budget_s) {
+                                    double time_budget_s, int jobs) {
   const kernels::KernelModel compute(kernels::calibrations_of(c.scenario));
   const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
   planner::Options options;
   options.progress = &std::cerr;
   if (time_budget_s > 0) options.time_budget_s = time_budget_s;
+  options.jobs = jobs;
   auto r = planner::plan(ctx, options);
   if (!r.best) {
     for (const auto& why : r.why_not)

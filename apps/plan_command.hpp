@@ -63,8 +63,9 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
 
 // The planner's best plan for a scenario with `strategy: auto` (what `hgsim run` plays);
 // nullopt with the reasons in `diags` when no plan fits. `time_budget_s` > 0 bounds the
-// enumeration (hgsim sweep --time-budget); 0 keeps the planner's default.
+// enumeration (hgsim sweep --time-budget); 0 keeps the planner's default. `jobs` > 0 caps the
+// planner's threads and simulations (a sweep running several points at once); 0: one per core.
 std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
-                                    double time_budget_s = 0);
+                                    double time_budget_s = 0, int jobs = 0);
 
 }  // namespace hgsim::apps

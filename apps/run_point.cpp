@@ -19,7 +19,7 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
   }
   if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};
   // strategy: auto plays the planner's best plan
-  auto chosen = auto_plan(c, diags, options.planner_time_budget_s);
+  auto chosen = auto_plan(c, diags, options.planner_time_budget_s, options.planner_jobs);
   if (!chosen) return std::nullopt;
   return ChosenPlan{*chosen, ""};
 }

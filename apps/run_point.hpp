@@ -27,6 +27,7 @@ struct RunOptions {
   std::string trace_filter;           // --trace-filter cluster=..,stage=..,kind=..
   bool report_stats = false;
   double planner_time_budget_s = 0;  // strategy: auto; 0: the planner's default
+  int planner_jobs = 0;  // strategy: auto: the planner's threads and simulations; 0: one per core
   sim::SimulationOptions sim;
 };
 

@@ -475,6 +475,8 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int jobs = mpi ? mpi->size() - 1 : std::clamp(o.jobs > 0 ? o.jobs : cores, 1, kMaxJobs);
+  // Points planned side by side share the cores: each planner gets its share of them.
+  if (!mpi) job.run.planner_jobs = std::max(1, cores / std::max(jobs, 1));
   const bool terminal = &err == &std::cerr && ::isatty(STDERR_FILENO);
   Progress progress(err, terminal, todo.size(), std::max(jobs, 1));
   if (skipped > 0)

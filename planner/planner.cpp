@@ -1,11 +1,15 @@
 #include "planner/planner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -71,6 +75,38 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// Threads for the search's units: Options::jobs, else one per core.
+int search_threads(const Options& options) {
+  if (options.jobs > 0) return options.jobs;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Calls work(0) .. work(n - 1) on up to `threads` threads (this one among them), each index
+// once; the first exception any call throws is rethrown here once all have stopped.
+void run_side_by_side(std::size_t n, int threads, const std::function<void(std::size_t)>& work) {
+  if (n == 0) return;
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto loop = [&] {
+    for (std::size_t k; (k = next++) < n;) {
+      try {
+        work(k);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const std::size_t extra = std::min<std::size_t>(n, static_cast<std::size_t>(threads)) - 1;
+  for (std::size_t t = 0; t + 1 <= extra; ++t) pool.emplace_back(loop);
+  loop();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
 // A group's configuration that costed well on its own, kept for mixtures.
 struct Kept {
   core::Pipeline pipeline;  // replicas set; micro_batches re-shared in a mixture
@@ -93,22 +129,70 @@ bool stages_fit(const Context& ctx, const core::Plan& plan) {
   return true;
 }
 
+// What the units of one search share: the clock and budget, the progress line, and the
+// counts and best time that line shows. Nothing here decides what a unit explores.
+struct SearchShared {
+  explicit SearchShared(const Options& o) : options(o), start(Clock::now()) {}
+  const Options& options;
+  Clock::time_point start;
+  std::atomic<bool> exhausted{false};
+  std::atomic<long> evaluated{0};
+  std::mutex progress;  // guards last_progress and the lines
+  double last_progress = 0;
+  std::atomic<double> best_s{no_time_yet_s};
+};
+
+// The search runs in units: the single groups of one set of clusters at one micro-batch size,
+// then the mixtures of each micro-batch size (which read the kept configurations of every set
+// at that size). Each unit runs on a Search of its own (its own ranked list, families and
+// kept lists), side by side on Options::jobs threads, and the units' results are merged in
+// the order a one-thread search would have produced them (micro-batch sizes in turn, each's
+// sets of clusters, then its mixtures), so the result does not depend on the timing.
+// A unit prunes against its own lists only: it explores everything a search with every
+// unit's lists would (its pruning bound is never lower: prune_above), and the merge keeps
+// the same best plans.
 class Search {
  public:
-  Search(const Context& ctx, const Options& options)
-      : ctx_(ctx), options_(options), limits_(ctx), start_(Clock::now()) {}
+  Search(const Context& ctx, const Options& options, SearchShared& shared)
+      : ctx_(ctx), options_(options), shared_(shared), limits_(ctx) {}
 
   SearchResult run() {
     const auto& s = *ctx_.scenario;
     const int clusters = static_cast<int>(s.clusters.size());
+    struct Unit {
+      int b = 0;
+      int mask = 0;  // 0: the mixtures of b
+      std::unique_ptr<Search> search;
+    };
+    std::vector<Unit> units;  // in the order a one-thread search runs them
     for (int b : options_.micro_batches) {
       if (s.training.global_batch % b != 0) continue;
-      const int total = s.training.global_batch / b;
-      for (int mask = 1; mask < (1 << clusters) && !stop(); ++mask) single_groups(mask, b, total);
-      if (clusters > 1) mixtures(b, total);
+      for (int mask = 1; mask < (1 << clusters); ++mask) units.push_back({b, mask, nullptr});
+      if (clusters > 1) units.push_back({b, 0, nullptr});
     }
-    result_.search_s = seconds_since(start_);
-    std::sort(ranked_.begin(), ranked_.end(), by_effective);
+    auto run_unit = [&](Unit& u) {
+      u.search = std::make_unique<Search>(ctx_, options_, shared_);
+      const int total = s.training.global_batch / u.b;
+      if (u.mask > 0) {
+        if (!u.search->stop()) u.search->single_groups(u.mask, u.b, total);
+        return;
+      }
+      // The kept configurations of every set of clusters at this micro-batch size.
+      for (const Unit& v : units)
+        if (v.b == u.b && v.mask > 0 && v.search)
+          for (const auto& [key, kept] : v.search->kept_) u.search->kept_.emplace(key, kept);
+      u.search->mixtures(u.b, total);
+    };
+    std::vector<std::size_t> singles, mixes;
+    for (std::size_t k = 0; k < units.size(); ++k)
+      (units[k].mask > 0 ? singles : mixes).push_back(k);
+    run_side_by_side(singles.size(), search_threads(options_),
+                     [&](std::size_t k) { run_unit(units[singles[k]]); });
+    run_side_by_side(mixes.size(), search_threads(options_),
+                     [&](std::size_t k) { run_unit(units[mixes[k]]); });
+    for (Unit& u : units) merge(*u.search);
+    result_.search_s = seconds_since(shared_.start);
+    result_.budget_exhausted = shared_.exhausted;
     // Outer-sync variants may fill the list: the best synchronous plan stays in it (last), so
     // that a DiLoCo winner is always verified against one.
     const bool has_sync = std::any_of(ranked_.begin(), ranked_.end(), [](const Candidate& c) {
@@ -122,28 +206,53 @@ class Search {
   }
 
  private:
+  // Whether the time budget is spent; prints the progress line once per interval (whichever
+  // unit gets there first).
   bool stop() {
-    if (result_.budget_exhausted) return true;
-    const double t = seconds_since(start_);
-    if (options_.progress && t - last_progress_ >= progress_interval_s) {
-      last_progress_ = t;
-      *options_.progress << "hgsim plan: " << result_.evaluated << " candidates costed in "
-                         << static_cast<int>(t) << " s; best so far "
-                         << (worst_kept_best() > 0
-                                 ? core::human_duration(core::Seconds(worst_kept_best()))
-                                 : std::string("none"))
-                         << " (analytic)\n";
+    if (shared_.exhausted) return true;
+    const double t = seconds_since(shared_.start);
+    if (options_.progress && t - shared_.last_progress >= progress_interval_s) {
+      std::lock_guard<std::mutex> lock(shared_.progress);
+      if (t - shared_.last_progress >= progress_interval_s) {
+        shared_.last_progress = t;
+        *options_.progress << "hgsim plan: " << shared_.evaluated << " candidates costed in "
+                           << static_cast<int>(t) << " s; best so far "
+                           << (shared_.best_s < no_time_yet_s
+                                   ? core::human_duration(core::Seconds(shared_.best_s.load()))
+                                   : std::string("none"))
+                           << " (analytic)\n";
+      }
     }
-    if (t > options_.time_budget_s) {
-      result_.budget_exhausted = true;
-      if (options_.progress)
-        *options_.progress << "hgsim plan: time budget of " << options_.time_budget_s
-                           << " s reached; verifying the best found so far\n";
+    if (t > options_.time_budget_s && !shared_.exhausted.exchange(true) && options_.progress) {
+      std::lock_guard<std::mutex> lock(shared_.progress);
+      *options_.progress << "hgsim plan: time budget of " << options_.time_budget_s
+                         << " s reached; verifying the best found so far\n";
     }
-    return result_.budget_exhausted;
+    return shared_.exhausted;
   }
 
-  double worst_kept_best() const { return best_s_ < no_time_yet_s ? best_s_ : 0; }
+  // A unit's results into this search's, as if its offers had come here in turn: the ranked
+  // list keeps the best `ranked_kept` distinct plans (ties in offer order), a family's best
+  // and the best synchronous plan are the first of the least time.
+  void merge(const Search& unit) {
+    result_.evaluated += unit.result_.evaluated;
+    result_.rejected_memory += unit.result_.rejected_memory;
+    for (const Candidate& c : unit.ranked_) {
+      if (ranked_.size() >= ranked_kept && c.effective_s() >= ranked_.back().effective_s())
+        continue;
+      if (std::any_of(ranked_.begin(), ranked_.end(),
+                      [&](const Candidate& r) { return r.plan == c.plan; }))
+        continue;
+      ranked_.insert(std::upper_bound(ranked_.begin(), ranked_.end(), c, by_effective), c);
+      if (ranked_.size() > ranked_kept) ranked_.pop_back();
+    }
+    if (unit.best_sync_ && (!best_sync_ || unit.best_sync_->analytic_s < best_sync_->analytic_s))
+      best_sync_ = unit.best_sync_;
+    for (const auto& [family, c] : unit.families_) {
+      auto [it, fresh] = families_.try_emplace(family, c);
+      if (!fresh && c.effective_s() < it->second.effective_s()) it->second = c;
+    }
+  }
 
   static bool by_effective(const Candidate& a, const Candidate& b) {
     return a.effective_s() < b.effective_s();
@@ -154,7 +263,7 @@ class Search {
   void offer_with_variants(const core::Plan& plan, double analytic_s) {
     offer(plan, analytic_s, "");
     for (core::Plan& v : outer_sync_variants(ctx_, plan)) {
-      ++result_.evaluated;
+      count_evaluated();
       const Estimate e = estimate_plan(ctx_, v);
       if (!e.fits) {
         ++result_.rejected_memory;
@@ -170,7 +279,8 @@ class Search {
     const double effective = c.effective_s();
     if (!c.plan.outer_sync.enabled() && (!best_sync_ || analytic_s < best_sync_->analytic_s))
       best_sync_ = c;
-    best_s_ = std::min(best_s_, effective);
+    for (double best = shared_.best_s; effective < best;)
+      if (shared_.best_s.compare_exchange_weak(best, effective)) break;
     // The best of each family (the set of clusters a plan uses), so that verification can
     // hedge against the model being biased against one family.
     int family = 0;
@@ -194,7 +304,7 @@ class Search {
   // need. Memory is checked before the plan is costed, so that a plan that fits under no
   // stage costs no estimate.
   std::optional<Estimate> cost(core::Plan& plan) {
-    ++result_.evaluated;
+    count_evaluated();
     while (plan.zero <= most_zero && !stages_fit(ctx_, plan)) ++plan.zero;
     if (plan.zero > most_zero) {
       ++result_.rejected_memory;
@@ -206,6 +316,11 @@ class Search {
       return std::nullopt;
     }
     return e;
+  }
+
+  void count_evaluated() {
+    ++result_.evaluated;
+    ++shared_.evaluated;
   }
 
   // Every configuration of one group over the clusters of `mask`, alone.
@@ -273,7 +388,8 @@ class Search {
       }
       kept_worst = std::max(kept_worst, it->second.back().alone_s);
     }
-    return full ? std::max(limit == no_time_yet_s ? 0 : limit, kept_worst) : no_time_yet_s;
+    // Until the ranked list is full any configuration may still enter it: no pruning.
+    return full && limit < no_time_yet_s ? std::max(limit, kept_worst) : no_time_yet_s;
   }
 
   void try_group(int mask, const GroupConfig& g, int p, int b, int total,
@@ -288,7 +404,7 @@ class Search {
       const int per_replica = (total + g.replicas - 1) / g.replicas;
       const auto partitioned = make_pipelines(ctx_, limits_, g, b, schedule, v, per_replica);
       if (partitioned.empty()) {
-        ++result_.evaluated;
+        count_evaluated();
         ++result_.rejected_memory;
       }
       for (const PartitionedPipeline& pp : partitioned)
@@ -383,10 +499,8 @@ class Search {
 
   const Context& ctx_;
   const Options& options_;
-  MemoryLimits limits_;
-  Clock::time_point start_;
-  double last_progress_ = 0;
-  double best_s_ = no_time_yet_s;
+  SearchShared& shared_;
+  MemoryLimits limits_;  // its memo is the unit's own
   SearchResult result_;
   std::vector<Candidate> ranked_;
   std::optional<Candidate> best_sync_;  // the best synchronous plan costed
@@ -488,7 +602,8 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
 }
 
 SearchResult search(const Context& ctx, const Options& options) {
-  return Search(ctx, options).run();
+  SearchShared shared(options);
+  return Search(ctx, options, shared).run();
 }
 
 namespace {

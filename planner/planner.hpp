@@ -31,7 +31,9 @@ struct Options {
   int orders_per_group = 4;    // cluster orders tried per group
   int shapes_per_cluster = 8;  // stage shapes tried per cluster (tp x dp: 4 x 2 at most)
   int top_per_group = 3;       // configurations per group kept for mixtures
-  int jobs = 0;  // simulations verified side by side, one child process each (0: one per core)
+  // Threads for the search's units, and simulations verified side by side (one child process
+  // each); 0: one per core.
+  int jobs = 0;
 };
 
 struct Candidate {

@@ -197,9 +197,11 @@ TEST(PlannerCostModel, AgreesWithTheSimulatorOnTheBestCandidates) {
   RecordProperty("worst_relative_error", std::to_string(worst));
 }
 
-// Verification in parallel child processes gives what one at a time gives, candidate for
-// candidate (the simulation is deterministic; only where it runs changes).
-TEST(PlannerSearch, ParallelVerificationEqualsSequential) {
+// The search's units on three threads and verification in parallel child processes give what
+// one thread and one simulation at a time give, candidate for candidate: the units' results
+// are merged in a fixed order and the simulation is deterministic; only where they run
+// changes.
+TEST(PlannerSearch, ParallelSearchAndVerificationEqualSequential) {
   auto c = checked(kTwoClusters);
   const kernels::KernelModel kernel_model;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
@@ -210,6 +212,17 @@ TEST(PlannerSearch, ParallelVerificationEqualsSequential) {
   const auto a = planner::plan(ctx, one);
   const auto b = planner::plan(ctx, three);
   ASSERT_TRUE(a.best && b.best);
+  EXPECT_EQ(a.evaluated, b.evaluated);
+  EXPECT_EQ(a.rejected_memory, b.rejected_memory);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  ASSERT_GE(a.ranked.size(), 10u);
+  for (std::size_t k = 0; k < a.ranked.size(); ++k) {
+    EXPECT_TRUE(a.ranked[k].plan == b.ranked[k].plan) << k;
+    EXPECT_EQ(a.ranked[k].analytic_s, b.ranked[k].analytic_s) << k;
+  }
+  ASSERT_EQ(a.family_best.size(), b.family_best.size());
+  for (std::size_t k = 0; k < a.family_best.size(); ++k)
+    EXPECT_TRUE(a.family_best[k].plan == b.family_best[k].plan) << k;
   ASSERT_EQ(a.verified.size(), b.verified.size());
   ASSERT_GE(a.verified.size(), 2u);
   for (std::size_t k = 0; k < a.verified.size(); ++k) {
