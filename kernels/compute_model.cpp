@@ -1,8 +1,11 @@
 #include "kernels/compute_model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <stdexcept>
 #include <tuple>
 
@@ -274,9 +277,46 @@ WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
 
 }  // namespace
 
+// Read far more often than written (the planner asks for a few hundred shapes a few hundred
+// thousand times, from several threads): readers share the lock, and each thread keeps a copy
+// of what it read from the cache it used last (`id`: never reused, so a copy cannot outlive
+// its model's meaning), so that a thread takes the lock once per shape.
 struct KernelModel::Cache {
-  std::mutex mutex;
+  std::uint64_t id = next_id();
+  std::shared_mutex mutex;
   std::map<WorkKey, PhaseTimes> times;
+
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> ids{0};
+    return ++ids;
+  }
+  struct ThreadCopy {
+    std::uint64_t id = 0;
+    std::map<WorkKey, PhaseTimes> times;
+  };
+  // This thread's copy of this cache's entries it has read.
+  std::map<WorkKey, PhaseTimes>& thread_copy() const {
+    thread_local ThreadCopy copy;
+    if (copy.id != id) {
+      copy.times.clear();
+      copy.id = id;
+    }
+    return copy.times;
+  }
+  std::optional<PhaseTimes> find(const WorkKey& key) {
+    auto& local = thread_copy();
+    if (auto it = local.find(key); it != local.end()) return it->second;
+    std::shared_lock<std::shared_mutex> lock(mutex);
+    const auto it = times.find(key);
+    if (it == times.end()) return std::nullopt;
+    local.emplace(key, it->second);
+    return it->second;
+  }
+  void add(const WorkKey& key, const PhaseTimes& t) {
+    thread_copy().emplace(key, t);
+    std::unique_lock<std::shared_mutex> lock(mutex);
+    times.emplace(key, t);
+  }
 };
 
 KernelModel::KernelModel() : cache_(std::make_shared<Cache>()) {}
@@ -351,10 +391,7 @@ Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& o
 
 PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   const WorkKey key = work_key(gpu, work, false);
-  {
-    std::lock_guard<std::mutex> lock(cache_->mutex);
-    if (auto it = cache_->times.find(key); it != cache_->times.end()) return it->second;
-  }
+  if (auto hit = cache_->find(key)) return *hit;
   const KernelCosts costs = costs_for(gpu);
   const PhaseOps ops = layer_ops(shape_of(work));
   PhaseTimes t;
@@ -368,24 +405,19 @@ PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
       Seconds(phase_seconds(gpu, costs, attention_core_ops(ops.backward, true), work.precision));
   // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
   if (work.recompute == core::Recompute::selective) t.recompute = t.attention_forward;
-  std::lock_guard<std::mutex> lock(cache_->mutex);
-  cache_->times.emplace(key, t);
+  cache_->add(key, t);
   return t;
 }
 
 PhaseTimes KernelModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
   const WorkKey key = work_key(gpu, work, true);
-  {
-    std::lock_guard<std::mutex> lock(cache_->mutex);
-    if (auto it = cache_->times.find(key); it != cache_->times.end()) return it->second;
-  }
+  if (auto hit = cache_->find(key)) return *hit;
   const KernelCosts costs = costs_for(gpu);
   const PhaseOps ops = logits_ops(shape_of(work));
   const core::Precision precision = logits_precision(work.precision);
   const PhaseTimes t{Seconds(phase_seconds(gpu, costs, ops.forward, precision)),
                      Seconds(phase_seconds(gpu, costs, ops.backward, precision)), Seconds(0)};
-  std::lock_guard<std::mutex> lock(cache_->mutex);
-  cache_->times.emplace(key, t);
+  cache_->add(key, t);
   return t;
 }
 

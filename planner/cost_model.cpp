@@ -600,11 +600,11 @@ double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, cons
 // of the layers below:
 //   ready = finish - (lowest - first layer of the stage) x layer_backward_after.
 // after_backward, or interleaved chunks: ready = finish.
-double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int bucket, std::size_t i,
+// `lowest` is the bucket's lowest layer.
+double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int lowest, std::size_t i,
                     double per_layer, double finish) {
   if (r.choices.grad_reduce != core::GradReduce::overlap || r.chunks > 1) return finish;
   const auto [stage_index, chunk] = seg.holders[i];
-  const int lowest = sim::bucket_lowest_layer(seg.first_layer, seg.layers, seg.buckets, bucket);
   const int below = lowest - r.layers[i][stage_index][chunk].first;
   return below <= 0 ? finish : finish - below * per_layer;
 }
@@ -631,17 +631,31 @@ void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
     std::vector<double> per_layer(r.plan.pipelines.size());
     for (std::size_t i = 0; i < per_layer.size(); ++i)
       per_layer[i] = layer_backward_after(ctx, r, *seg, i, nodes[i][g.holder[i]]);
+    // Buckets of one lowest layer are ready together: their readiness is computed once. After
+    // the first bucket every holder's stream is free at the same time, the previous bucket's
+    // end.
+    int lowest = -1;
+    double ready = 0, end = 0;
     for (int b = 0; b < seg->buckets; ++b) {
-      double start = 0;
-      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
-        const int h = g.holder[i];
-        start =
-            std::max({start, busy[i][h], bucket_ready(r, *seg, b, i, per_layer[i], finish[i][h])});
+      const int l = sim::bucket_lowest_layer(seg->first_layer, seg->layers, seg->buckets, b);
+      if (b == 0 || l != lowest) {
+        lowest = l;
+        ready = 0;
+        for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+          ready = std::max(ready,
+                           bucket_ready(r, *seg, lowest, i, per_layer[i], finish[i][g.holder[i]]));
       }
+      double start = ready;
+      if (b == 0)
+        for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+          start = std::max(start, busy[i][g.holder[i]]);
+      else
+        start = std::max(start, end);
       if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
-      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
-        busy[i][g.holder[i]] = start + bucket_time;
+      end = start + bucket_time;
     }
+    if (seg->buckets > 0)
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) busy[i][g.holder[i]] = end;
     for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
       out.pipelines[i].stages[g.holder[i]].sync_s += seg_time;
   }

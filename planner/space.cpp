@@ -218,6 +218,7 @@ std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& group
     given += share[g];
   }
   if (given > total) return {};
+  if (n == 1) share[0] = given = total;  // what the loop below would give, at once
   auto finish = [&](std::size_t g, int q) {
     const int per_replica = (q + groups[g].replicas - 1) / groups[g].replicas;
     return fill[g] + (per_replica - 1) * period[g];

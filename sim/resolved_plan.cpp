@@ -218,14 +218,17 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
 }
 
 std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster) {
-  std::map<int, int> per_node;
+  std::vector<int> per_node(static_cast<std::size_t>(r.scenario->clusters[cluster].nodes), 0);
   for (const PlacedGroup& g : r.groups) {
     if (g.cluster != cluster || g.pipeline >= int(seg.holders.size())) continue;
     if (g.stage != seg.holders[g.pipeline].first) continue;
-    per_node[g.node(*r.scenario)] += 1;
+    const auto node = static_cast<std::size_t>(g.node(*r.scenario));
+    if (node >= per_node.size()) per_node.resize(node + 1, 0);  // never for a checked plan
+    ++per_node[node];
   }
-  std::vector<int> out;
-  for (const auto& [node, members] : per_node) out.push_back(members);
+  std::vector<int> out;  // per node holding members, in node order: its members
+  for (int members : per_node)
+    if (members > 0) out.push_back(members);
   return out;
 }
 
