@@ -402,6 +402,11 @@ double stage_parameters(const ModelConfig& m, const StageSpec& stage) {
   return params / std::max(stage.tp, 1);
 }
 
+double optimizer_step_parameters(const ModelConfig& m, const StageSpec& stage) {
+  const double shards = stage.zero >= 1 ? std::max(stage.zero_shards, 1) : 1;
+  return stage_parameters(m, stage) / shards;
+}
+
 // Peak memory of one GPU: weights, gradients and optimizer state of its parameters (sharded
 // as the plan's ZeRO stage says), the activations of the layers in flight for a micro-batch of
 // micro_batch / dp sequences, and on the last stage the fp32 logits of one micro-batch

@@ -173,6 +173,12 @@ core::Bytes fp8_weight_copies_bytes(const core::ModelConfig& m, const StageSpec&
 // the final norm and the LM head (or the tied embedding's copy) on the last, over t.
 double stage_parameters(const core::ModelConfig& m, const StageSpec& stage);
 
+// Parameters one GPU of the stage updates in the optimizer step: all it holds, or under ZeRO
+// >= 1 its 1 / zero_shards slice (Megatron-LM's distributed optimizer and FSDP step only the
+// shard of the optimizer state a rank owns; the gathered weights come back by all-gather,
+// counted with the gradient sync's traffic: zero_traffic_factor).
+double optimizer_step_parameters(const core::ModelConfig& m, const StageSpec& stage);
+
 // Peak memory of one GPU of the stage (see transformer.cpp for what is and is not counted).
 StageMemory stage_memory(const core::ModelConfig& m, const core::Training& training,
                          const StageSpec& stage);

@@ -343,10 +343,11 @@ StageEstimate stage_costs(const Context& ctx, const sim::ResolvedPlan& r, std::s
   const auto spec = models::stage_spec(r.plan, i, st);
   se.memory_bytes = models::stage_memory(*ctx.model, r.choices.training, spec).total.value();
   se.capacity_bytes = ctx.gpus[c]->memory.value();
-  se.optimizer_s = ctx.compute
-                       ->optimizer_step(*ctx.gpus[c], models::stage_parameters(*ctx.model, spec),
-                                        r.choices.training.precision, r.choices.training.optimizer)
-                       .value();
+  se.optimizer_s =
+      ctx.compute
+          ->optimizer_step(*ctx.gpus[c], models::optimizer_step_parameters(*ctx.model, spec),
+                           r.choices.training.precision, r.choices.training.optimizer)
+          .value();
   return se;
 }
 

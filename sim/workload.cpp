@@ -724,7 +724,7 @@ class Builder {
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const Group& group = groups_[g];
       const auto spec = models::stage_spec(*plan_, group.pipeline, group.stage);
-      const double params = models::stage_parameters(*model_, spec);
+      const double params = models::optimizer_step_parameters(*model_, spec);
       const double seconds =
           in_.compute->optimizer_step(gpu_of(group), params, t.precision, t.optimizer).value();
       const int label = graph.label("optimizer stage " + std::to_string(group.stage));

@@ -48,11 +48,12 @@ inline CliResult hgsim(std::vector<std::string> args) {
 }
 
 // Every layer takes `forward` seconds forward and twice that backward, of which the
-// attention core is `attention` forward and twice that backward; nothing else costs.
+// attention core is `attention` forward and twice that backward; the optimizer step takes
+// `optimizer_per_parameter` seconds per parameter it updates; nothing else costs.
 class FixedTimes final : public kernels::ComputeModel {
  public:
-  explicit FixedTimes(double forward, double attention = 0)
-      : forward_(forward), attention_(attention) {}
+  explicit FixedTimes(double forward, double attention = 0, double optimizer_per_parameter = 0)
+      : forward_(forward), attention_(attention), optimizer_(optimizer_per_parameter) {}
   kernels::PhaseTimes layer(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
     kernels::PhaseTimes t{core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
     t.attention_forward = core::Seconds(attention_);
@@ -62,14 +63,14 @@ class FixedTimes final : public kernels::ComputeModel {
   kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {
     return {};
   }
-  core::Seconds optimizer_step(const kernels::GpuSpec&, double, core::Precision,
+  core::Seconds optimizer_step(const kernels::GpuSpec&, double parameters, core::Precision,
                                core::Optimizer) const override {
-    return core::Seconds(0);
+    return core::Seconds(parameters * optimizer_);
   }
   std::string provenance(const kernels::GpuSpec&) const override { return "estimated"; }
 
  private:
-  double forward_, attention_;
+  double forward_, attention_, optimizer_;
 };
 
 // A model small enough for any test: 8 layers, hidden 256.

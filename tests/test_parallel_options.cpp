@@ -150,6 +150,41 @@ TEST(Zero, DataParallelTrafficFollowsTheStage) {
   EXPECT_LT(z3, 1.5 * z1);
 }
 
+// Under ZeRO >= 1 a rank steps the optimizer over its shard only (Megatron-LM's distributed
+// optimizer): one stage over 4 replicas, where everything else is the same at zero 0 and 1
+// (the same traffic), is shorter by exactly 3/4 of the unsharded step, in the simulator and
+// in the planner's model alike.
+TEST(Zero, TheOptimizerStepsItsShard) {
+  auto scenario = [](const std::string& extra) {
+    return std::string("name: dp4\n") + kTinyModel +
+           "training: {global_batch: 4, seq_len: 128, precision: bf16}\n"
+           "clusters:\n"
+           "  - {name: c, gpu: H100-80GB-SXM, nodes: 4, gpus_per_node: 1, nvlink: {bandwidth: "
+           "1000TB/s, latency: 0s}, nic: {bandwidth: 100GB/s, latency: 0s}}\n"
+           "strategy:\n" +
+           extra +
+           "  pipelines:\n    - replicas: 4\n      micro_batches: 1\n      stages:\n"
+           "        - {cluster: c, layers: 8}\n"
+           "  grad_sync: {algorithm: ring, bucket: 1GB}\n";
+  };
+  const auto z0 = checked(scenario("  zero: 0\n"));
+  const auto z1 = checked(scenario("  zero: 1\n"));
+  const double per_parameter = 1e-9;
+  const FixedTimes compute(1e-3, 0, per_parameter);
+  models::StageSpec spec = models::stage_spec(z0.scenario.strategy.plan, 0, 0);
+  const double step = models::stage_parameters(z0.model, spec) * per_parameter;
+  spec.zero = 1;
+  EXPECT_DOUBLE_EQ(models::optimizer_step_parameters(z0.model, spec),
+                   models::stage_parameters(z0.model, spec) / 4);
+  const double simulated = iteration(z0, compute) - iteration(z1, compute);
+  EXPECT_NEAR(simulated, 0.75 * step, 1e-9 * step);
+  const auto ctx0 = planner::make_context(z0.scenario, z0.model, z0.compression, compute);
+  const auto ctx1 = planner::make_context(z1.scenario, z1.model, z1.compression, compute);
+  const double analytic = planner::estimate(ctx0, z0.scenario.strategy.plan).iteration_s -
+                          planner::estimate(ctx1, z1.scenario.strategy.plan).iteration_s;
+  EXPECT_NEAR(analytic, 0.75 * step, 1e-9 * step);
+}
+
 // ---- the language ------------------------------------------------------------------------------
 
 core::Diagnostics parse(const std::string& yaml) {
