@@ -380,14 +380,15 @@ class Search {
     double limit = ranked_.size() >= ranked_kept ? ranked_.back().effective_s() : no_time_yet_s;
     double kept_worst = 0;
     bool full = true;
-    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
-      const auto it = kept_.find({mask, b, static_cast<int>(schedule)});
-      if (it == kept_.end() || static_cast<int>(it->second.size()) < options_.top_per_group) {
-        full = false;
-        break;
+    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe})
+      for (int zero = least_zero; zero <= most_zero && full; ++zero) {
+        const auto it = kept_.find({mask, b, static_cast<int>(schedule), zero});
+        if (it == kept_.end() || static_cast<int>(it->second.size()) < options_.top_per_group) {
+          full = false;
+          break;
+        }
+        kept_worst = std::max(kept_worst, it->second.back().alone_s);
       }
-      kept_worst = std::max(kept_worst, it->second.back().alone_s);
-    }
     // Until the ranked list is full any configuration may still enter it: no pruning.
     return full && limit < no_time_yet_s ? std::max(limit, kept_worst) : no_time_yet_s;
   }
@@ -424,12 +425,18 @@ class Search {
     const double alone = e->iteration_s;
     offer_with_variants(plan, alone);
     if (schedule == core::Schedule::interleaved) return;
-    auto& kept = kept_[{mask, b, static_cast<int>(schedule)}];
-    Kept k{pp.pipeline, plan.zero, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
-    auto at = std::upper_bound(kept.begin(), kept.end(), k,
-                               [](const Kept& a, const Kept& c) { return a.alone_s < c.alone_s; });
-    kept.insert(at, k);
-    if (static_cast<int>(kept.size()) > options_.top_per_group) kept.pop_back();
+    // Kept per ZeRO stage z: the best configurations that fit under z or less, so that
+    // mixtures can combine configurations that fit without sharding more (a mixture takes the
+    // highest stage any of its groups needs, and ZeRO-3 costs 1.5x the sync's traffic).
+    const Kept k{pp.pipeline, plan.zero, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
+    for (int zero = plan.zero; zero <= most_zero; ++zero) {
+      auto& kept = kept_[{mask, b, static_cast<int>(schedule), zero}];
+      auto at = std::upper_bound(kept.begin(), kept.end(), k, [](const Kept& a, const Kept& c) {
+        return a.alone_s < c.alone_s;
+      });
+      kept.insert(at, k);
+      if (static_cast<int>(kept.size()) > options_.top_per_group) kept.pop_back();
+    }
   }
 
   // Two or more groups over disjoint sets of clusters, each from its best configurations.
@@ -455,46 +462,50 @@ class Search {
     std::vector<int> masks(groups, 0);
     for (std::size_t c = 0; c < label.size(); ++c)
       if (label[c] > 0) masks[label[c] - 1] |= 1 << c;
-    for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
-      std::vector<const std::vector<Kept>*> lists;
-      double combinations = 1;
-      for (int m : masks) {
-        auto it = kept_.find({m, b, static_cast<int>(schedule)});
-        if (it == kept_.end() || it->second.empty()) break;
-        lists.push_back(&it->second);
-        combinations *= it->second.size();
-      }
-      if (lists.size() != masks.size()) continue;
-      const bool every_combination =
-          combinations <= mixture_combinations_all && masks.size() <= mixture_groups_all;
-      const std::size_t depth = every_combination ? std::numeric_limits<std::size_t>::max() : 1;
-      std::vector<std::size_t> pick(lists.size(), 0);
-      for (;;) {
-        std::vector<core::Pipeline> pipelines;
-        std::vector<double> fill, period;
-        int zero = least_zero;  // one stage for the whole plan: the most any group needs
-        for (std::size_t g = 0; g < lists.size(); ++g) {
-          const Kept& kp = (*lists[g])[pick[g]];
-          pipelines.push_back(kp.pipeline);
-          fill.push_back(kp.fill_s);
-          period.push_back(kp.period_s);
-          zero = std::max(zero, kp.zero);
+    // Per ZeRO stage z the groups' configurations that fit under z; a combination whose
+    // groups all fit under less was tried at that stage (its configurations are among the
+    // best there too).
+    for (int level = least_zero; level <= most_zero; ++level)
+      for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
+        std::vector<const std::vector<Kept>*> lists;
+        double combinations = 1;
+        for (int m : masks) {
+          auto it = kept_.find({m, b, static_cast<int>(schedule), level});
+          if (it == kept_.end() || it->second.empty()) break;
+          lists.push_back(&it->second);
+          combinations *= it->second.size();
         }
-        core::Plan plan = plan_skeleton(schedule, b, 1);
-        plan.pipelines = share_batch(pipelines, fill, period, total);
-        // Gradient sync crosses the WAN here: every bucket pays its round trips, so
-        // larger buckets are tried too (a grad_sync.bucket of the plan).
-        if (!plan.pipelines.empty())
-          for (double bucket : mixture_bucket_bytes) {
-            plan.zero = zero;
-            plan.grad_sync.bucket = core::Bytes(bucket);
-            if (auto e = cost(plan)) offer_with_variants(plan, e->iteration_s);
+        if (lists.size() != masks.size()) continue;
+        const bool every_combination =
+            combinations <= mixture_combinations_all && masks.size() <= mixture_groups_all;
+        const std::size_t depth = every_combination ? std::numeric_limits<std::size_t>::max() : 1;
+        std::vector<std::size_t> pick(lists.size(), 0);
+        for (;;) {
+          std::vector<core::Pipeline> pipelines;
+          std::vector<double> fill, period;
+          int zero = least_zero;  // one stage for the whole plan: the most any group needs
+          for (std::size_t g = 0; g < lists.size(); ++g) {
+            const Kept& kp = (*lists[g])[pick[g]];
+            pipelines.push_back(kp.pipeline);
+            fill.push_back(kp.fill_s);
+            period.push_back(kp.period_s);
+            zero = std::max(zero, kp.zero);
           }
-        std::size_t g = 0;
-        while (g < pick.size() && ++pick[g] == std::min(lists[g]->size(), depth)) pick[g++] = 0;
-        if (g == pick.size()) break;
+          core::Plan plan = plan_skeleton(schedule, b, 1);
+          if (zero == level) plan.pipelines = share_batch(pipelines, fill, period, total);
+          // Gradient sync crosses the WAN here: every bucket pays its round trips, so
+          // larger buckets are tried too (a grad_sync.bucket of the plan).
+          if (!plan.pipelines.empty())
+            for (double bucket : mixture_bucket_bytes) {
+              plan.zero = zero;
+              plan.grad_sync.bucket = core::Bytes(bucket);
+              if (auto e = cost(plan)) offer_with_variants(plan, e->iteration_s);
+            }
+          std::size_t g = 0;
+          while (g < pick.size() && ++pick[g] == std::min(lists[g]->size(), depth)) pick[g++] = 0;
+          if (g == pick.size()) break;
+        }
       }
-    }
   }
 
   const Context& ctx_;
@@ -505,7 +516,8 @@ class Search {
   std::vector<Candidate> ranked_;
   std::optional<Candidate> best_sync_;  // the best synchronous plan costed
   std::map<int, Candidate> families_;
-  std::map<std::tuple<int, int, int>, std::vector<Kept>> kept_;
+  // (mask, micro-batch, schedule, ZeRO stage): the best configurations that fit under it.
+  std::map<std::tuple<int, int, int, int>, std::vector<Kept>> kept_;
 };
 
 // "1, 2 or 4".
