@@ -632,21 +632,31 @@ void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
     std::vector<double> per_layer(r.plan.pipelines.size());
     for (std::size_t i = 0; i < per_layer.size(); ++i)
       per_layer[i] = layer_backward_after(ctx, r, *seg, i, nodes[i][g.holder[i]]);
-    // Buckets of one lowest layer are ready together: their readiness is computed once. After
-    // the first bucket every holder's stream is free at the same time, the previous bucket's
-    // end.
-    int lowest = -1;
-    double ready = 0, end = 0;
-    for (int b = 0; b < seg->buckets; ++b) {
-      const int l = sim::bucket_lowest_layer(seg->first_layer, seg->layers, seg->buckets, b);
-      if (b == 0 || l != lowest) {
-        lowest = l;
-        ready = 0;
-        for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
-          ready = std::max(ready,
-                           bucket_ready(r, *seg, lowest, i, per_layer[i], finish[i][g.holder[i]]));
+    // Buckets of one lowest layer (a run: the lowest layer never rises with the bucket) are
+    // ready together. The run's first bucket starts once ready and once every holder's stream
+    // is free; each later one right after the one before it (which ended after `ready`), so a
+    // run costs one readiness and one addition per bucket.
+    const int buckets = seg->buckets;
+    auto lowest_of = [&](int b) {
+      return sim::bucket_lowest_layer(seg->first_layer, seg->layers, buckets, b);
+    };
+    double end = 0;
+    for (int b = 0; b < buckets;) {
+      const int lowest = lowest_of(b);
+      // The run's last bucket: gallop, then bisect.
+      int last = b, step = 1;
+      while (last + step < buckets && lowest_of(last + step) == lowest) {
+        last += step;
+        step *= 2;
       }
-      double start = ready;
+      for (int past = std::min(last + step, buckets); past - last > 1;) {
+        const int mid = last + (past - last) / 2;
+        (lowest_of(mid) == lowest ? last : past) = mid;
+      }
+      double start = 0;
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
+        start =
+            std::max(start, bucket_ready(r, *seg, lowest, i, per_layer[i], finish[i][g.holder[i]]));
       if (b == 0)
         for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
           start = std::max(start, busy[i][g.holder[i]]);
@@ -654,6 +664,8 @@ void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
         start = std::max(start, end);
       if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
       end = start + bucket_time;
+      for (int k = b + 1; k <= last; ++k) end += bucket_time;
+      b = last + 1;
     }
     if (seg->buckets > 0)
       for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) busy[i][g.holder[i]] = end;
