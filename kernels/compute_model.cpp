@@ -247,13 +247,21 @@ LayerShape shape_of(const LayerWork& work) {
 
 namespace {
 
-// Everything a layer's or the logits' time depends on, by value.
-using WorkKey = std::tuple<std::string, int, int, int, int, int, int, int, int, bool, bool, bool,
-                           double, int, int, bool, int, int, int, bool>;
+// Everything a layer's or the logits' time depends on, by value: what varies between the
+// planner's lookups first, so that comparing two keys rarely reaches the GPU's name.
+using WorkKey = std::tuple<double, int, bool, int, bool, int, int, int, int, int, int, int, int,
+                           int, int, int, bool, bool, bool, std::string>;
 
 WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
   const core::ModelConfig& m = *w.model;
-  return {gpu.name,
+  return {w.sequences,
+          w.tp,
+          w.sequence_parallel,
+          static_cast<int>(w.recompute),
+          logits,
+          w.seq_len,
+          static_cast<int>(w.precision),
+          static_cast<int>(w.attention),
           m.hidden,
           m.heads,
           m.kv_heads,
@@ -265,14 +273,7 @@ WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
           m.bias,
           m.dropout,
           m.tied_embeddings,
-          w.sequences,
-          w.seq_len,
-          w.tp,
-          w.sequence_parallel,
-          static_cast<int>(w.precision),
-          static_cast<int>(w.recompute),
-          static_cast<int>(w.attention),
-          logits};
+          gpu.name};
 }
 
 }  // namespace
