@@ -53,7 +53,8 @@ std::string to_string(Work work) {
 
 NodeId Graph::add(GraphNode n) {
   if (finished_) throw std::logic_error("Graph: node added after finish()");
-  if (static_cast<std::int64_t>(nodes_.size()) >= max_nodes_) throw too_large();
+  if (static_cast<std::int64_t>(size()) >= max_nodes_) throw too_large();
+  if (counting_) return static_cast<NodeId>(counted_++);
   nodes_.push_back(n);
   return static_cast<NodeId>(nodes_.size() - 1);
 }
@@ -92,10 +93,11 @@ NodeId Graph::join() {
 
 void Graph::edge(NodeId before, NodeId after) {
   if (finished_) throw std::logic_error("Graph: edge added after finish()");
-  edges_.push_back({before, after});
+  if (!counting_) edges_.push_back({before, after});
 }
 
 int Graph::label(const std::string& text) {
+  if (counting_) return -1;
   auto [it, fresh] = label_index_.emplace(text, static_cast<int>(labels_.size()));
   if (fresh) labels_.push_back(text);
   return it->second;
@@ -108,6 +110,10 @@ const std::string& Graph::label_text(int label) const {
 
 void Graph::finish() {
   if (finished_) return;
+  if (counting_) {
+    finished_ = true;
+    return;
+  }
   offsets_.assign(nodes_.size() + 1, 0);
   for (const auto& [from, to] : edges_)
     if (from < nodes_.size() && to < nodes_.size()) ++offsets_[from + 1];

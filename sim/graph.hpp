@@ -125,7 +125,7 @@ class Graph {
   void edge(NodeId before, NodeId after);
   int label(const std::string& text);  // interned
 
-  std::size_t size() const { return nodes_.size(); }
+  std::size_t size() const { return counting_ ? counted_ : nodes_.size(); }
   std::size_t edge_count() const { return finished_ ? successors_.size() : edges_.size(); }
   const GraphNode& node(NodeId id) const { return nodes_[id]; }
   const std::string& label_text(int label) const;
@@ -150,9 +150,13 @@ class Graph {
   std::size_t memory_bytes() const;  // what the graph holds, capacity included
 
   // Lowers the node limit to `nodes` (never above limits().graph_nodes): growing past it
-  // throws GraphTooLarge. fidelity: auto builds full fidelity under such a budget
+  // throws GraphTooLarge. fidelity: auto counts the full graph under such a budget
   // (sim::full_fidelity_max_graph_nodes).
   void set_node_budget(std::int64_t nodes);
+  // From now on nodes are only counted (size() and the limit as before) and neither stored
+  // nor linked nor labelled: what a builder would make, measured without its memory. A
+  // counting graph is for size() alone.
+  void count_only() { counting_ = true; }
 
  private:
   NodeId add(GraphNode n);
@@ -166,6 +170,8 @@ class Graph {
   std::vector<std::string> labels_;
   std::unordered_map<std::string, int> label_index_;
   bool finished_ = false;
+  bool counting_ = false;
+  std::size_t counted_ = 0;  // nodes added while counting
 };
 
 }  // namespace hgsim::sim

@@ -86,17 +86,20 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   if (asked != core::Fidelity::automatic || w.folded || r.plan.outer_sync.enabled())
     return build_workload(w, diags);
   const std::int64_t budget = std::min(full_fidelity_max_graph_nodes, core::limits().graph_nodes);
-  {
-    core::Diagnostics full_diags;
-    WorkloadInput budgeted = w;
-    budgeted.max_graph_nodes = budget;
-    try {
-      Workload full = build_workload(budgeted, full_diags);
-      diags.append(full_diags);
-      return full;
-    } catch (const GraphTooLarge&) {
-    }
+  // The full graph is counted first (nodes only: nothing stored, linked or labelled, so a
+  // graph past the budget costs its count, not its memory), then the fidelity the count
+  // chose is built.
+  bool fits = true;
+  try {
+    WorkloadInput counting = w;
+    counting.max_graph_nodes = budget;
+    counting.count_only = true;
+    core::Diagnostics reported_by_the_build;
+    build_workload(counting, reported_by_the_build);
+  } catch (const GraphTooLarge&) {
+    fits = false;
   }
+  if (fits) return build_workload(w, diags);
   core::Diagnostics folded_diags;
   w.folded = true;
   Workload folded = build_workload(w, folded_diags);

@@ -54,6 +54,8 @@ struct WorkloadInput {
   // The graph's node limit, when lower than limits().graph_nodes (0: that limit). Past it
   // build_workload throws GraphTooLarge.
   std::int64_t max_graph_nodes = 0;
+  // Only count the graph's nodes (Graph::count_only): the workload is for graph.size() alone.
+  bool count_only = false;
 };
 
 // Which stage a device works for (and how many GPUs it stands for).
