@@ -155,39 +155,47 @@ Baseline dp_only(const Context& ctx, const Options& options, bool codec) {
   for (int mb : options.micro_batches) {
     if (s.training.global_batch % mb != 0) continue;
     // Per cluster: replicas of the whole model, each the smallest tensor-parallel group
-    // inside a node that holds it; a cluster where none does stays idle.
-    std::vector<core::Pipeline> groups;
-    std::string too_small;
-    for (std::size_t c = 0; c < s.clusters.size(); ++c) {
-      for (int tp : tp_options(ctx, static_cast<int>(c))) {
-        models::StageSpec spec;
-        spec.layers = L;
-        spec.tp = tp;
-        spec.micro_batch = mb;
-        if (limits.max_layers(static_cast<int>(c), spec) < L) continue;
-        core::Pipeline p;
-        p.replicas = s.clusters[c].gpu_count() / tp;
-        p.stages = {{s.clusters[c].name, tp, 1, L}};
-        groups.push_back(p);
-        break;
+    // inside a node that holds it; a cluster where none does stays idle. The plan runs
+    // Megatron's distributed optimizer (plan_skeleton's zero), so the group is sized with
+    // its optimizer state sharded over the cluster's replicas; sharing the batch can leave
+    // an entry fewer replicas than that, so the group sized without sharding is costed too
+    // and the faster plan that fits is kept.
+    for (const int sized_zero : {least_zero, 0}) {
+      std::vector<core::Pipeline> groups;
+      std::string too_small;
+      for (std::size_t c = 0; c < s.clusters.size(); ++c) {
+        for (int tp : tp_options(ctx, static_cast<int>(c))) {
+          models::StageSpec spec;
+          spec.layers = L;
+          spec.tp = tp;
+          spec.micro_batch = mb;
+          spec.zero = sized_zero;
+          spec.zero_shards = s.clusters[c].gpu_count() / tp;
+          if (limits.max_layers(static_cast<int>(c), spec) < L) continue;
+          core::Pipeline p;
+          p.replicas = s.clusters[c].gpu_count() / tp;
+          p.stages = {{s.clusters[c].name, tp, 1, L}};
+          groups.push_back(p);
+          break;
+        }
+        if (groups.empty() || groups.back().stages[0].cluster != s.clusters[c].name)
+          too_small += (too_small.empty() ? "" : ", ") + s.clusters[c].name;
       }
-      if (groups.empty() || groups.back().stages[0].cluster != s.clusters[c].name)
-        too_small += (too_small.empty() ? "" : ", ") + s.clusters[c].name;
-    }
-    if (groups.empty()) {
-      why = "no node of any cluster holds the whole model and its training state (" + too_small +
-            ": even tp = gpus_per_node does not fit)";
-      continue;
-    }
-    core::Plan plan = plan_skeleton(core::Schedule::one_f_one_b, mb, 1);
-    plan.pipelines =
-        share_batch(groups, std::vector<double>(groups.size(), 0),
-                    std::vector<double>(groups.size(), 1), s.training.global_batch / mb);
-    if (plan.pipelines.empty()) continue;  // more replicas than micro-batches of this size
-    const Estimate e = estimate(with, plan);
-    if (e.fits && e.iteration_s < best) {
-      best = e.iteration_s;
-      best_plan = plan;
+      if (groups.empty()) {
+        why = "no node of any cluster holds the whole model and its training state (" + too_small +
+              ": even tp = gpus_per_node does not fit)";
+        continue;
+      }
+      core::Plan plan = plan_skeleton(core::Schedule::one_f_one_b, mb, 1);
+      plan.pipelines =
+          share_batch(groups, std::vector<double>(groups.size(), 0),
+                      std::vector<double>(groups.size(), 1), s.training.global_batch / mb);
+      if (plan.pipelines.empty()) continue;  // more replicas than micro-batches of this size
+      const Estimate e = estimate(with, plan);
+      if (e.fits && e.iteration_s < best) {
+        best = e.iteration_s;
+        best_plan = plan;
+      }
     }
   }
   if (best == infinity) {
