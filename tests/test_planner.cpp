@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
 #include "core/document.hpp"
+#include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
 #include "planner/baselines.hpp"
@@ -608,6 +610,43 @@ TEST(PlannerCli, PlanPrintsTheContractAndItsPlanFileRunsUnchangedToTheSameTime) 
   EXPECT_NEAR(Json::parse(automatic.out)["iteration_time_s"].get<double>(), best, 1e-9 * best);
   fs::remove(scenario);
   fs::remove(plan_file);
+}
+
+// dp-only sizes each replica's tensor-parallel group as its plan runs it, with Megatron's
+// distributed optimizer: Llama-2 7B's weights, gradients and Adam state take 18 bytes a
+// parameter unsharded, more than an 80 GB H100 holds at tp 1, and 6 + 12/8 bytes sharded over
+// the node's 8 replicas, which fits: its plan is 8 replicas at tp 1, not 4 at tp 2.
+TEST(PlannerBaselines, DpOnlySizesItsGroupsWithTheOptimizerSharded) {
+  auto c = checked(R"(
+name: dp8
+model: llama2-7b
+training: {global_batch: 16, seq_len: 2048, precision: bf16}
+clusters:
+  - {name: node, gpu: H100-80GB-SXM, nodes: 1, gpus_per_node: 8,
+     nvlink: {bandwidth: 450GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 2us}}
+strategy: auto
+)");
+  const double params = models::parameter_count(c.model);
+  const double memory = kernels::gpu_of(c.scenario.clusters[0].gpu).memory.value();
+  ASSERT_GT(18 * params, memory);                    // unsharded: tp 1 cannot hold it
+  ASSERT_LT((6 + 12.0 / 8) * params, 0.8 * memory);  // sharded over 8: room for activations
+  const kernels::KernelModel compute;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+  planner::Options options;
+  options.verify = 1;
+  const auto baselines = planner::run_baselines(ctx, options);
+  const auto dp = std::find_if(baselines.begin(), baselines.end(),
+                               [](const planner::Baseline& b) { return b.name == "dp-only"; });
+  ASSERT_NE(dp, baselines.end());
+  ASSERT_TRUE(dp->feasible && dp->plan) << dp->why;
+  int replicas = 0;
+  for (const auto& p : dp->plan->pipelines) {
+    ASSERT_EQ(p.stages.size(), 1u);
+    EXPECT_EQ(p.stages[0].tp, 1) << planner::describe(*dp->plan);
+    replicas += p.replicas;
+  }
+  EXPECT_EQ(replicas, 8);
+  EXPECT_EQ(dp->plan->zero, 1);
 }
 
 TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
