@@ -76,8 +76,9 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Threads for the search's units: Options::jobs, else one per core.
-int search_threads(const Options& options) {
+// Options::jobs, else one per core: the search's threads and the simulations verified side
+// by side.
+int parallel_jobs(const Options& options) {
   if (options.jobs > 0) return options.jobs;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
@@ -194,9 +195,9 @@ class Search {
       return std::popcount(static_cast<unsigned>(units[a].mask)) >
              std::popcount(static_cast<unsigned>(units[b].mask));
     });
-    run_side_by_side(singles.size(), search_threads(options_),
+    run_side_by_side(singles.size(), parallel_jobs(options_),
                      [&](std::size_t k) { run_unit(units[singles[k]]); });
-    run_side_by_side(mixes.size(), search_threads(options_),
+    run_side_by_side(mixes.size(), parallel_jobs(options_),
                      [&](std::size_t k) { run_unit(units[mixes[k]]); });
     for (Unit& u : units) merge(*u.search);
     result_.search_s = seconds_since(shared_.start);
@@ -748,11 +749,6 @@ Verified verified(Candidate candidate, sim::Results result) {
   v.iterations = result.iterations.value("iterations_simulated", 1);
   v.result = std::move(result);
   return v;
-}
-
-int parallel_jobs(const Options& options) {
-  if (options.jobs > 0) return options.jobs;
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -475,6 +476,24 @@ double training_state_bytes(double params, double copies, int zero, double layer
          (zero >= 3 ? 2 * layer_params * weight_bytes_bf16 : 0);
 }
 
+// A scenario checked and planned with one candidate verified. The context points into the
+// checked scenario and the kernel model, so the four live together, on the heap.
+struct PlannedWithOneVerified {
+  explicit PlannedWithOneVerified(const char* yaml)
+      : c(checked(yaml)),
+        ctx(planner::make_context(c.scenario, c.model, c.compression, compute)),
+        r(planner::plan(ctx, one_verified())) {}
+  static planner::Options one_verified() {
+    planner::Options options;
+    options.verify = 1;
+    return options;
+  }
+  apps::CheckedScenario c;
+  kernels::KernelModel compute;
+  planner::Context ctx;
+  planner::SearchResult r;
+};
+
 // Two layers of hidden h = 10752 and an untied vocabulary of 120 h (embedding and LM head each
 // ten layers' worth of parameters) on eight 80 GiB GPUs, one per node: tp is 1 and a
 // pipeline has at most two stages (one per layer), so each GPU holds at least half of the
@@ -505,12 +524,8 @@ TEST(PlannerZero, ShardsTheWeightsWhenOnlyZero3Fits) {
   EXPECT_LT(training_state_bytes(layer + head, gpus / 2, 3, layer), 0.9 * capacity);
   EXPECT_LT(training_state_bytes(whole, gpus, 3, layer), 0.9 * capacity);
 
-  auto c = checked(kShardedOnly);
-  const kernels::KernelModel kernel_model;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
-  planner::Options options;
-  options.verify = 1;
-  const auto r = planner::plan(ctx, options);
+  const auto planned = std::make_unique<PlannedWithOneVerified>(kShardedOnly);
+  const auto& [c, compute, ctx, r] = *planned;
   ASSERT_TRUE(r.best) << (r.why_not.empty() ? std::string("no plan") : r.why_not.front());
   const core::Plan& plan = r.best->candidate.plan;
   EXPECT_EQ(plan.zero, 3) << planner::describe(plan);
@@ -546,12 +561,8 @@ TEST(PlannerZero, KeepsTheDistributedOptimizerWhenEverythingFits) {
   // same, and 3 only adds traffic.
   const double h = 2048, params = 8 * (12 * h * h + 13 * h) + (8000 + 2048) * h + 2 * h;
   EXPECT_LT(training_state_bytes(params, 1, 0, 0), 0.2 * 40.0 * (1ull << 30));
-  auto c = checked(kTwoClusters);
-  const kernels::KernelModel kernel_model;
-  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
-  planner::Options options;
-  options.verify = 1;
-  const auto r = planner::plan(ctx, options);
+  const auto planned = std::make_unique<PlannedWithOneVerified>(kTwoClusters);
+  const auto& r = planned->r;
   ASSERT_TRUE(r.best);
   EXPECT_EQ(r.best->candidate.plan.zero, 1) << r.best->candidate.description;
   EXPECT_EQ(r.best->candidate.description.find("ZeRO"), std::string::npos)
