@@ -131,6 +131,7 @@ class Runner {
     times_.start.assign(g.size(), -1);
     times_.end.assign(g.size(), -1);
     pending_ = g.predecessor_counts();
+    devices_.assign(simgrid.hosts.size(), DeviceCompute{});
   }
 
   // Plays the graph from the engine's present time; times are since then.
@@ -160,6 +161,8 @@ class Runner {
     retired_.clear();
     retired_.push_back(std::move(slots_[slot].activity));
     free_slots_.push_back(slot);
+    const GraphNode& n = graph_.node(id);
+    if (n.op == Op::compute) --devices_[n.device].execs;
     if (!parts_left_.empty())
       if (auto it = parts_left_.find(id); it != parts_left_.end()) {
         if (--it->second > 0) return;
@@ -175,6 +178,20 @@ class Runner {
   struct Slot {
     sg::ActivityPtr activity;
     NodeId node = 0;
+  };
+
+  // The computation a device runs alone is a timer of SimGrid's kernel, not an execution: a
+  // device's speed is constant and shared by the executions on it only, so one running alone
+  // ends exactly its amount (its seconds at the device's speed) after it starts, and a timer
+  // says so without a solver variable, an action and an activity. When a second computation
+  // starts on a device whose computation runs as a timer, that one becomes an execution of the
+  // work it has left ((end - now) at full speed), and both share the device from then on, as
+  // they would have had both been executions from the start.
+  struct DeviceCompute {
+    simgrid::kernel::timer::Timer* timer = nullptr;  // the computation running alone, if any
+    NodeId node = 0;
+    double end = 0;  // the engine's clock when it ends
+    int execs = 0;   // computations running as executions
   };
 
   // Starts every ready node; nodes without cost finish at once and may release more.
@@ -198,10 +215,30 @@ class Runner {
     }
     ++times_.activities;
     if (n.op == Op::compute) {
-      auto exec = sg::Exec::init();
-      exec->set_host(simgrid_.hosts[n.device]);
-      exec->set_flops_amount(n.amount * flops_per_second);
-      start(exec, id);
+      DeviceCompute& device = devices_[n.device];
+      if (device.execs == 0 && device.timer == nullptr) {
+        const int d = n.device;
+        device.node = id;
+        device.end = sg::Engine::get_clock() + n.amount;
+        device.timer = simgrid::kernel::timer::Timer::set(device.end, [this, d, id] {
+          devices_[d].timer = nullptr;
+          finish(id);
+          drain();
+        });
+        return;
+      }
+      if (device.timer != nullptr) {
+        // The computation running alone shares the device from now on.
+        device.timer->remove();
+        device.timer = nullptr;
+        const double left = device.end - sg::Engine::get_clock();
+        if (left > 0) {
+          start_exec(device.node, left);
+        } else {
+          finish(device.node);  // it ends at this instant: nothing left to share
+        }
+      }
+      start_exec(id, n.amount);
     } else if (n.op == Op::delay) {
       // A delay uses no resource: a timer of SimGrid's kernel, outside the solver (an
       // activity on a timer host was a solver variable, and every concurrent delay on that
@@ -222,6 +259,16 @@ class Runner {
         start(comm, id);
       }
     }
+  }
+
+  // A computation of `seconds` at the device's full speed, as an execution on the device.
+  void start_exec(NodeId id, double seconds) {
+    const GraphNode& n = graph_.node(id);
+    auto exec = sg::Exec::init();
+    exec->set_host(simgrid_.hosts[n.device]);
+    exec->set_flops_amount(seconds * flops_per_second);
+    ++devices_[n.device].execs;
+    start(exec, id);
   }
 
   template <class Ptr>
@@ -266,6 +313,7 @@ class Runner {
   NodeTimes times_;
   std::vector<std::uint32_t> pending_;
   std::vector<Slot> slots_;
+  std::vector<DeviceCompute> devices_;
   std::vector<std::uint32_t> free_slots_;
   std::unordered_map<NodeId, int> parts_left_;  // multi-flow transfers: flows still running
   std::vector<NodeId> ready_;
