@@ -10,7 +10,7 @@
 namespace hgsim::sim {
 
 double union_length(std::vector<Interval>& v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   double total = 0, start = 0, end = -1;
   for (const auto& [a, b] : v) {
     if (a > end) {
@@ -26,7 +26,7 @@ double union_length(std::vector<Interval>& v) {
 }
 
 std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   std::vector<Interval> out;
   double at = lo;
   for (const auto& [a, b] : v) {
@@ -276,10 +276,12 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
   }
   if (first) first_bubbles.assign(devices, {});
   for (int d = 0; d < devices; ++d) {
-    std::vector<Interval> busy;
-    busy.reserve(compute[d].size() + comm[d].size());
-    busy.insert(busy.end(), compute[d].begin(), compute[d].end());
-    busy.insert(busy.end(), comm[d].begin(), comm[d].end());
+    // Each list sorted on its own and merged: the busy intervals are sorted once, for both
+    // their union and their gaps.
+    std::sort(compute[d].begin(), compute[d].end());
+    std::sort(comm[d].begin(), comm[d].end());
+    std::vector<Interval> busy(compute[d].size() + comm[d].size());
+    std::merge(compute[d].begin(), compute[d].end(), comm[d].begin(), comm[d].end(), busy.begin());
     std::vector<Interval>().swap(comm[d]);
     compute_s[d] += weight * union_length(compute[d]);
     std::vector<Interval>().swap(compute[d]);
