@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import errno
 import json
 import os
 import random
+import socket
 import statistics
 import sys
 import tempfile
@@ -148,6 +150,33 @@ def parse_failure(text: str | None) -> dict | None:
     return {"rank": int(parts[0]), "step": int(parts[1]), "mode": parts[2]}
 
 
+def master_port(address: str) -> int:
+    """A port for rank 0's rendezvous that nothing holds now, chosen below the kernel's
+    ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), which the kernel hands to every
+    outgoing connection: a random port among those collided with one now and then ("Address
+    already in use"). Each choice is tried by binding it; where the address cannot be bound
+    here (it lives in an emulated cluster's namespace) the choice is kept untried."""
+    low, high = 20000, 32767
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+        if ephemeral_low - 1 >= low + 1000:
+            high = ephemeral_low - 1
+    except (OSError, ValueError, IndexError):
+        pass
+    port = random.randint(low, high)
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((address, port))
+                return port
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    return port
+        port = random.randint(low, high)
+    return port
+
+
 def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 900,
             stall_s: float | None = 180, trace_path: str | None = None, echo=print) -> dict:
     """Runs the job's workers over the emulated WAN; returns the summary. WorkerFailed when a
@@ -160,7 +189,7 @@ def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 9
     with wan:
         install_signal_cleanup(wan)
         job["master_addr"] = wan.address(job["ranks"][0]["cluster"])
-        job["master_port"] = random.randint(20000, 59999)
+        job["master_port"] = master_port(job["master_addr"])
         described = wan.describe()
         if not described["shaped"] and shape and job["wan"]:
             unshaped = ("the workers talk over unshaped loopback, so the run's times leave out "
