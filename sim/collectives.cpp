@@ -30,18 +30,49 @@ int step_label(const Sender& s, const Collective& c, const char* phase, int step
   return s.graph.label(c.name + " " + phase + " step " + std::to_string(step));
 }
 
+// The latency of the route from src to dst.
+double route_latency(const Platform& p, int src, int dst) {
+  double latency = 0;
+  p.for_each_hop(src, dst, [&](const Hop& h) { latency += p.links[h.link].latency_s; });
+  return latency;
+}
+
 // `steps` ring steps of `chunk` bytes: at each step member i sends to member i+1 what it
-// received at the step before (its own data at the first step).
+// received at the step before, combined with its own data (`own`: a member's data ready).
+// As in NCCL's ring, a member sends nothing before its own data is ready, and its sends
+// leave one after another: the next leaves when the previous one's transmission ends,
+// which the graph cannot name (SimGrid pays a transfer's latency first, then its bytes).
+// Two approximations, each exact where it is used:
+// - every hop of the ring has the same latency: the next send waits for the previous one's
+//   arrival. With every member ready at once this never waits (a member's previous send
+//   arrives when what it forwards does); a member ready late sends its backlog one step at
+//   a time, as NCCL does, and holds the ring up at every step that passes through it;
+// - hops of different latencies (NVLink and NIC, a WAN hop in a flat ring): the next send
+//   waits for the member's own data only. With every member ready at once the ring then
+//   pipelines its steps, each taking the ring's mean hop (NCCL's own latency model: the sum
+//   of its intra- and inter-node steps), where waiting for arrivals would make each step
+//   its slowest hop; a late member's backlog leaves at once, sharing its links.
+// `sent` holds, per member, the node its last send arrived after (`own` before its first).
 std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector<NodeId> have,
-                               int steps, double chunk, const char* phase) {
+                               const std::vector<NodeId>& own, std::vector<NodeId>& sent, int steps,
+                               double chunk, const char* phase) {
   const int n = static_cast<int>(c.members.size());
+  double shortest = std::numeric_limits<double>::infinity(), longest = 0;
+  for (int i = 0; i < n; ++i) {
+    const double latency = route_latency(s.platform, c.members[i], c.members[(i + 1) % n]);
+    shortest = std::min(shortest, latency);
+    longest = std::max(longest, latency);
+  }
+  const bool one_latency = longest - shortest <= 1e-12 * longest;
   for (int step = 0; step < steps; ++step) {
     std::vector<NodeId> arrived(n);
     const int label = step_label(s, c, phase, step);
     for (int i = 0; i < n; ++i) {
       const int next = (i + 1) % n;
-      arrived[next] = s.send(c.members[i], c.members[next], chunk, have[i], label, c.flows);
+      arrived[next] = s.send(c.members[i], c.members[next], chunk, have[i],
+                             one_latency ? sent[i] : own[i], label, c.flows);
     }
+    for (int i = 0; i < n; ++i) sent[i] = arrived[(i + 1) % n];
     have = std::move(arrived);
   }
   return have;
@@ -62,6 +93,15 @@ CodedTransfer code_wan_transfer(const WanCodec& codec, double bytes, int flows,
   const auto at_dst = compress::code_transfer(codec.spec, shape, codec.dtype, dst);
   return {at_src.wire_bytes.value() * std::max(flows, 1), at_src.encode.value(),
           at_dst.decode.value()};
+}
+
+NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
+                    int flows) const {
+  // A join would be a node per send; an edge to the send's first node is enough.
+  const std::size_t first = graph.size();
+  const NodeId arrived = send(src, dst, bytes, after, label, flows);
+  if (also_after != after) graph.edge(also_after, static_cast<NodeId>(first));
+  return arrived;
 }
 
 NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int flows) const {
@@ -106,20 +146,23 @@ std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   const double chunk = c.bytes / n;
-  auto have = ring_steps(s, c, c.ready, n - 1, chunk, "reduce-scatter");
-  return ring_steps(s, c, have, n - 1, chunk, "all-gather");
+  std::vector<NodeId> sent = c.ready;
+  auto have = ring_steps(s, c, c.ready, c.ready, sent, n - 1, chunk, "reduce-scatter");
+  return ring_steps(s, c, have, c.ready, sent, n - 1, chunk, "all-gather");
 }
 
 std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
-  return ring_steps(s, c, c.ready, n - 1, c.bytes / n, "reduce-scatter");
+  std::vector<NodeId> sent = c.ready;
+  return ring_steps(s, c, c.ready, c.ready, sent, n - 1, c.bytes / n, "reduce-scatter");
 }
 
 std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
-  return ring_steps(s, c, c.ready, n - 1, c.bytes / n, "all-gather");
+  std::vector<NodeId> sent = c.ready;
+  return ring_steps(s, c, c.ready, c.ready, sent, n - 1, c.bytes / n, "all-gather");
 }
 
 std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {

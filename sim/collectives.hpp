@@ -61,6 +61,9 @@ struct Sender {
   std::map<std::pair<int, int>, NodeId>* fifo = nullptr;
 
   NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
+  // The same, starting after both `after` and `also_after`.
+  NodeId send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
+              int flows) const;
 };
 
 struct Collective {

@@ -155,6 +155,33 @@ double simulated_collective(const core::Scenario& s, int n, double bytes, Loweri
   });
 }
 
+// Two computations on one device share its speed while both run, as SimGrid shares a host
+// between its executions: A (1 s of work) starts at 0, B (1 s) at 0.5 after a delay. A runs
+// alone to 0.5 (half done), both at half speed until A's other half is done at 1.5 (B half
+// done), B alone to 2.0. C (0.25 s) after B runs alone again: 2.25. D (1 s) on another device
+// at 0 is untouched: 1.0. Worked out here by hand, not by the engine's rule.
+TEST(SimEngine, ComputationsOnOneDeviceShareItOnlyWhileTheyOverlap) {
+  auto c = checked(nodes_scenario(2));
+  const Json times = sim::run_isolated([&] {
+    const sim::Platform platform = one_gpu_per_node(c.scenario, 2);
+    sim::Graph g;
+    const auto a = g.compute(0, 1.0, sim::Work::forward, -1);
+    const auto wait = g.delay(0, 0.5, sim::Work::pp_comm, -1);
+    const auto b = g.compute(0, 1.0, sim::Work::forward, -1);
+    g.edge(wait, b);
+    const auto cc = g.compute(0, 0.25, sim::Work::forward, -1);
+    g.edge(b, cc);
+    const auto d = g.compute(1, 1.0, sim::Work::forward, -1);
+    g.finish();
+    const sim::NodeTimes t = sim::execute(g, platform);
+    return Json{t.end[a], t.end[b], t.end[cc], t.end[d]};
+  });
+  EXPECT_NEAR(times[0].get<double>(), 1.5, 1e-9);
+  EXPECT_NEAR(times[1].get<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(times[2].get<double>(), 2.25, 1e-9);
+  EXPECT_NEAR(times[3].get<double>(), 1.0, 1e-9);
+}
+
 TEST(SimCollectives, LoweredCollectivesMatchTheirClosedForms) {
   auto c = checked(nodes_scenario(8));
   const double bandwidth = 100e9 / 8;
@@ -182,6 +209,37 @@ TEST(SimCollectives, LoweredCollectivesMatchTheirClosedForms) {
       const double got = simulated_collective(c.scenario, n, S, k.lowering);
       EXPECT_NEAR(got, expected, 1e-9 * expected) << k.name << " n=" << n;
     }
+}
+
+// A ring all-reduce whose last member's data is ready T late: the chunk that member starts
+// with passes 2 (n - 1) hops after T, one after another, and every member's sends go in
+// order, so every member is done at T + 2 (n - 1) (S / n / B + alpha), the ring's time as if
+// all had started at T. (The members ready early cannot finish without the late member's
+// contribution.)
+TEST(SimCollectives, ALateMemberHoldsTheRingUpAtEveryStep) {
+  auto c = checked(nodes_scenario(8));
+  const double B = 100e9 / 8, a = 2 * 5e-6, S = 1e9, T = 1.0;
+  for (int n : {2, 3, 5}) {
+    const Json done = sim::run_isolated([&] {
+      const sim::Platform platform = one_gpu_per_node(c.scenario, n);
+      sim::Graph g;
+      sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
+      sim::Collective ring{{}, {}, S, "test", 1};
+      for (int i = 0; i < n; ++i) {
+        ring.members.push_back(i);
+        ring.ready.push_back(i == n - 1 ? g.delay(i, T, sim::Work::forward, -1) : g.join());
+      }
+      const auto finished = sim::ring_all_reduce(sender, ring);
+      g.finish();
+      const sim::NodeTimes t = sim::execute(g, platform);
+      Json out = Json::array();
+      for (sim::NodeId f : finished) out.push_back(t.end[f]);
+      return out;
+    });
+    const double expected = T + 2 * (n - 1) * (S / n / B + a);
+    for (int i = 0; i < n; ++i)
+      EXPECT_NEAR(done[i].get<double>(), expected, 1e-9 * expected) << "n=" << n << " member " << i;
+  }
 }
 
 TEST(SimCollectives, RingAllReduceClosedFormByHand) {
