@@ -9,8 +9,39 @@
 
 namespace hgsim::sim {
 
+namespace {
+
+// Sorts intervals as std::sort would, in time linear in their number when they come nearly
+// sorted, as the results read them (by node, and a device's nodes are mostly built in the
+// order they run: 18 k descents among 24 M intervals in scenarios/scale/hetero-256-full.yaml):
+// the sorted runs are found and merged pairwise.
+void sort_intervals(std::vector<Interval>& v) {
+  std::vector<std::size_t> bounds{0};
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (v[i] < v[i - 1]) bounds.push_back(i);
+  bounds.push_back(v.size());
+  if (bounds.size() <= 2) return;
+  if (bounds.size() > v.size() / 8) {  // far from sorted: merging runs would not pay
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  while (bounds.size() > 2) {
+    const std::size_t runs = bounds.size() - 1;
+    std::vector<std::size_t> merged{0};
+    for (std::size_t r = 0; r + 1 < runs; r += 2) {
+      std::inplace_merge(v.begin() + bounds[r], v.begin() + bounds[r + 1],
+                         v.begin() + bounds[r + 2]);
+      merged.push_back(bounds[r + 2]);
+    }
+    if (runs % 2 == 1) merged.push_back(bounds[runs]);
+    bounds = std::move(merged);
+  }
+}
+
+}  // namespace
+
 double union_length(std::vector<Interval>& v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  sort_intervals(v);
   double total = 0, start = 0, end = -1;
   for (const auto& [a, b] : v) {
     if (a > end) {
@@ -26,7 +57,7 @@ double union_length(std::vector<Interval>& v) {
 }
 
 std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  sort_intervals(v);
   std::vector<Interval> out;
   double at = lo;
   for (const auto& [a, b] : v) {
@@ -278,8 +309,8 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
   for (int d = 0; d < devices; ++d) {
     // Each list sorted on its own and merged: the busy intervals are sorted once, for both
     // their union and their gaps.
-    std::sort(compute[d].begin(), compute[d].end());
-    std::sort(comm[d].begin(), comm[d].end());
+    sort_intervals(compute[d]);
+    sort_intervals(comm[d]);
     std::vector<Interval> busy(compute[d].size() + comm[d].size());
     std::merge(compute[d].begin(), compute[d].end(), comm[d].begin(), comm[d].end(), busy.begin());
     std::vector<Interval>().swap(comm[d]);

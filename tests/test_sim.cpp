@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -21,6 +22,7 @@
 #include "kernels/gpu_catalog.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
+#include "sim/iterations.hpp"
 #include "sim/simulate.hpp"
 #include "sim/workload.hpp"
 #include "tests/sim_helpers.hpp"
@@ -180,6 +182,46 @@ TEST(SimEngine, ComputationsOnOneDeviceShareItOnlyWhileTheyOverlap) {
   EXPECT_NEAR(times[1].get<double>(), 2.0, 1e-9);
   EXPECT_NEAR(times[2].get<double>(), 2.25, 1e-9);
   EXPECT_NEAR(times[3].get<double>(), 1.0, 1e-9);
+}
+
+// The busy time and the gaps the results report, for intervals in order, nearly in order
+// (a few swapped, as the results read them) and shuffled, against a count of the unit cells
+// the intervals cover (integer ends, so the sums are exact).
+TEST(SimResults, UnionAndGapsOfIntervalsInAnyOrder) {
+  std::mt19937 rng(7);
+  std::vector<sim::Interval> sorted;
+  for (int i = 0; i < 3000; ++i) {
+    const int a = static_cast<int>(rng() % 20000);
+    sorted.emplace_back(a, a + 1 + static_cast<int>(rng() % 12));
+  }
+  std::sort(sorted.begin(), sorted.end());
+  const int lo = 100, hi = 19000;
+  std::vector<char> covered(20100, 0);
+  for (const auto& [a, b] : sorted)
+    for (int t = static_cast<int>(a); t < static_cast<int>(b); ++t) covered[t] = 1;
+  double busy = 0;
+  std::vector<sim::Interval> holes;
+  for (int t = 0; t < static_cast<int>(covered.size()); ++t) {
+    busy += covered[t];
+    if (t >= lo && t < hi && !covered[t]) {
+      if (!holes.empty() && holes.back().second == t)
+        holes.back().second = t + 1;
+      else
+        holes.emplace_back(t, t + 1);
+    }
+  }
+  std::vector<sim::Interval> nearly = sorted;
+  for (int k = 0; k < 40; ++k) {
+    const std::size_t i = rng() % (nearly.size() - 1);
+    std::swap(nearly[i], nearly[i + 1]);
+  }
+  std::vector<sim::Interval> shuffled = sorted;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  for (const auto* order : {&sorted, &nearly, &shuffled}) {
+    std::vector<sim::Interval> v = *order;
+    EXPECT_EQ(sim::union_length(v), busy);
+    EXPECT_EQ(sim::gaps(*order, lo, hi), holes);
+  }
 }
 
 TEST(SimCollectives, LoweredCollectivesMatchTheirClosedForms) {
