@@ -493,6 +493,23 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
                  "        - {cluster: a, tp: 4, layers: 4}\n"
                  "        - {cluster: b, tp: 2, dp: 2, layers: 4}\n",
                  2, 6, "hierarchical", 2)},
+      // The A100 replicas finish their backward before the V100 ones, so the gradient rings'
+      // members are ready at different times (full was 8.5% under folded while a ring let a
+      // member forward before its own data was ready).
+      {"data parallelism across two clusters of different GPUs, 8 replicas each",
+       "name: fold\n"
+       "model: {name: small, layers: 8, hidden: 1024, heads: 16, vocab: 32000}\n"
+       "training: {global_batch: 64, seq_len: 1024, precision: bf16}\n"
+       "clusters:\n"
+       "  - {name: a, gpu: A100-80GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
+       "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+       "  - {name: b, gpu: V100-32GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
+       "150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}\n"
+       "wan:\n  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
+       "strategy:\n  schedule: 1f1b\n  micro_batch: 1\n  pipelines:\n"
+       "    - {replicas: 8, micro_batches: 4, stages: [{cluster: a, tp: 2, layers: 8}]}\n"
+       "    - {replicas: 8, micro_batches: 4, stages: [{cluster: b, tp: 2, layers: 8}]}\n"
+       "  grad_sync: {algorithm: hierarchical, bucket: 4MB}\n"},
   };
   for (const auto& [name, yaml] : cases) {
     auto c = checked(yaml);
