@@ -445,9 +445,8 @@ TEST(SimLinks, InOrderPipelineMessagesStreamWhileTheReceiverComputes) {
 
 // ---- fidelity, determinism -------------------------------------------------------------------
 
-std::string fold_case(const std::string& schedule, const std::string& stages, int replicas,
-                      int micro_batches, const std::string& algorithm, int micro_batch = 1) {
-  const int batch = replicas * micro_batches * micro_batch;
+// A small model on an A100 cluster and a V100 cluster joined by the WAN; `batch` sequences.
+std::string fold_clusters(int batch) {
   return std::string("name: fold\n") +
          "model: {name: small, layers: 8, hidden: 1024, heads: 16, vocab: 32000}\n"
          "training: {global_batch: " +
@@ -458,9 +457,14 @@ std::string fold_case(const std::string& schedule, const std::string& stages, in
          "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
          "  - {name: b, gpu: V100-32GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
          "150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}\n"
-         "wan:\n  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
-         "strategy:\n  schedule: " +
-         schedule + (schedule == "interleaved" ? "\n  virtual_stages: 2" : "") +
+         "wan:\n  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n";
+}
+
+std::string fold_case(const std::string& schedule, const std::string& stages, int replicas,
+                      int micro_batches, const std::string& algorithm, int micro_batch = 1) {
+  return fold_clusters(replicas * micro_batches * micro_batch) +
+         "strategy:\n  schedule: " + schedule +
+         (schedule == "interleaved" ? "\n  virtual_stages: 2" : "") +
          "\n  micro_batch: " + std::to_string(micro_batch) +
          "\n  pipelines:\n    - replicas: " + std::to_string(replicas) +
          "\n      micro_batches: " + std::to_string(micro_batches) + "\n      stages:\n" + stages +
@@ -497,19 +501,11 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
       // members are ready at different times (full was 8.5% under folded while a ring let a
       // member forward before its own data was ready).
       {"data parallelism across two clusters of different GPUs, 8 replicas each",
-       "name: fold\n"
-       "model: {name: small, layers: 8, hidden: 1024, heads: 16, vocab: 32000}\n"
-       "training: {global_batch: 64, seq_len: 1024, precision: bf16}\n"
-       "clusters:\n"
-       "  - {name: a, gpu: A100-80GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
-       "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
-       "  - {name: b, gpu: V100-32GB-SXM, nodes: 4, gpus_per_node: 4, nvlink: {bandwidth: "
-       "150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}\n"
-       "wan:\n  - {between: [a, b], bandwidth: 10Gbps, latency: 10ms}\n"
-       "strategy:\n  schedule: 1f1b\n  micro_batch: 1\n  pipelines:\n"
-       "    - {replicas: 8, micro_batches: 4, stages: [{cluster: a, tp: 2, layers: 8}]}\n"
-       "    - {replicas: 8, micro_batches: 4, stages: [{cluster: b, tp: 2, layers: 8}]}\n"
-       "  grad_sync: {algorithm: hierarchical, bucket: 4MB}\n"},
+       fold_clusters(64) +
+           "strategy:\n  schedule: 1f1b\n  micro_batch: 1\n  pipelines:\n"
+           "    - {replicas: 8, micro_batches: 4, stages: [{cluster: a, tp: 2, layers: 8}]}\n"
+           "    - {replicas: 8, micro_batches: 4, stages: [{cluster: b, tp: 2, layers: 8}]}\n"
+           "  grad_sync: {algorithm: hierarchical, bucket: 4MB}\n"},
   };
   for (const auto& [name, yaml] : cases) {
     auto c = checked(yaml);
