@@ -29,7 +29,9 @@ struct NodeTimes {
   std::vector<double> start;  // seconds since the iteration began
   std::vector<double> end;
   double makespan = 0;
-  std::size_t activities = 0;  // SimGrid activities run (a multi-flow transfer counts each flow)
+  // Activities played: computations, delays and transfers with a cost (a multi-flow transfer
+  // counts each flow; delays and computations alone on their device run as kernel timers).
+  std::size_t activities = 0;
 };
 
 // The most TCP flows one folded transfer is split into.

@@ -104,7 +104,7 @@ struct Totals {
   // Per device: the pipeline bubbles of the first phase played (for the trace).
   std::vector<std::vector<Interval>> first_bubbles;
   bool first = true;
-  std::size_t activities = 0;  // SimGrid activities run (each phase counted once)
+  std::size_t activities = 0;  // activities played (NodeTimes::activities; each phase once)
   std::size_t phases_played = 0;
   void add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform, int weight);
 };

@@ -46,7 +46,7 @@ struct SimulationStats {
   double peak_rss_bytes = 0;  // the child's peak resident memory
   double graph_nodes = 0;
   double graph_bytes = 0;  // memory the execution graph holds
-  double activities = 0;   // SimGrid activities run
+  double activities = 0;   // activities played (NodeTimes::activities)
 };
 
 // Runs `body` in a child process and returns what it returned: SimGrid allows one engine
