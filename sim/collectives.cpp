@@ -95,16 +95,12 @@ CodedTransfer code_wan_transfer(const WanCodec& codec, double bytes, int flows,
           at_dst.decode.value()};
 }
 
-NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
-                    int flows) const {
-  // A join would be a node per send; an edge to the send's first node is enough.
-  const std::size_t first = graph.size();
-  const NodeId arrived = send(src, dst, bytes, after, label, flows);
-  if (also_after != after) graph.edge(also_after, static_cast<NodeId>(first));
-  return arrived;
+NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int flows) const {
+  return send(src, dst, bytes, after, after, label, flows);
 }
 
-NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int flows) const {
+NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
+                    int flows) const {
   const bool wan = platform.crosses_wan(src, dst);
   const bool coded = wan && codec && codec->active();
   double wire = bytes;
@@ -121,12 +117,16 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int
                       graph.label("encode " + compress::to_string(codec->spec.kind)), micro_batch);
     graph.edge(after, start);
   }
+  // The send's first node (the encoding, else the transfer) also waits for `also_after`: an
+  // edge, where a join would be a node per send.
+  if (coded && also_after != after) graph.edge(also_after, start);
   if (wan && stats) {
     stats->wan_raw_bytes += bytes;
     stats->wan_wire_bytes += wire;
   }
   const NodeId t = graph.transfer(src, dst, wire, work, label, micro_batch, flows);
   graph.edge(start, t);
+  if (!coded && also_after != after) graph.edge(also_after, t);
   if (fifo) {
     auto [previous, first] = fifo->try_emplace({src, dst}, t);
     if (!first) {
