@@ -406,7 +406,8 @@ ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::st
     auto x = as_number(v, p, d_);
     if (x && !(*x > 0 && *x <= 1)) {
       d_.error(v.where, p, "an efficiency is a fraction in (0, 1], found " + v.text,
-               "the fraction of the datasheet peak your kernels reach, e.g. 0.62");
+               "the fraction of the datasheet figure (peak rate, memory or link bandwidth) your "
+               "kernels or transfers reach, e.g. 0.62");
       return std::nullopt;
     }
     return x;
@@ -425,6 +426,7 @@ ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::st
   set(f, "memory_efficiency", cal.memory_efficiency, fraction);
   set(f, "kernel_overhead", cal.kernel_overhead, duration);
   set(f, "host_dispatch", cal.host_dispatch, duration);
+  set(f, "nvlink_efficiency", cal.nvlink_efficiency, fraction);
   f.reject_unknown();
   return cal;
 }
@@ -804,6 +806,7 @@ Json scenario_to_json(const Scenario& s) {
     if (cal.memory_efficiency) j["memory_efficiency"] = *cal.memory_efficiency;
     if (cal.kernel_overhead) j["kernel_overhead"] = format_duration(*cal.kernel_overhead);
     if (cal.host_dispatch) j["host_dispatch"] = format_duration(*cal.host_dispatch);
+    if (cal.nvlink_efficiency) j["nvlink_efficiency"] = *cal.nvlink_efficiency;
     clusters[i]["calibration"] = j;
   }
   out["clusters"] = clusters;

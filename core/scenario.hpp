@@ -110,9 +110,12 @@ struct ComputeCalibration {
   std::optional<double> memory_efficiency;     // element-wise kernels / datasheet bandwidth
   std::optional<Seconds> kernel_overhead;      // GPU-side fixed cost per kernel
   std::optional<Seconds> host_dispatch;        // CPU time to issue one kernel
+  // NCCL's transfers inside a node / `nvlink.bandwidth` (e.g. nccl-tests' all-reduce busbw
+  // over the written figure; 1 when `nvlink.bandwidth` is itself a measured rate).
+  std::optional<double> nvlink_efficiency;
   bool empty() const {
     return !gemm_efficiency && !gemm_efficiency_fp8 && !attention_efficiency &&
-           !memory_efficiency && !kernel_overhead && !host_dispatch;
+           !memory_efficiency && !kernel_overhead && !host_dispatch && !nvlink_efficiency;
   }
   bool operator==(const ComputeCalibration&) const = default;
 };

@@ -79,6 +79,8 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
   fraction("attention_forward_efficiency", c.attention_forward_efficiency);
   fraction("attention_backward_efficiency", c.attention_backward_efficiency);
   fraction("memory_efficiency", c.memory_efficiency);
+  fraction("nvlink_efficiency", c.nvlink_efficiency);
+  fraction("pcie_efficiency", c.pcie_efficiency);
   if (const Node* n = f.required("tiles")) {
     if (!n->is_sequence() || n->items.empty())
       diags.error(n->where, f.path_of("tiles"), "expected a list of tiles, found " + n->describe());
@@ -338,6 +340,21 @@ KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
   if (cal.kernel_overhead) c.kernel_overhead = *cal.kernel_overhead;
   if (cal.host_dispatch) c.host_dispatch = *cal.host_dispatch;
   return c;
+}
+
+double intra_node_efficiency(const core::Cluster& c) {
+  if (c.calibration.nvlink_efficiency) return *c.calibration.nvlink_efficiency;
+  // The planner's closed forms ask for the same few GPUs millions of times: the catalog
+  // lookup (a name normalised, then a map) is done once per change of GPU name.
+  thread_local std::string last_gpu;
+  thread_local double last_efficiency = 0;
+  if (c.gpu != last_gpu || last_efficiency == 0) {
+    const GpuSpec& gpu = gpu_of(c.gpu);
+    const KernelCosts& costs = kernel_costs_for(gpu.architecture);
+    last_efficiency = gpu.nvlink_bandwidth_total ? costs.nvlink_efficiency : costs.pcie_efficiency;
+    last_gpu = c.gpu;
+  }
+  return last_efficiency;
 }
 
 namespace {

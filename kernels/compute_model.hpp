@@ -80,6 +80,10 @@ struct KernelCosts {
   double attention_backward_efficiency = 0.5;
   double attention_block = 128;  // query rows per FlashAttention thread block
   double memory_efficiency = 0.85;
+  // What NCCL moves over one GPU's NVLink (PCIe for GPUs without it), per direction, as a
+  // share of the datasheet rate: NCCL's own per-link model (src/graph/topo.h).
+  double nvlink_efficiency = 0.8;
+  double pcie_efficiency = 0.75;
   core::Seconds kernel_overhead{2e-6};  // GPU-side fixed cost per kernel
   core::Seconds host_dispatch{5e-6};    // CPU time to issue one kernel
   std::string source;
@@ -94,6 +98,14 @@ const KernelCosts& kernel_costs_for(Architecture architecture);
 // What a user measured on one GPU type (`clusters[].calibration`): each present figure
 // replaces the catalog's for that GPU type only.
 using Calibration = core::ComputeCalibration;
+
+// The share of a cluster's intra-node bandwidth as written (`clusters[].nvlink`, the
+// datasheet rate) that NCCL's transfers get: the cluster's `calibration.nvlink_efficiency`
+// where the user measured it, else its GPU architecture's nvlink_efficiency
+// (pcie_efficiency for GPUs without NVLink) from kernels/kernel_costs.yaml. The one rule
+// every NVLink hop of the simulator, the planner and the collectives' closed forms use
+// (sim::nvlink_hop).
+double intra_node_efficiency(const core::Cluster& c);
 
 // The scenario's calibrations by GPU name (resolve_gpus has checked that clusters of one
 // GPU type agree). Clusters whose GPU is unknown are skipped.

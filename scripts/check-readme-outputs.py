@@ -19,7 +19,12 @@ order, consecutive except across '...'. The command runs in a scratch directory 
 the repository's scenarios/ (so files it writes land there), with 'hgsim' replaced by the
 binary given; stdout and stderr are compared together, stderr first.
 
-Usage: check-readme-outputs.py HGSIM README.md [--show]   (--show prints each command's output)
+Usage: check-readme-outputs.py HGSIM README.md [--show] [--update]
+  --show    prints each command's output;
+  --update  rewrites each quoted block that differs from today's output in README.md: every
+            quoted line becomes the output line it stands for (found by the words it starts
+            with, after a '...' again), keeping the '$ ' line, '...' lines and volatile lines.
+            Read the diff: the prose around a block is not updated.
 """
 import os
 import re
@@ -97,11 +102,42 @@ def match(block, output, volatile):
     return block[furthest[0]]
 
 
+def key(line):
+    """The words a line starts with: what finds it again in a changed output."""
+    return " ".join(line.split()[:2])
+
+
+def updated(block, output, volatile):
+    """The block with each quoted line replaced by the output line it stands for, or None
+    when a quoted line's words are not found."""
+    out = output.splitlines()
+    new, o = [], 0
+    realign = True
+    for line in block:
+        if line.strip() == "..." or (volatile is not None and volatile.search(line)):
+            new.append(line)
+            realign = line.strip() == "..." or realign
+            o += 0 if line.strip() == "..." else 1
+            continue
+        if realign:
+            found = next((k for k in range(o, len(out)) if key(out[k]) == key(line)), None)
+            if found is None:
+                return None
+            o, realign = found, False
+        if o >= len(out):
+            return None
+        new.append(out[o].rstrip())
+        o += 1
+    return new
+
+
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     hgsim, readme_path = os.path.abspath(sys.argv[1]), sys.argv[2]
     show = "--show" in sys.argv[3:]
+    update = "--update" in sys.argv[3:]
+    updates = {}  # marker line -> the block's new lines
     root = os.path.dirname(os.path.abspath(readme_path))
     with open(readme_path, encoding="utf-8") as f:
         pins = parse(f.read())
@@ -125,12 +161,29 @@ def main():
         miss = match(block, output, volatile)
         if miss is not None:
             problems.append(f"the quoted line\n    {miss}\n  is not in the output (in order)")
+        if problems and update and miss is not None:
+            new = updated(block, output, volatile)
+            if new is not None:
+                updates[line] = new
         if problems:
             failures += 1
             print(f"README.md:{line}: {command}: " + "; ".join(problems))
             print("  the output:\n" + "\n".join("    " + l for l in output.splitlines()))
         else:
             print(f"README.md:{line}: {command}: the quoted output matches ({len(block)} lines)")
+    if updates:
+        with open(readme_path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for marker in sorted(updates, reverse=True):
+            start = marker  # the ``` line, 0-based (the marker is its 1-based line number)
+            end = start + 1
+            while not lines[end].startswith("```"):
+                end += 1
+            keep = [lines[start + 1]] if lines[start + 1].startswith("$ ") else []
+            lines[start + 1:end] = keep + updates[marker]
+        with open(readme_path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        print(f"updated {len(updates)} quoted block(s) in {readme_path}: read the diff")
     if failures:
         print(f"{failures} of {len(pins)} pinned outputs differ from what hgsim prints; update "
               "the README (run with --show to see the outputs)")

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "compress/codec_cost.hpp"
+#include "kernels/compute_model.hpp"
+#include "sim/engine.hpp"
 
 namespace hgsim::sim {
 
@@ -30,6 +32,18 @@ int step_label(const Sender& s, const Collective& c, const char* phase, int step
   return s.graph.label(c.name + " " + phase + " step " + std::to_string(step));
 }
 
+// The rate a transfer from src to dst gets with its links to itself: the route's narrowest
+// link, a WAN route's TCP window once per parallel flow (the engine's split of a transfer).
+double uncontended_rate(const Platform& p, int src, int dst, int flows) {
+  const int f = p.crosses_wan(src, dst) ? std::clamp(flows, 1, max_flows_per_transfer) : 1;
+  double rate = std::numeric_limits<double>::infinity();
+  p.for_each_hop(src, dst, [&](const Hop& h) {
+    const Link& l = p.links[h.link];
+    rate = std::min(rate, l.kind == LinkKind::tcp_window ? f * l.bytes_per_s : l.bytes_per_s);
+  });
+  return rate;
+}
+
 // The latency of the route from src to dst.
 double route_latency(const Platform& p, int src, int dst) {
   double latency = 0;
@@ -38,24 +52,29 @@ double route_latency(const Platform& p, int src, int dst) {
 }
 
 // `steps` ring steps of `chunk` bytes: at each step member i sends to member i+1 what it
-// received at the step before, combined with its own data (`own`: a member's data ready).
+// received at the step before, combined with its own data.
 // As in NCCL's ring, a member sends nothing before its own data is ready, and its sends
 // leave one after another: the next leaves when the previous one's transmission ends,
-// which the graph cannot name (SimGrid pays a transfer's latency first, then its bytes).
-// Two approximations, each exact where it is used:
+// which a transfer's own end does not say (SimGrid pays a transfer's latency first, then
+// its bytes). Two rules, each exact where it is used:
 // - every hop of the ring has the same latency: the next send waits for the previous one's
 //   arrival. With every member ready at once this never waits (a member's previous send
 //   arrives when what it forwards does); a member ready late sends its backlog one step at
 //   a time, as NCCL does, and holds the ring up at every step that passes through it;
-// - hops of different latencies (NVLink and NIC, a WAN hop in a flat ring): the next send
-//   waits for the member's own data only. With every member ready at once the ring then
-//   pipelines its steps, each taking the ring's mean hop (NCCL's own latency model: the sum
-//   of its intra- and inter-node steps), where waiting for arrivals would make each step
-//   its slowest hop; a late member's backlog leaves at once, sharing its links.
-// `sent` holds, per member, the node its last send arrived after (`own` before its first).
+// - hops of different latencies (NVLink and NIC, a WAN hop in a flat ring): waiting for
+//   arrivals would make each step the slowest hop, where NCCL's ring pipelines its steps at
+//   the ring's mean hop (its own latency model: the sum of its intra- and inter-node
+//   steps). The next send waits instead for a pacing delay that ends when the previous
+//   one's bytes have left at the route's rate: with every member ready at once it never
+//   waits (the data it forwards comes later), and a late member's backlog leaves one step
+//   after another at the link's full rate instead of all at once sharing it (which held
+//   every first arrival back, and the ring with it). Under contention from other traffic
+//   the delay is shorter than the transmission, and consecutive sends overlap a little.
+// `sent` holds, per member, the node its next send must wait for (its data ready before its
+// first).
 std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector<NodeId> have,
-                               const std::vector<NodeId>& own, std::vector<NodeId>& sent, int steps,
-                               double chunk, const char* phase) {
+                               std::vector<NodeId>& sent, int steps, double chunk,
+                               const char* phase) {
   const int n = static_cast<int>(c.members.size());
   double shortest = std::numeric_limits<double>::infinity(), longest = 0;
   for (int i = 0; i < n; ++i) {
@@ -67,12 +86,13 @@ std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector
   for (int step = 0; step < steps; ++step) {
     std::vector<NodeId> arrived(n);
     const int label = step_label(s, c, phase, step);
+    std::vector<NodeId> left(n);
     for (int i = 0; i < n; ++i) {
       const int next = (i + 1) % n;
-      arrived[next] = s.send(c.members[i], c.members[next], chunk, have[i],
-                             one_latency ? sent[i] : own[i], label, c.flows);
+      arrived[next] = s.send(c.members[i], c.members[next], chunk, have[i], sent[i], label, c.flows,
+                             one_latency ? nullptr : &left[i]);
     }
-    for (int i = 0; i < n; ++i) sent[i] = arrived[(i + 1) % n];
+    for (int i = 0; i < n; ++i) sent[i] = one_latency ? arrived[(i + 1) % n] : left[i];
     have = std::move(arrived);
   }
   return have;
@@ -100,7 +120,7 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, int label, int
 }
 
 NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
-                    int flows) const {
+                    int flows, NodeId* left) const {
   const bool wan = platform.crosses_wan(src, dst);
   const bool coded = wan && codec && codec->active();
   double wire = bytes;
@@ -127,6 +147,12 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_af
   const NodeId t = graph.transfer(src, dst, wire, work, label, micro_batch, flows);
   graph.edge(start, t);
   if (!coded && also_after != after) graph.edge(also_after, t);
+  if (left) {
+    *left = graph.delay(src, wire / uncontended_rate(platform, src, dst, flows), Work::pacing,
+                        label, micro_batch);
+    graph.edge(start, *left);
+    if (!coded && also_after != after) graph.edge(also_after, *left);
+  }
   if (fifo) {
     auto [previous, first] = fifo->try_emplace({src, dst}, t);
     if (!first) {
@@ -147,22 +173,22 @@ std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
   if (n <= 1) return c.ready;
   const double chunk = c.bytes / n;
   std::vector<NodeId> sent = c.ready;
-  auto have = ring_steps(s, c, c.ready, c.ready, sent, n - 1, chunk, "reduce-scatter");
-  return ring_steps(s, c, have, c.ready, sent, n - 1, chunk, "all-gather");
+  auto have = ring_steps(s, c, c.ready, sent, n - 1, chunk, "reduce-scatter");
+  return ring_steps(s, c, have, sent, n - 1, chunk, "all-gather");
 }
 
 std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   std::vector<NodeId> sent = c.ready;
-  return ring_steps(s, c, c.ready, c.ready, sent, n - 1, c.bytes / n, "reduce-scatter");
+  return ring_steps(s, c, c.ready, sent, n - 1, c.bytes / n, "reduce-scatter");
 }
 
 std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   std::vector<NodeId> sent = c.ready;
-  return ring_steps(s, c, c.ready, c.ready, sent, n - 1, c.bytes / n, "all-gather");
+  return ring_steps(s, c, c.ready, sent, n - 1, c.bytes / n, "all-gather");
 }
 
 std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
@@ -292,8 +318,12 @@ std::vector<NodeId> all_reduce(core::GradSyncAlgorithm algorithm, const Sender& 
 
 // ---- closed forms -----------------------------------------------------------------------
 
+double nvlink_bytes_per_s(const core::Cluster& c) {
+  return c.nvlink.bandwidth.value() * kernels::intra_node_efficiency(c);
+}
+
 Hop2 nvlink_hop(const core::Cluster& c) {
-  return {c.nvlink.bandwidth.value(), 2 * c.nvlink.latency.value()};
+  return {nvlink_bytes_per_s(c), 2 * c.nvlink.latency.value()};
 }
 
 Hop2 nic_hop(const core::Cluster& c) {

@@ -61,9 +61,11 @@ struct Sender {
   std::map<std::pair<int, int>, NodeId>* fifo = nullptr;
 
   NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
-  // The same, starting after both `after` and `also_after`.
-  NodeId send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label,
-              int flows) const;
+  // The same, starting after both `after` and `also_after`. With `left` set, also a delay
+  // (Work::pacing) that starts with the transfer and ends when its bytes would have left at
+  // the route's rate with the links to itself: *left is that node.
+  NodeId send(int src, int dst, double bytes, NodeId after, NodeId also_after, int label, int flows,
+              NodeId* left = nullptr) const;
 };
 
 struct Collective {
@@ -117,6 +119,10 @@ bool is_power_of_two(int n);
 
 // ---- the hops of a cluster, for the closed forms ------------------------------------------
 
+// What NCCL moves per GPU and direction inside a node: `nvlink.bandwidth` as written (the
+// datasheet's rate) times kernels::intra_node_efficiency (NCCL's per-link model, or the
+// user's calibration). The simulator's NVLink links and every closed form use it.
+double nvlink_bytes_per_s(const core::Cluster& c);
 // Inside a node: NVLink out and in.
 Hop2 nvlink_hop(const core::Cluster& c);
 // Between nodes of one cluster: NIC out, fabric, NIC in. With an oversubscribed fabric every

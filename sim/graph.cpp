@@ -45,6 +45,8 @@ std::string to_string(Work work) {
       return "pp_comm";
     case Work::dp_comm:
       return "dp_comm";
+    case Work::pacing:
+      return "pacing";
     case Work::none:
       return "none";
   }

@@ -38,6 +38,10 @@ enum class Work : std::uint8_t {
   cp_comm,  // context parallelism's ring-attention exchanges, what the attention leaves exposed
   pp_comm,  // activations and their gradients between pipeline stages
   dp_comm,  // data-parallel gradient synchronisation
+  // A delay that paces one sender's sends (sim/collectives.cpp ring_steps): it ends when the
+  // sender's previous send has left at its route's rate. Inside that send's own interval, so
+  // the results and the trace leave it out.
+  pacing,
   none,
 };
 std::string to_string(Op op);

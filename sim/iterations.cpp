@@ -233,7 +233,7 @@ void reserve_intervals(const Graph& graph, const Platform& platform,
     const GraphNode& n = graph.node(id);
     if (n.op == Op::compute) {
       ++computes[n.device];
-    } else if (n.op == Op::delay) {
+    } else if (n.op == Op::delay && n.work != Work::pacing) {
       ++comms[n.device];
     } else if (n.op == Op::transfer) {
       ++comms[n.device];
@@ -290,7 +290,7 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
         pipe_start[n.device] = std::min(pipe_start[n.device], a);
         pipe_end[n.device] = std::max(pipe_end[n.device], b);
       }
-    } else if (n.op == Op::delay) {
+    } else if (n.op == Op::delay && n.work != Work::pacing) {
       comm[n.device].emplace_back(a, b);
     } else if (n.op == Op::transfer) {
       comm[n.device].emplace_back(a, b);

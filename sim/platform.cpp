@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/units.hpp"
+#include "sim/collectives.hpp"
 
 namespace hgsim::sim {
 
@@ -145,7 +146,7 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
     if (r.gpus > 1) d.name += "x" + std::to_string(r.gpus);
     d.nvlink = add_link(p, {d.name + "/nvlink",
                             LinkKind::nvlink,
-                            cluster.nvlink.bandwidth.value() * r.gpus,
+                            nvlink_bytes_per_s(cluster) * r.gpus,
                             cluster.nvlink.latency.value(),
                             true,
                             {},

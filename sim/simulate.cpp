@@ -24,6 +24,7 @@
 #include "core/limits.hpp"
 #include "core/process.hpp"
 #include "core/units.hpp"
+#include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "models/transformer.hpp"
 #include "sim/engine.hpp"
@@ -303,6 +304,19 @@ void add_flops(const SimulationInput& in, const ResolvedPlan& r, Results& result
   result.mfu = result.model_flops / T / peak_used;
   result.mfu_available = result.model_flops / T / peak_available;
 }
+// Which share of each cluster's `nvlink.bandwidth` its intra-node links carry, and where
+// the share comes from (kernels::intra_node_efficiency).
+std::string intra_node_provenance(const core::Scenario& s) {
+  std::string out = "intra-node links carry NCCL's share of each nvlink.bandwidth (";
+  for (std::size_t c = 0; c < s.clusters.size(); ++c) {
+    const core::Cluster& cluster = s.clusters[c];
+    out += (c ? ", " : "") + cluster.name + " " +
+           core::shortest_decimal(std::round(1000 * kernels::intra_node_efficiency(cluster)) / 10) +
+           "%" + (cluster.calibration.nvlink_efficiency ? " calibrated" : "");
+  }
+  return out +
+         "; uncalibrated: NCCL's per-link model, src/graph/topo.h, kernels/kernel_costs.yaml)";
+}
 
 // Where the numbers come from: compute, codecs, memory, iterations and network.
 void add_provenance(const ResolvedPlan& r, int iterations, Results& result) {
@@ -343,7 +357,7 @@ void add_provenance(const ResolvedPlan& r, int iterations, Results& result) {
            : std::string("CM02 flow model (latency and bandwidth as "
                          "written)")) +
       ", TCP window " + core::format_size(s.simulation.tcp_window) +
-      " per WAN flow unless the link sets one";
+      " per WAN flow unless the link sets one; " + intra_node_provenance(s);
 }
 
 // The child's answer: the results, how long and how much memory the simulation took, and

@@ -175,7 +175,7 @@ void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {
     return;
   }
   if (n.op == Op::delay) {
-    if (device_slices)
+    if (device_slices && n.work != Work::pacing)
       slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
     return;
   }

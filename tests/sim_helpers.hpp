@@ -16,6 +16,13 @@
 
 namespace hgsim::testing {
 
+// What NCCL moves over a datasheet NVLink, per link and direction (NVIDIA/nccl
+// src/graph/topo.h: SM80_NVLINK_BW 20.0 and SM90_NVLINK_BW 20.6 GB/s of NVLink 3's and 4's
+// 25 GB/s): the share of a scenario's `nvlink.bandwidth` the simulator's NVLink hops carry,
+// written here from NCCL's figures, apart from kernels/kernel_costs.yaml.
+inline constexpr double kNcclNvlinkShareA100 = 20.0 / 25.0;
+inline constexpr double kNcclNvlinkShareH100 = 20.6 / 25.0;
+
 inline apps::CheckedScenario checked(const std::string& yaml) {
   core::Diagnostics diags;
   auto node = core::parse_yaml(yaml, "test.yaml", diags);

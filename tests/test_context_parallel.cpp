@@ -56,8 +56,9 @@ double kv_bytes(int cp) {
 TEST(ContextParallel, RingExchangesLeaveWhatTheAttentionCannotHide) {
   const int cp = 2, layers = 8, micro_batches = 2;
   const auto c = checked(cp_scenario(cp, 1, 2, micro_batches));
-  const double step_forward = kv_bytes(cp) / 1e9;
-  const double step_backward = 2 * kv_bytes(cp) / 1e9;
+  const double nvlink = 1e9 * testing::kNcclNvlinkShareH100;  // what NCCL moves of the 1 GB/s
+  const double step_forward = kv_bytes(cp) / nvlink;
+  const double step_backward = 2 * kv_bytes(cp) / nvlink;
   const double tf = 1e-3, short_attention = 1e-5;
   const FixedAttention hidden(tf, cp * step_backward);  // A / cp covers both steps
   const FixedAttention exposed(tf, short_attention);
@@ -96,7 +97,8 @@ TEST(ContextParallel, ARingAcrossNodesStepsAtItsNicHops) {
   EXPECT_EQ(ring.hops.crossings, 2);
   EXPECT_DOUBLE_EQ(ring.kv_bytes, kv_bytes(cp));
   const double chunk = kv_bytes(cp);
-  const double mean = (2 * chunk / 1e9 + 2 * chunk / 0.5e9) / 4;
+  const double nvlink = 1e9 * testing::kNcclNvlinkShareH100;
+  const double mean = (2 * chunk / nvlink + 2 * chunk / 0.5e9) / 4;
   const double step = std::max(chunk / 0.5e9, mean);
   kernels::PhaseTimes t{core::Seconds(1), core::Seconds(2), core::Seconds(1)};
   t.attention_forward = core::Seconds(1e-6);
@@ -104,7 +106,7 @@ TEST(ContextParallel, ARingAcrossNodesStepsAtItsNicHops) {
   const auto cx = sim::context_exposure(t, ring, core::Recompute::full);
   EXPECT_NEAR(cx.forward, (cp - 1) * (step - 1e-6 / cp), 1e-15);
   const double step2 =
-      std::max(2 * chunk / 0.5e9, (2 * 2 * chunk / 1e9 + 2 * 2 * chunk / 0.5e9) / 4);
+      std::max(2 * chunk / 0.5e9, (2 * 2 * chunk / nvlink + 2 * 2 * chunk / 0.5e9) / 4);
   EXPECT_NEAR(cx.backward, (cp - 1) * (step2 - 2e-6 / cp), 1e-15);
   EXPECT_DOUBLE_EQ(cx.recompute, cx.forward);  // full recomputation repeats the forward ring
   EXPECT_EQ(sim::context_exposure(t, ring, core::Recompute::none).recompute, 0);

@@ -988,7 +988,6 @@ TEST(HgsimProcess, AutomaticFidelityFoldsExactlyPastTheGraphBudget) {
   const auto [folded_p, folded] = run("folded", 1'000'000);
   ASSERT_EQ(full_p.status, 0) << full_p.err;
   ASSERT_EQ(folded_p.status, 0) << folded_p.err;
-  ASSERT_NE(full["iteration_time_s"], folded["iteration_time_s"]);
   // The least limit full fidelity builds under (bisection): the full graph's size.
   std::int64_t fails = 1, builds = 1'000'000;
   while (builds - fails > 1) {

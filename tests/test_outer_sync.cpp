@@ -59,7 +59,7 @@ std::string islands_scenario(int islands, int gpus, const std::string& outer_syn
 }
 
 const sim::Hop2 kWan{1e9 / 8, 10e-3 + 2e-6};  // WAN, plus a NIC at each end
-const sim::Hop2 kNvlink{300e9, 2e-6};         // NVLink out and in
+const sim::Hop2 kNvlink{300e9 * testing::kNcclNvlinkShareH100, 2e-6};  // NVLink out and in
 
 // The pseudo-gradient of the whole tiny model on one GPU, in bf16.
 double model_shard_bytes(const core::ModelConfig& m) {

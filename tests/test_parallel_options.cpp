@@ -53,8 +53,44 @@ TEST(TpCommOverlap, HidesTheComputeBehindLongerCollectives) {
   EXPECT_NEAR(serial - overlapped, layers_compute, 1e-9);
   // And the collectives themselves are all still paid: 4 per layer (2 forward, 2 backward).
   const double bytes = 128.0 * 256 * 2;  // one micro-batch's s x h in bf16
-  const double one = sim::ring_all_reduce_time(2, bytes, {1e9, 0});
+  const double one = sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0});
   EXPECT_NEAR(overlapped, 8 * 4 * one, 1e-6 * overlapped);
+}
+
+// Intra-node links carry NCCL's share of the written `nvlink.bandwidth`: 20.6 of NVLink 4's
+// 25 GB/s a link on an H100 (NCCL's SM90_NVLINK_BW), 20 of 25 on an A100 (SM80), PCIe's 0.75
+// (Gen4 x16: 24 of 32 GB/s) for a GPU without NVLink, and exactly the written rate when the
+// user calibrated it to 1 (a measured figure). The same tp-2 blocks as above, serial: the
+// collectives are the iteration less the compute, 4 per layer.
+TEST(IntraNodeLinks, CarryNcclsShareOfTheWrittenBandwidthUnlessCalibrated) {
+  const double tf = 1e-5;
+  const FixedTimes compute(tf);
+  const double bytes = 128.0 * 256 * 2;
+  const double layers_compute = 8 * (tf + 2 * tf);
+  auto collectives = [&](const std::string& gpu, const std::string& calibration) {
+    std::string yaml = tp_scenario(false);
+    yaml.replace(yaml.find("H100-80GB-SXM"), 13, gpu);
+    yaml.replace(yaml.find("nic: {"), 0, calibration);
+    return iteration(checked(yaml), compute) - layers_compute;
+  };
+  auto expected = [&](double share) {
+    return 8 * 4 * sim::ring_all_reduce_time(2, bytes, {1e9 * share, 0});
+  };
+  const double h100 = collectives("H100-80GB-SXM", "");
+  EXPECT_NEAR(h100, expected(20.6 / 25), 1e-9 * h100);
+  const double a100 = collectives("A100-80GB-SXM", "");
+  EXPECT_NEAR(a100, expected(20.0 / 25), 1e-9 * a100);
+  const double l40s = collectives("L40S-48GB", "");  // no NVLink: PCIe Gen4
+  EXPECT_NEAR(l40s, expected(24.0 / 32), 1e-9 * l40s);
+  const double measured = collectives("H100-80GB-SXM", "calibration: {nvlink_efficiency: 1}, ");
+  EXPECT_NEAR(measured, expected(1), 1e-9 * measured);
+  // The rule is one function: the planner's closed-form hop agrees.
+  const auto c = checked(tp_scenario(false));
+  EXPECT_DOUBLE_EQ(sim::nvlink_hop(c.scenario.clusters[0]).bytes_per_s, 1e9 * 20.6 / 25);
+  // And the run says where the share came from.
+  const core::Json r = testing::simulate_plan(checked(tp_scenario(false)), compute);
+  EXPECT_NE(r["provenance"]["network"].get<std::string>().find("c 82.4%"), std::string::npos)
+      << r["provenance"];
 }
 
 // The planner's analytic model plays the same blocks: serial and overlapped, it costs the
@@ -241,6 +277,10 @@ TEST(OptionsLanguage, CalibrationIsCheckedAndAppliesPerGpuType) {
       << bad.format();
   auto unknown = parse(with_cluster_extra(", calibration: {gemm: 0.5}", ""));
   ASSERT_TRUE(unknown.has_errors());
+  auto link = parse(with_cluster_extra(", calibration: {nvlink_efficiency: 0}", ""));
+  ASSERT_TRUE(link.has_errors());
+  EXPECT_NE(link.format().find("clusters[0].calibration.nvlink_efficiency"), std::string::npos)
+      << link.format();
   // Cluster b has the same GPU type (A100 is the A100-80GB-SXM): the calibration reaches it,
   // and hgsim says so.
   auto shared =
@@ -253,7 +293,9 @@ TEST(OptionsLanguage, CalibrationIsCheckedAndAppliesPerGpuType) {
 
   core::Diagnostics diags;
   auto node = core::parse_yaml(
-      with_cluster_extra(", calibration: {gemm_efficiency: 0.6, kernel_overhead: 6us}", ""),
+      with_cluster_extra(
+          ", calibration: {gemm_efficiency: 0.6, kernel_overhead: 6us, nvlink_efficiency: 0.9}",
+          ""),
       "t.yaml", diags);
   auto s = core::parse_scenario(*node, "t.yaml", diags);
   ASSERT_TRUE(s);

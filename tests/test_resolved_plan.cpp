@@ -240,7 +240,7 @@ TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded)
     const double n = 16, crossings = 2;
     const double chunk = 1 * c.seq_len * c.hidden * 2 / n;  // micro_batch 1, bf16
     const double nic = c.nic_gbps * 1e9 / 8, nic_latency = 2 * 2e-6;
-    const double nvlink = 300e9, nvlink_latency = 2 * 1e-6;
+    const double nvlink = 300e9 * testing::kNcclNvlinkShareH100, nvlink_latency = 2 * 1e-6;
     const double mean = ((n - crossings) * (nvlink_latency + chunk / nvlink) +
                          crossings * (nic_latency + chunk / nic)) /
                         n;
@@ -299,7 +299,7 @@ TEST(ResolvedPlacement, DataParallelRingsAcrossNodesUseEveryNic) {
   const double n = 16, k = 8, nodes = 2;
   const double chunk = seg.bucket_bytes / k / n;
   const double nic = 10e9 / 8, nic_latency = 2 * 2e-6;
-  const double nvlink = 300e9 / (k - 1), nvlink_latency = 2 * 1e-6;
+  const double nvlink = 300e9 * testing::kNcclNvlinkShareH100 / (k - 1), nvlink_latency = 2 * 1e-6;
   const double mean =
       ((n - nodes) * (nvlink_latency + chunk / nvlink) + nodes * (nic_latency + chunk / nic)) / n;
   const double expected = seg.buckets * 2 * (n - 1) * std::max(chunk / nic, mean);

@@ -284,6 +284,44 @@ TEST(SimCollectives, ALateMemberHoldsTheRingUpAtEveryStep) {
   }
 }
 
+// The same on a ring of mixed hops, 4 members on 2 nodes (m0 m1 | m2 m3: NVLink, NIC,
+// NVLink, NIC), member 3 ready T late. By then its predecessor has sent it everything that
+// does not pass through it: its reduce-scatter steps 0-2 and its first all-gather step can
+// all leave at T. They leave one after another at its NIC's full rate, as NCCL's FIFO sends
+// them, and arrive at T + k c / B + a for k = 1..4 (c the chunk, B the NIC, a its two
+// latencies); sent at once, they would share the NIC and all arrive at T + 4 c / B + a,
+// holding the ring back a whole backlog at its first step.
+TEST(SimCollectives, ALateMembersBacklogLeavesOneSendAfterAnotherOnAMixedRing) {
+  std::string yaml = nodes_scenario(2);
+  yaml.replace(yaml.find("gpus_per_node: 1"), 16, "gpus_per_node: 2");
+  auto c = checked(yaml);
+  const double B = 100e9 / 8, a = 2 * 5e-6, S = 1e9, T = 1.0, chunk = S / 4;
+  const Json sends = sim::run_isolated([&] {
+    core::Diagnostics diags;
+    const kernels::GpuSpec* gpu = kernels::find_gpu(c.scenario.clusters[0].gpu);
+    const sim::Platform platform =
+        sim::build_platform(c.scenario, {gpu}, {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 1}}, diags);
+    sim::Graph g;
+    sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
+    sim::Collective ring{{0, 1, 2, 3}, {}, S, "test", 1};
+    for (int i = 0; i < 4; ++i)
+      ring.ready.push_back(i == 3 ? g.delay(i, T, sim::Work::forward, -1) : g.join());
+    sim::ring_all_reduce(sender, ring);
+    g.finish();
+    const sim::NodeTimes t = sim::execute(g, platform);
+    std::vector<double> ends;
+    for (sim::NodeId id = 0; id < g.size(); ++id)
+      if (g.node(id).op == sim::Op::transfer && g.node(id).device == 3) ends.push_back(t.end[id]);
+    std::sort(ends.begin(), ends.end());
+    return Json(ends);
+  });
+  ASSERT_EQ(sends.size(), 6u);  // 2 (n - 1) steps
+  for (int k = 1; k <= 4; ++k) {
+    const double expected = T + k * chunk / B + a;
+    EXPECT_NEAR(sends[k - 1].get<double>(), expected, 1e-9 * expected) << "send " << k;
+  }
+}
+
 TEST(SimCollectives, RingAllReduceClosedFormByHand) {
   // 2 (n - 1) / n * S / B + 2 (n - 1) alpha with n = 4, S = 1 GB, B = 12.5 GB/s, alpha = 10 us.
   EXPECT_NEAR(sim::ring_all_reduce_time(4, 1e9, {12.5e9, 10e-6}), 0.12 + 60e-6, 1e-15);

@@ -196,6 +196,9 @@ def live_scenario(job: dict, loopback: dict, *, wan_shaped: bool = True) -> dict
     for c in s["clusters"]:
         c["nvlink"] = dict(link)
         c["nic"] = dict(link)
+        # The loopback rate is measured: the simulator takes it as it is, not as a datasheet
+        # figure NCCL reaches a share of.
+        c["calibration"] = dict(c.get("calibration", {}), nvlink_efficiency=1)
         c.pop("oversubscription", None)
     for w in s.get("wan", []):
         # tc shapes Ethernet frames; a full TCP segment carries TCP_SEGMENT_BYTES of payload
