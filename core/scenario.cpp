@@ -317,6 +317,20 @@ void ScenarioReader::read_training(const Node& n) {
   set(f, "optimizer", t.optimizer, choice<Optimizer>("optimizer"));
   set(f, "recompute", t.recompute, choice<Recompute>("recompute mode"));
   set(f, "attention", t.attention, choice<Attention>("attention kernel"));
+  if (const Node* v = f.optional("flash_version")) {
+    const auto version = as_positive_count(*v, f.path_of("flash_version"), d_);
+    if (version && *version != 2 && *version != 3)
+      d_.error(v->where, f.path_of("flash_version"),
+               "FlashAttention's version is 2 or 3, found " + v->text,
+               "2: FlashAttention-2 (any GPU it runs on); 3: FlashAttention-3 (Hopper); leave it "
+               "out for the GPU's own");
+    else if (version && t.attention != Attention::flash)
+      d_.error(v->where, f.path_of("flash_version"),
+               "flash_version applies to training.attention: flash, but it is standard",
+               "remove flash_version, or set training.attention: flash");
+    else if (version)
+      t.flash_version = static_cast<int>(*version);
+  }
   if (const Node* v = f.optional("tokens"))
     t.tokens = parse_token_count(*v, f.path_of("tokens"), d_);
   if (const Node* v = f.optional("iterations"))
@@ -786,6 +800,7 @@ Json scenario_to_json(const Scenario& s) {
                      {"optimizer", to_string(s.training.optimizer)},
                      {"recompute", to_string(s.training.recompute)},
                      {"attention", to_string(s.training.attention)}};
+  if (s.training.flash_version) out["training"]["flash_version"] = s.training.flash_version;
   Json clusters = Json::array();
   for (const Cluster& c : s.clusters)
     clusters.push_back({{"name", c.name},

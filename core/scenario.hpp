@@ -287,6 +287,9 @@ struct Training {
   Optimizer optimizer = Optimizer::adam;
   Recompute recompute = Recompute::none;
   Attention attention = Attention::flash;
+  // FlashAttention's version (`training.flash_version: 2 | 3`, attention: flash only); 0:
+  // the GPU's own, kernels/kernel_costs.yaml `attention_version` (3 on Hopper, 2 before).
+  int flash_version = 0;
   // How much training the run is for (`tokens: 1T` or `iterations: 100000`; at most one):
   // results extrapolate time to train from the simulated iterations.
   std::optional<double> tokens;

@@ -78,6 +78,22 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
     c.gemm_efficiency_fp8 = *v;
   fraction("attention_forward_efficiency", c.attention_forward_efficiency);
   fraction("attention_backward_efficiency", c.attention_backward_efficiency);
+  if (const Node* n = f.required("attention_version"))
+    if (auto v = core::as_positive_count(*n, f.path_of("attention_version"), diags)) {
+      if (*v != 2 && *v != 3)
+        diags.error(n->where, f.path_of("attention_version"), "expected 2 or 3, found " + n->text);
+      c.attention_version = static_cast<int>(*v);
+    }
+  for (const char* key : {"attention_fa2_forward_efficiency", "attention_fa2_backward_efficiency"})
+    if (auto v = parse_fraction(f.optional(key), f.path_of(key), diags))
+      (std::string(key).find("forward") != std::string::npos
+           ? c.attention_fa2_forward_efficiency
+           : c.attention_fa2_backward_efficiency) = *v;
+  if (c.attention_version == 3 &&
+      !(c.attention_fa2_forward_efficiency && c.attention_fa2_backward_efficiency))
+    diags.error(row.where, path,
+                "a row whose attention figures are FlashAttention-3's also gives "
+                "attention_fa2_forward_efficiency and attention_fa2_backward_efficiency");
   fraction("memory_efficiency", c.memory_efficiency);
   fraction("nvlink_efficiency", c.nvlink_efficiency);
   fraction("pcie_efficiency", c.pcie_efficiency);
@@ -263,7 +279,7 @@ WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
           logits,
           w.seq_len,
           static_cast<int>(w.precision),
-          static_cast<int>(w.attention),
+          static_cast<int>(w.attention) * 4 + w.flash_version,
           m.hidden,
           m.heads,
           m.kv_heads,
@@ -342,6 +358,20 @@ KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
   return c;
 }
 
+KernelCosts with_flash_version(KernelCosts costs, int version, bool calibrated) {
+  if (calibrated || version == 0 || version == costs.attention_version) return costs;
+  if (version == 2 && costs.attention_fa2_forward_efficiency &&
+      costs.attention_fa2_backward_efficiency) {
+    costs.attention_forward_efficiency = *costs.attention_fa2_forward_efficiency;
+    costs.attention_backward_efficiency = *costs.attention_fa2_backward_efficiency;
+    costs.attention_version = 2;
+    return costs;
+  }
+  // resolve_gpus refuses FlashAttention-3 on GPUs that cannot run it.
+  throw std::invalid_argument("FlashAttention-" + std::to_string(version) +
+                              " has no figures for this GPU architecture");
+}
+
 double intra_node_efficiency(const core::Cluster& c) {
   if (c.calibration.nvlink_efficiency) return *c.calibration.nvlink_efficiency;
   // The planner's closed forms ask for the same few GPUs millions of times: the catalog
@@ -410,7 +440,9 @@ Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& o
 PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   const WorkKey key = work_key(gpu, work, false);
   if (auto hit = cache_->find(key)) return *hit;
-  const KernelCosts costs = costs_for(gpu);
+  const KernelCosts costs = with_flash_version(
+      costs_for(gpu), work.flash_version,
+      calibrations_.count(gpu.name) > 0 && calibrations_.at(gpu.name).attention_efficiency);
   const PhaseOps ops = layer_ops(shape_of(work));
   PhaseTimes t;
   t.forward = Seconds(phase_seconds(gpu, costs, ops.forward, work.precision));

@@ -37,6 +37,7 @@ struct LayerWork {
   core::Precision precision = core::Precision::bf16;
   core::Recompute recompute = core::Recompute::none;
   core::Attention attention = core::Attention::flash;
+  int flash_version = 0;  // 0: the GPU's own (KernelCosts::attention_version)
 };
 
 struct PhaseTimes {
@@ -78,6 +79,11 @@ struct KernelCosts {
   Tile tile_saturation;     // tiles at least this intense run at gemm_efficiency
   double attention_forward_efficiency = 0.6;
   double attention_backward_efficiency = 0.5;
+  // The FlashAttention version those two figures are for (what the GPU runs by default),
+  // and FlashAttention-2's figures on a GPU whose default is 3 (Hopper).
+  int attention_version = 2;
+  std::optional<double> attention_fa2_forward_efficiency;
+  std::optional<double> attention_fa2_backward_efficiency;
   double attention_block = 128;  // query rows per FlashAttention thread block
   double memory_efficiency = 0.85;
   // What NCCL moves over one GPU's NVLink (PCIe for GPUs without it), per direction, as a
@@ -98,6 +104,12 @@ const KernelCosts& kernel_costs_for(Architecture architecture);
 // What a user measured on one GPU type (`clusters[].calibration`): each present figure
 // replaces the catalog's for that GPU type only.
 using Calibration = core::ComputeCalibration;
+
+// `costs` with FlashAttention `version`'s attention efficiencies (0: the row's own version;
+// 2 on a row of version 3: its FlashAttention-2 figures). A calibrated attention_efficiency
+// (`calibrated`) stays as the user measured it. Throws std::invalid_argument for a version
+// the row has no figures for (resolve_gpus refuses those scenarios first).
+KernelCosts with_flash_version(KernelCosts costs, int version, bool calibrated);
 
 // The share of a cluster's intra-node bandwidth as written (`clusters[].nvlink`, the
 // datasheet rate) that NCCL's transfers get: the cluster's `calibration.nvlink_efficiency`

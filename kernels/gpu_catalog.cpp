@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/document.hpp"
+#include "kernels/compute_model.hpp"
 
 namespace hgsim::kernels {
 
@@ -422,6 +423,11 @@ void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
     check_precision(s, cluster, *gpu, diags);
     check_intra_node_bandwidth(s, cluster_path, cluster, *gpu, diags);
     check_calibration(s, i, *gpu, diags);
+    if (s.training.flash_version == 3 && kernel_costs_for(gpu->architecture).attention_version < 3)
+      diags.error(s.where("training.flash_version"), "training.flash_version",
+                  "FlashAttention-3 runs on Hopper GPUs only, but cluster '" + cluster.name +
+                      "' has " + gpu->name,
+                  "flash_version: 2, or leave it out for each GPU's own");
   }
 }
 

@@ -58,6 +58,7 @@ kernels::LayerWork layer_work(const core::ModelConfig& model, const PlanChoices&
   work.precision = choices.precision;
   work.recompute = choices.recompute;
   work.attention = choices.attention;
+  work.flash_version = choices.training.flash_version;
   return work;
 }
 

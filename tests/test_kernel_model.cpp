@@ -263,6 +263,48 @@ TEST(KernelModelTest, StandardAttentionKeepsScoresAndCostsMore) {
   EXPECT_EQ(bmm, 2);
 }
 
+// `training.flash_version: 2` on an H100 prices the attention core at FlashAttention-2's
+// efficiencies, written here from the FlashAttention-3 paper (Shah et al. 2024: FA2 reaches
+// 35% of the H100's peak; its backward is 1.5x slower than FA3's 45%, 0.30) against FA3's
+// 0.55 / 0.45 of the default; on an A100 version 2 is the default and changes nothing. The
+// forward is one kernel, the backward three (FlashAttention-2's preprocess, main and dQ
+// conversion): their fixed costs are taken off before the ratio.
+TEST(KernelModelTest, FlashAttentionTwoOnHopperUsesItsOwnEfficiencies) {
+  const core::ModelConfig m = gpt(1, 4096, 32);
+  const KernelModel model;
+  LayerWork work;
+  work.model = &m;
+  work.sequences = 2;
+  work.seq_len = 4096;
+  const double launch = kernel_costs_for(Architecture::hopper).kernel_overhead.value();
+  const PhaseTimes own = model.layer(gpu("h100"), work);
+  work.flash_version = 3;
+  const PhaseTimes three = model.layer(gpu("h100"), work);
+  work.flash_version = 2;
+  const PhaseTimes two = model.layer(gpu("h100"), work);
+  EXPECT_DOUBLE_EQ(own.attention_forward.value(), three.attention_forward.value());
+  EXPECT_NEAR((two.attention_forward.value() - launch) / (three.attention_forward.value() - launch),
+              0.55 / 0.35, 1e-9);
+  EXPECT_NEAR((two.attention_backward.value() - 3 * launch) /
+                  (three.attention_backward.value() - 3 * launch),
+              0.45 / 0.30, 1e-9);
+  // The rest of the layer is the same: the difference is the attention core's.
+  EXPECT_NEAR(two.forward.value() - three.forward.value(),
+              two.attention_forward.value() - three.attention_forward.value(), 1e-12);
+  work.flash_version = 0;
+  const double a100 = model.layer(gpu("a100"), work).forward.value();
+  work.flash_version = 2;
+  EXPECT_DOUBLE_EQ(model.layer(gpu("a100"), work).forward.value(), a100);
+  // A calibrated attention efficiency is the user's measurement, whatever the version.
+  Calibration cal;
+  cal.attention_efficiency = 0.5;
+  const KernelModel calibrated({{gpu("h100").name, cal}});
+  work.flash_version = 3;
+  const double cal3 = calibrated.layer(gpu("h100"), work).attention_forward.value();
+  work.flash_version = 2;
+  EXPECT_DOUBLE_EQ(calibrated.layer(gpu("h100"), work).attention_forward.value(), cal3);
+}
+
 TEST(Calibration, AppliesToItsGpuTypeOnly) {
   Calibration cal;
   cal.gemm_efficiency = 0.5;

@@ -270,6 +270,37 @@ TEST(OptionsLanguage, AttentionIsFlashOrStandard) {
   EXPECT_NE(d.format().find("training.attention"), std::string::npos) << d.format();
 }
 
+TEST(OptionsLanguage, FlashVersionIsTwoOrThreeAndThreeNeedsHopper) {
+  auto with_version = [](const std::string& version, const std::string& attention) {
+    std::string yaml = with_cluster_extra("", "");
+    yaml.replace(yaml.find("attention: flash"), 16,
+                 "attention: " + attention + ", flash_version: " + version);
+    return yaml;
+  };
+  const auto four = parse(with_version("4", "flash"));
+  ASSERT_TRUE(four.has_errors());
+  EXPECT_NE(four.format().find("training.flash_version"), std::string::npos) << four.format();
+  const auto standard = parse(with_version("2", "standard"));
+  ASSERT_TRUE(standard.has_errors());
+  EXPECT_NE(standard.format().find("applies to training.attention: flash"), std::string::npos)
+      << standard.format();
+  const auto three = parse(with_version("3", "flash"));  // both clusters are A100s
+  ASSERT_TRUE(three.has_errors());
+  EXPECT_NE(three.format().find("FlashAttention-3 runs on Hopper GPUs only, but cluster 'a'"),
+            std::string::npos)
+      << three.format();
+  EXPECT_FALSE(parse(with_version("2", "flash")).has_errors());
+  // The JSON form round-trips.
+  core::Diagnostics diags;
+  auto node = core::parse_yaml(with_version("2", "flash"), "t.yaml", diags);
+  auto s = core::parse_scenario(*node, "t.yaml", diags);
+  ASSERT_TRUE(s) << diags.format();
+  EXPECT_EQ(s->training.flash_version, 2);
+  auto again = core::parse_scenario(core::from_json(core::scenario_to_json(*s)), "", diags);
+  ASSERT_TRUE(again) << diags.format();
+  EXPECT_EQ(again->training, s->training);
+}
+
 TEST(OptionsLanguage, CalibrationIsCheckedAndAppliesPerGpuType) {
   auto bad = parse(with_cluster_extra(", calibration: {gemm_efficiency: 1.2}", ""));
   ASSERT_TRUE(bad.has_errors());
