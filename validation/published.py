@@ -199,8 +199,10 @@ def main():
                   "`korthikanti_72` = 72 B s l h² (1 + s/6h + V/12lh) (model FLOPs, "
                   "Korthikanti et al. 2022). MFU against the dense bf16/fp16 peak. "
                   "`tokens_per_gpu_s` rows compare the tokens per second per GPU the source "
-                  "reports (no FLOP convention); their model is the zoo's (the `model` "
-                  "column) and `cp` their context-parallel degree.\n\n")
+                  "reports (no FLOP convention). Rows with a `model` column run that zoo "
+                  "model (Llama's SwiGLU, RMSNorm and RoPE) instead of the GPT shape of their "
+                  "columns, which still give the FLOP convention; `cp` is the context-parallel "
+                  "degree.\n\n")
         for group, errs in errors.items():
             ok = [abs(e) for e in errs if e is not None]
             refused = sum(e is None for e in errs)
