@@ -36,6 +36,16 @@ core::ModelConfig gpt(int layers, int hidden, int heads) {
   return m;
 }
 
+// One layer of `m` on one GPU: `sequences` of `seq_len` tokens, tensor-parallel over `tp`.
+LayerWork work_of(const core::ModelConfig& m, double sequences, int seq_len, int tp = 1) {
+  LayerWork work;
+  work.model = &m;
+  work.sequences = sequences;
+  work.seq_len = seq_len;
+  work.tp = tp;
+  return work;
+}
+
 // One tile size, so the closed forms below need no search over tiles.
 KernelCosts one_tile(double m, double n) {
   KernelCosts c = kernel_costs_for(Architecture::ampere);
@@ -221,11 +231,7 @@ TEST(KernelModelTest, APhaseCannotOutrunTheHostThatIssuesIt) {
 TEST(KernelModelTest, SmallTensorParallelLayersPayPerKernel) {
   const core::ModelConfig m = gpt(24, 1024, 16);
   const KernelModel model;
-  LayerWork work;
-  work.model = &m;
-  work.sequences = 1;
-  work.seq_len = 2048;
-  work.tp = 8;
+  LayerWork work = work_of(m, 1, 2048, 8);
   const PhaseTimes t = model.layer(gpu("a100"), work);
   const PhaseOps ops = layer_ops({&m, 1, 2048, 8, false, core::Precision::bf16});
   int kernels = 0;
@@ -248,10 +254,7 @@ TEST(KernelModelTest, SmallTensorParallelLayersPayPerKernel) {
 TEST(KernelModelTest, StandardAttentionKeepsScoresAndCostsMore) {
   const core::ModelConfig m = gpt(1, 4096, 32);
   const KernelModel model;
-  LayerWork work;
-  work.model = &m;
-  work.sequences = 2;
-  work.seq_len = 4096;
+  LayerWork work = work_of(m, 2, 4096);
   const double flash = model.layer(gpu("a100"), work).forward.value();
   work.attention = core::Attention::standard;
   const double standard = model.layer(gpu("a100"), work).forward.value();
@@ -272,10 +275,7 @@ TEST(KernelModelTest, StandardAttentionKeepsScoresAndCostsMore) {
 TEST(KernelModelTest, FlashAttentionTwoOnHopperUsesItsOwnEfficiencies) {
   const core::ModelConfig m = gpt(1, 4096, 32);
   const KernelModel model;
-  LayerWork work;
-  work.model = &m;
-  work.sequences = 2;
-  work.seq_len = 4096;
+  LayerWork work = work_of(m, 2, 4096);
   const double launch = kernel_costs_for(Architecture::hopper).kernel_overhead.value();
   const PhaseTimes own = model.layer(gpu("h100"), work);
   work.flash_version = 3;
