@@ -84,11 +84,12 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
         diags.error(n->where, f.path_of("attention_version"), "expected 2 or 3, found " + n->text);
       c.attention_version = static_cast<int>(*v);
     }
-  for (const char* key : {"attention_fa2_forward_efficiency", "attention_fa2_backward_efficiency"})
-    if (auto v = parse_fraction(f.optional(key), f.path_of(key), diags))
-      (std::string(key).find("forward") != std::string::npos
-           ? c.attention_fa2_forward_efficiency
-           : c.attention_fa2_backward_efficiency) = *v;
+  c.attention_fa2_forward_efficiency =
+      parse_fraction(f.optional("attention_fa2_forward_efficiency"),
+                     f.path_of("attention_fa2_forward_efficiency"), diags);
+  c.attention_fa2_backward_efficiency =
+      parse_fraction(f.optional("attention_fa2_backward_efficiency"),
+                     f.path_of("attention_fa2_backward_efficiency"), diags);
   if (c.attention_version == 3 &&
       !(c.attention_fa2_forward_efficiency && c.attention_fa2_backward_efficiency))
     diags.error(row.where, path,
@@ -343,8 +344,8 @@ KernelModel::KernelModel() : cache_(std::make_shared<Cache>()) {}
 KernelModel::KernelModel(std::map<std::string, Calibration> calibrations)
     : calibrations_(std::move(calibrations)), cache_(std::make_shared<Cache>()) {}
 
-KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
-  KernelCosts c = kernel_costs_for(gpu.architecture);
+KernelCosts KernelModel::costs_for(const GpuSpec& gpu, int flash_version) const {
+  KernelCosts c = with_flash_version(kernel_costs_for(gpu.architecture), flash_version);
   const auto it = calibrations_.find(gpu.name);
   if (it == calibrations_.end()) return c;
   const Calibration& cal = it->second;
@@ -358,8 +359,8 @@ KernelCosts KernelModel::costs_for(const GpuSpec& gpu) const {
   return c;
 }
 
-KernelCosts with_flash_version(KernelCosts costs, int version, bool calibrated) {
-  if (calibrated || version == 0 || version == costs.attention_version) return costs;
+KernelCosts with_flash_version(KernelCosts costs, int version) {
+  if (version == 0 || version == costs.attention_version) return costs;
   if (version == 2 && costs.attention_fa2_forward_efficiency &&
       costs.attention_fa2_backward_efficiency) {
     costs.attention_forward_efficiency = *costs.attention_fa2_forward_efficiency;
@@ -440,9 +441,7 @@ Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& o
 PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   const WorkKey key = work_key(gpu, work, false);
   if (auto hit = cache_->find(key)) return *hit;
-  const KernelCosts costs = with_flash_version(
-      costs_for(gpu), work.flash_version,
-      calibrations_.count(gpu.name) > 0 && calibrations_.at(gpu.name).attention_efficiency);
+  const KernelCosts costs = costs_for(gpu, work.flash_version);
   const PhaseOps ops = layer_ops(shape_of(work));
   PhaseTimes t;
   t.forward = Seconds(phase_seconds(gpu, costs, ops.forward, work.precision));

@@ -106,10 +106,9 @@ const KernelCosts& kernel_costs_for(Architecture architecture);
 using Calibration = core::ComputeCalibration;
 
 // `costs` with FlashAttention `version`'s attention efficiencies (0: the row's own version;
-// 2 on a row of version 3: its FlashAttention-2 figures). A calibrated attention_efficiency
-// (`calibrated`) stays as the user measured it. Throws std::invalid_argument for a version
-// the row has no figures for (resolve_gpus refuses those scenarios first).
-KernelCosts with_flash_version(KernelCosts costs, int version, bool calibrated);
+// 2 on a row of version 3: its FlashAttention-2 figures). Throws std::invalid_argument for a
+// version the row has no figures for (resolve_gpus refuses those scenarios first).
+KernelCosts with_flash_version(KernelCosts costs, int version);
 
 // The share of a cluster's intra-node bandwidth as written (`clusters[].nvlink`, the
 // datasheet rate) that NCCL's transfers get: the cluster's `calibration.nvlink_efficiency`
@@ -155,8 +154,10 @@ class KernelModel final : public ComputeModel {
   // A phase: the kernels' GPU time, or the CPU's issue time if that is longer.
   core::Seconds phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                            core::Precision precision) const;
-  // The constants in force for `gpu`: its architecture's row with its calibration applied.
-  KernelCosts costs_for(const GpuSpec& gpu) const;
+  // The constants in force for `gpu`: its architecture's row at FlashAttention
+  // `flash_version` (with_flash_version; 0: the row's own), its calibration applied on top
+  // (a calibrated attention_efficiency is what the user measured, whatever the version).
+  KernelCosts costs_for(const GpuSpec& gpu, int flash_version = 0) const;
 
  private:
   std::map<std::string, Calibration> calibrations_;
