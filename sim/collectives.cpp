@@ -33,13 +33,17 @@ int step_label(const Sender& s, const Collective& c, const char* phase, int step
 }
 
 // The rate a transfer from src to dst gets with its links to itself: the route's narrowest
-// link, a WAN route's TCP window once per parallel flow (the engine's split of a transfer).
+// link, a WAN route's TCP window once per parallel flow (the engine's split of a transfer),
+// a link with a bandwidth trace at its trace's highest step (so that a pacing delay is never
+// longer than the transmission it stands for, whenever the transfer runs).
 double uncontended_rate(const Platform& p, int src, int dst, int flows) {
   const int f = p.crosses_wan(src, dst) ? std::clamp(flows, 1, max_flows_per_transfer) : 1;
   double rate = std::numeric_limits<double>::infinity();
   p.for_each_hop(src, dst, [&](const Hop& h) {
     const Link& l = p.links[h.link];
-    rate = std::min(rate, l.kind == LinkKind::tcp_window ? f * l.bytes_per_s : l.bytes_per_s);
+    double peak = l.bytes_per_s;
+    for (const auto& step : l.trace) peak = std::max(peak, step.second);
+    rate = std::min(rate, l.kind == LinkKind::tcp_window ? f * peak : peak);
   });
   return rate;
 }
