@@ -1,7 +1,6 @@
 #include "apps/sweep_command.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -143,42 +142,22 @@ std::string finish_point(Running& r) {
 // second.
 void run_local(const SweepJob& job, const std::vector<long long>& todo, int jobs,
                const PointDone& done, const std::function<void()>& tick) {
-  std::vector<Running> running;
-  // Whatever ends this function early (an error writing the database) ends its points too.
-  struct EndRunning {
-    std::vector<Running>& running;
-    ~EndRunning() {
-      for (Running& r : running) {
-        ::kill(r.child.pid, SIGKILL);
-        finish_point(r);
-      }
-    }
-  } end_running{running};
-  std::size_t next = 0;
-  while (next < todo.size() || !running.empty()) {
-    while (static_cast<int>(running.size()) < jobs && next < todo.size())
-      running.push_back(start_point(job, todo[next++]));
-    tick();
-    std::vector<pollfd> fds;
-    for (const Running& r : running) fds.push_back({r.child.fd, POLLIN, 0});
-    const int n = ::poll(fds.data(), fds.size(), 1000);
-    if (n < 0 && errno != EINTR) throw std::runtime_error("poll() failed");
-    if (n <= 0) continue;
-    for (std::size_t i = running.size(); i-- > 0;) {
-      if (fds[i].revents == 0) continue;
-      char buffer[1 << 16];
-      const ssize_t got = ::read(running[i].child.fd, buffer, sizeof buffer);
-      if (got > 0) {
-        running[i].text.append(buffer, static_cast<std::size_t>(got));
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      Running r = std::move(running[i]);
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      const std::string outcome = finish_point(r);
-      done(r.k, outcome, std::chrono::duration<double>(Clock::now() - r.started).count());
-    }
-  }
+  // Whatever ends this early (an error writing the database) ends its points too
+  // (core::run_children kills and reaps the children in flight).
+  std::vector<Clock::time_point> started(todo.size());
+  core::run_children(
+      todo.size(), jobs,
+      [&](std::size_t i) -> std::optional<core::Child> {
+        Running r = start_point(job, todo[i]);
+        started[i] = r.started;
+        return r.child;
+      },
+      [&](std::size_t i, core::Child child, std::string text) {
+        Running r{todo[i], child, std::move(text), started[i]};
+        const std::string outcome = finish_point(r);
+        done(r.k, outcome, std::chrono::duration<double>(Clock::now() - r.started).count());
+      },
+      tick, 1000);
   tick();
 }
 

@@ -1,10 +1,12 @@
 #include "core/process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <stdexcept>
 
 #include "core/files.hpp"
 
@@ -148,6 +151,60 @@ std::string reap_child(Child child, std::string text) {
                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
   throw ChildFailed(std::string(child.what) + " exited with status " +
                     std::to_string(WEXITSTATUS(status)));
+}
+
+void run_children(std::size_t count, int jobs,
+                  const std::function<std::optional<Child>(std::size_t)>& start,
+                  const std::function<void(std::size_t, Child, std::string)>& ended,
+                  const std::function<void()>& tick, int tick_ms) {
+  struct Running {
+    std::size_t i = 0;
+    Child child;
+    std::string text;  // what it wrote so far
+  };
+  std::vector<Running> running;
+  struct EndRunning {
+    std::vector<Running>& running;
+    ~EndRunning() {
+      for (Running& r : running) {
+        ::kill(r.child.pid, SIGKILL);
+        try {
+          reap_child(r.child, {});
+        } catch (const ChildFailed&) {
+        }
+      }
+    }
+  } end_running{running};
+  std::size_t next = 0;
+  jobs = std::max(jobs, 1);
+  while (next < count || !running.empty()) {
+    while (static_cast<int>(running.size()) < jobs && next < count) {
+      const std::size_t i = next++;
+      if (auto child = start(i)) running.push_back({i, *child, {}});
+    }
+    if (tick) tick();
+    if (running.empty()) continue;
+    std::vector<pollfd> polled;
+    for (const Running& r : running) polled.push_back({r.child.fd, POLLIN, 0});
+    const int n = ::poll(polled.data(), polled.size(), tick ? tick_ms : -1);
+    if (n < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("poll() failed: ") + std::strerror(errno));
+    if (n <= 0) continue;
+    for (std::size_t k = running.size(); k-- > 0;) {
+      if (polled[k].revents == 0) continue;
+      char buffer[1 << 16];
+      const ssize_t got = ::read(running[k].child.fd, buffer, sizeof buffer);
+      if (got > 0) {
+        running[k].text.append(buffer, static_cast<std::size_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      // The end of its pipe (or a pipe that cannot be read): the child is done.
+      Running r = std::move(running[k]);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+      ended(r.i, r.child, std::move(r.text));
+    }
+  }
 }
 
 std::string run_in_child(const std::function<std::string()>& body) {

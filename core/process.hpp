@@ -5,8 +5,10 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace hgsim::core {
 
@@ -56,5 +58,16 @@ std::string finish_child(Child child);
 // polled at once): closes the pipe, reaps the child and returns `text`, what it read, or
 // throws ChildFailed.
 std::string reap_child(Child child, std::string text);
+// Runs `count` children side by side, at most `jobs` at a time, started in order by
+// `start(i)` (nullopt: child i was not started, its caller knows why). A slot goes to the
+// next child as soon as any child in flight ends, and `ended(i, child, text)` gets each
+// ended child with everything it wrote, in the order they end (reap_child it there).
+// `tick`, if set, runs before each wait, and waits last at most `tick_ms` (-1: until a child
+// writes or ends). If this ends early (an exception from a callback, or poll() failing:
+// std::runtime_error), the children in flight are killed and reaped.
+void run_children(std::size_t count, int jobs,
+                  const std::function<std::optional<Child>(std::size_t)>& start,
+                  const std::function<void(std::size_t, Child, std::string)>& ended,
+                  const std::function<void()>& tick = {}, int tick_ms = -1);
 
 }  // namespace hgsim::core

@@ -531,10 +531,12 @@ core::Child start_isolated(const std::function<core::Json()>& body) {
   }
 }
 
-core::Json finish_isolated(core::Child child) {
+// The value a child gave, from `read` (what it wrote, read to its end) and then reaped; or
+// why it gave none.
+core::Json isolated_value(const std::function<std::string()>& read) {
   std::string text;
   try {
-    text = core::finish_child(child);
+    text = read();
   } catch (const core::ChildFailed& e) {
     throw std::runtime_error(std::string(e.what()) +
                              " before giving a result (a bug in hgsim: please report it)");
@@ -545,6 +547,10 @@ core::Json finish_isolated(core::Child child) {
   return out["value"];
 }
 
+core::Json finish_isolated(core::Child child) {
+  return isolated_value([&child] { return core::finish_child(child); });
+}
+
 }  // namespace
 
 core::Json run_isolated(const std::function<core::Json()>& body) {
@@ -553,30 +559,27 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
 
 std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
                                              int jobs) {
-  jobs = std::max(jobs, 1);
   std::vector<IsolatedResult> results(bodies.size());
-  std::vector<core::Child> running(bodies.size());
-  std::size_t started = 0;
-  auto start_next = [&] {
-    try {
-      running[started] = start_isolated(bodies[started]);
-    } catch (const std::exception& e) {
-      results[started].failure = e.what();
-    }
-    ++started;
-  };
-  while (started < bodies.size() && static_cast<int>(started) < jobs) start_next();
-  // Collected in order; a child that finishes early waits on its pipe until read.
-  for (std::size_t i = 0; i < bodies.size(); ++i) {
-    if (running[i].pid >= 0) {
-      try {
-        results[i].value = finish_isolated(running[i]);
-      } catch (const std::exception& e) {
-        results[i].failure = e.what();
-      }
-    }
-    if (started < bodies.size()) start_next();
-  }
+  // A slot goes to the next body as soon as any child in flight ends, not when the one
+  // started first does: a long simulation never holds the slots the short ones free.
+  core::run_children(
+      bodies.size(), jobs,
+      [&](std::size_t i) -> std::optional<core::Child> {
+        try {
+          return start_isolated(bodies[i]);
+        } catch (const std::exception& e) {
+          results[i].failure = e.what();
+          return std::nullopt;
+        }
+      },
+      [&](std::size_t i, core::Child child, std::string text) {
+        try {
+          results[i].value =
+              isolated_value([&] { return core::reap_child(child, std::move(text)); });
+        } catch (const std::exception& e) {
+          results[i].failure = e.what();
+        }
+      });
   return results;
 }
 

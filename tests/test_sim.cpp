@@ -103,6 +103,35 @@ std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
          "      stages:\n        - {cluster: c, layers: 8}\n";
 }
 
+// run_isolated_all gives a slot to the next body as soon as any child ends: with 2 slots,
+// body 0 waits for a file that only the last of five short bodies writes. Were slots freed
+// in start order, body 5 could not start before body 0 ended, and body 0 would give up
+// after 20 s and fail.
+TEST(SimIsolation, AFinishedChildsSlotGoesToTheNextBodyWhileALongerOneRuns) {
+  const std::filesystem::path flag =
+      std::filesystem::temp_directory_path() / ("hgsim-slot-" + std::to_string(::getpid()));
+  std::filesystem::remove(flag);
+  std::vector<std::function<Json()>> bodies;
+  bodies.push_back([&flag]() -> Json {
+    for (int waited = 0; !std::filesystem::exists(flag); ++waited) {
+      if (waited > 2000) throw std::runtime_error("body 5 never ran beside body 0");
+      ::usleep(10000);
+    }
+    return Json("waited");
+  });
+  for (int i = 1; i <= 5; ++i)
+    bodies.push_back([i, &flag]() -> Json {
+      if (i == 5) std::ofstream(flag) << "here";
+      return Json(i);
+    });
+  const auto out = sim::run_isolated_all(bodies, 2);
+  std::filesystem::remove(flag);
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_TRUE(out[0].failure.empty()) << out[0].failure;
+  EXPECT_EQ(out[0].value, Json("waited"));
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(out[i].value, Json(i));
+}
+
 // run_isolated_all: every body in its own process, results in the bodies' order whatever
 // order the children finish in, a failing body reported as its own failure only.
 TEST(SimIsolation, ChildrenSideBySideReturnInOrderAndFailAlone) {
