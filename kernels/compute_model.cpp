@@ -375,17 +375,18 @@ KernelCosts with_flash_version(KernelCosts costs, int version) {
 
 double intra_node_efficiency(const core::Cluster& c) {
   if (c.calibration.nvlink_efficiency) return *c.calibration.nvlink_efficiency;
-  // The planner's closed forms ask for the same few GPUs millions of times: the catalog
-  // lookup (a name normalised, then a map) is done once per change of GPU name.
-  thread_local std::string last_gpu;
-  thread_local double last_efficiency = 0;
-  if (c.gpu != last_gpu || last_efficiency == 0) {
-    const GpuSpec& gpu = gpu_of(c.gpu);
-    const KernelCosts& costs = kernel_costs_for(gpu.architecture);
-    last_efficiency = gpu.nvlink_bandwidth_total ? costs.nvlink_efficiency : costs.pcie_efficiency;
-    last_gpu = c.gpu;
-  }
-  return last_efficiency;
+  // The planner's closed forms ask for the same few GPU names millions of times, in turn:
+  // the catalog lookup (a name normalised, then a map) is done once per name and thread.
+  thread_local std::vector<std::pair<std::string, double>> seen;
+  for (const auto& [name, efficiency] : seen)
+    if (name == c.gpu) return efficiency;
+  const GpuSpec& gpu = gpu_of(c.gpu);
+  const KernelCosts& costs = kernel_costs_for(gpu.architecture);
+  const double efficiency =
+      gpu.nvlink_bandwidth_total ? costs.nvlink_efficiency : costs.pcie_efficiency;
+  if (seen.size() >= 64) seen.clear();  // a bound, whatever names a long process meets
+  seen.emplace_back(c.gpu, efficiency);
+  return efficiency;
 }
 
 namespace {
