@@ -182,7 +182,7 @@ struct Simulation {
   // messages between one pair of GPUs go one after another in micro-batch order, each
   // starting when the previous one has arrived (NCCL send/recv on one stream; gloo on one
   // connection, measured by the live runner). Not for the interleaved schedule.
-  PipelineMessages pipeline_messages = PipelineMessages::shared;
+  PipelineMessages pipeline_messages = PipelineMessages::in_order;
   // Consecutive training iterations played in one simulation: links, bandwidth traces and
   // queues carry over from one to the next (sim/iterations.hpp).
   int iterations = 1;

@@ -142,8 +142,9 @@ def render(results, args) -> int:
         "connection, and only once the receiver has posted its receive. The runner posts "
         "every receive of a step at its start; the simulator gained "
         "`simulation.pipeline_messages: in_order` (messages between a pair of GPUs in order, "
-        "as NCCL's send/recv on one stream also do), which validation uses. With the default "
-        "`shared`, the WAN-bound 1F1B plan was simulated 25% slower than it ran.",
+        "as NCCL's send/recv on one stream also do), which validation uses and which is the "
+        "default since December 2026. With `shared` (the default before), the WAN-bound 1F1B "
+        "plan was simulated 25% slower than it ran.",
         "- The emulated link let whole 64 KiB GSO packets through HTB before charging them: a "
         "33.8 KB message crossed a 20 Mbit/s link in 0.4 ms. Packets are now capped at 1 ms of "
         "the rate; pure ACKs go first (gloo uses one connection both ways, and ACKs queued "
