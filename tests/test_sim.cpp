@@ -282,6 +282,38 @@ TEST(SimCollectives, LoweredCollectivesMatchTheirClosedForms) {
     }
 }
 
+// A ring all-reduce of `bytes` over the devices of `requests` (one member each, in order),
+// the last member ready `late` seconds after the others: when each member is done
+// ("done", in member order) and when each send of the late member ends ("sends", in order).
+Json ring_with_a_late_member(const core::Scenario& s,
+                             const std::vector<const kernels::GpuSpec*>& gpus,
+                             const std::vector<sim::DeviceRequest>& requests, double bytes,
+                             double late) {
+  return sim::run_isolated([&] {
+    core::Diagnostics diags;
+    const sim::Platform platform = sim::build_platform(s, gpus, requests, diags);
+    const int n = static_cast<int>(requests.size());
+    sim::Graph g;
+    sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
+    sim::Collective ring{{}, {}, bytes, "test", 1};
+    for (int i = 0; i < n; ++i) {
+      ring.members.push_back(i);
+      ring.ready.push_back(i == n - 1 ? g.delay(i, late, sim::Work::forward, -1) : g.join());
+    }
+    const auto finished = sim::ring_all_reduce(sender, ring);
+    g.finish();
+    const sim::NodeTimes t = sim::execute(g, platform);
+    Json done = Json::array();
+    for (sim::NodeId f : finished) done.push_back(t.end[f]);
+    std::vector<double> sends;
+    for (sim::NodeId id = 0; id < g.size(); ++id)
+      if (g.node(id).op == sim::Op::transfer && g.node(id).device == n - 1)
+        sends.push_back(t.end[id]);
+    std::sort(sends.begin(), sends.end());
+    return Json{{"done", done}, {"sends", sends}};
+  });
+}
+
 // A ring all-reduce whose last member's data is ready T late: the chunk that member starts
 // with passes 2 (n - 1) hops after T, one after another, and every member's sends go in
 // order, so every member is done at T + 2 (n - 1) (S / n / B + alpha), the ring's time as if
@@ -291,22 +323,10 @@ TEST(SimCollectives, ALateMemberHoldsTheRingUpAtEveryStep) {
   auto c = checked(nodes_scenario(8));
   const double B = 100e9 / 8, a = 2 * 5e-6, S = 1e9, T = 1.0;
   for (int n : {2, 3, 5}) {
-    const Json done = sim::run_isolated([&] {
-      const sim::Platform platform = one_gpu_per_node(c.scenario, n);
-      sim::Graph g;
-      sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
-      sim::Collective ring{{}, {}, S, "test", 1};
-      for (int i = 0; i < n; ++i) {
-        ring.members.push_back(i);
-        ring.ready.push_back(i == n - 1 ? g.delay(i, T, sim::Work::forward, -1) : g.join());
-      }
-      const auto finished = sim::ring_all_reduce(sender, ring);
-      g.finish();
-      const sim::NodeTimes t = sim::execute(g, platform);
-      Json out = Json::array();
-      for (sim::NodeId f : finished) out.push_back(t.end[f]);
-      return out;
-    });
+    std::vector<sim::DeviceRequest> requests;
+    for (int i = 0; i < n; ++i) requests.push_back({0, i, 1});
+    const Json done = ring_with_a_late_member(
+        c.scenario, {kernels::find_gpu(c.scenario.clusters[0].gpu)}, requests, S, T)["done"];
     const double expected = T + 2 * (n - 1) * (S / n / B + a);
     for (int i = 0; i < n; ++i)
       EXPECT_NEAR(done[i].get<double>(), expected, 1e-9 * expected) << "n=" << n << " member " << i;
@@ -325,25 +345,9 @@ TEST(SimCollectives, ALateMembersBacklogLeavesOneSendAfterAnotherOnAMixedRing) {
   yaml.replace(yaml.find("gpus_per_node: 1"), 16, "gpus_per_node: 2");
   auto c = checked(yaml);
   const double B = 100e9 / 8, a = 2 * 5e-6, S = 1e9, T = 1.0, chunk = S / 4;
-  const Json sends = sim::run_isolated([&] {
-    core::Diagnostics diags;
-    const kernels::GpuSpec* gpu = kernels::find_gpu(c.scenario.clusters[0].gpu);
-    const sim::Platform platform =
-        sim::build_platform(c.scenario, {gpu}, {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 1}}, diags);
-    sim::Graph g;
-    sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
-    sim::Collective ring{{0, 1, 2, 3}, {}, S, "test", 1};
-    for (int i = 0; i < 4; ++i)
-      ring.ready.push_back(i == 3 ? g.delay(i, T, sim::Work::forward, -1) : g.join());
-    sim::ring_all_reduce(sender, ring);
-    g.finish();
-    const sim::NodeTimes t = sim::execute(g, platform);
-    std::vector<double> ends;
-    for (sim::NodeId id = 0; id < g.size(); ++id)
-      if (g.node(id).op == sim::Op::transfer && g.node(id).device == 3) ends.push_back(t.end[id]);
-    std::sort(ends.begin(), ends.end());
-    return Json(ends);
-  });
+  const kernels::GpuSpec* gpu = kernels::find_gpu(c.scenario.clusters[0].gpu);
+  const Json sends = ring_with_a_late_member(
+      c.scenario, {gpu}, {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 1}}, S, T)["sends"];
   ASSERT_EQ(sends.size(), 6u);  // 2 (n - 1) steps
   for (int k = 1; k <= 4; ++k) {
     const double expected = T + k * chunk / B + a;
@@ -442,6 +446,29 @@ TEST(SimLinks, BandwidthTraceHalvingMidTransferGivesTheIntegral) {
   EXPECT_NEAR(wan_transfers(c.scenario, 1, S), expected, 1e-6);
 }
 
+// A ring of mixed hops over a WAN link with a bandwidth trace: m0 and m1 in cluster a (the
+// NIC between them), m2 in cluster b (the WAN both ways), m2 ready T = 1 s late. Its backlog
+// of three sends to m0 leaves one after another at the rate the link has then (W, since
+// 0.5 s; W / 4 before): they arrive at T + k c / W + a, k = 1..3. Paced at the trace's first
+// step (W / 4), they would arrive 4 c / W apart.
+TEST(SimLinks, ARingBacklogIsPacedAtTheRateItsTracedLinkCanReach) {
+  auto c = checked(two_cluster_scenario("bandwidth: 1Gbps, latency: 1ms, tcp_window: 1GB"));
+  const double W = 1e9 / 8, a = 1e-3 + 2e-6, T = 1.0, chunk = 0.01 * W;
+  auto& wan = c.scenario.wan[0];
+  wan.trace = "inline";
+  wan.trace_steps = {{core::Seconds(0), core::BytesPerSecond(W / 4)},
+                     {core::Seconds(0.5), core::BytesPerSecond(W)},
+                     {core::Seconds(1000), core::BytesPerSecond(W)}};
+  const kernels::GpuSpec* gpu = kernels::find_gpu("A100-80GB-SXM");
+  const Json sends = ring_with_a_late_member(
+      c.scenario, {gpu, gpu}, {{0, 0, 1}, {0, 1, 1}, {1, 0, 1}}, 3 * chunk, T)["sends"];
+  ASSERT_EQ(sends.size(), 4u);  // 2 (n - 1) steps
+  for (int k = 1; k <= 3; ++k) {
+    const double expected = T + k * chunk / W + a;
+    EXPECT_NEAR(sends[k - 1].get<double>(), expected, 1e-9 * expected) << "send " << k;
+  }
+}
+
 TEST(SimLinks, BandwidthTraceRepeatsWithItsPeriod) {
   // W from 0 s, W/2 from 1 s, W/4 from 1.5 s; the period ends at 2 s and starts again at W.
   // A transfer of W (2.5 - L) bytes moves W (1 - L) + W/4 + W/8 in the first period, W in
@@ -505,8 +532,8 @@ TEST(SimLinks, InOrderPipelineMessagesStreamWhileTheReceiverComputes) {
   const double tau = S / (1e9 / 8);
   const double f = tau / 8;
   const FixedTimes compute(f / 4);  // 4 layers per stage
-  const double shared = run(checked(yaml + "simulation: {pipeline_messages: shared}\n"),
-                            compute)["iteration_time_s"];
+  const double shared =
+      run(checked(yaml + "simulation: {pipeline_messages: shared}\n"), compute)["iteration_time_s"];
   const double in_order = run(checked(yaml), compute)["iteration_time_s"];  // the default
   EXPECT_NEAR(in_order, 2 * m * tau + 6 * f + 2 * m * L, 0.02 * in_order);
   EXPECT_GT(shared, in_order);
