@@ -269,7 +269,7 @@ namespace {
 // Everything a layer's or the logits' time depends on, by value: what varies between the
 // planner's lookups first, so that comparing two keys rarely reaches the GPU's name.
 using WorkKey = std::tuple<double, int, bool, int, bool, int, int, int, int, int, int, int, int,
-                           int, int, int, bool, bool, bool, std::string>;
+                           int, int, int, int, bool, bool, bool, std::string>;
 
 WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
   const core::ModelConfig& m = *w.model;
@@ -280,7 +280,8 @@ WorkKey work_key(const GpuSpec& gpu, const LayerWork& w, bool logits) {
           logits,
           w.seq_len,
           static_cast<int>(w.precision),
-          static_cast<int>(w.attention) * 4 + w.flash_version,
+          static_cast<int>(w.attention),
+          w.flash_version,
           m.hidden,
           m.heads,
           m.kv_heads,

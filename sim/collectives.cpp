@@ -48,13 +48,6 @@ double uncontended_rate(const Platform& p, int src, int dst, int flows) {
   return rate;
 }
 
-// The latency of the route from src to dst.
-double route_latency(const Platform& p, int src, int dst) {
-  double latency = 0;
-  p.for_each_hop(src, dst, [&](const Hop& h) { latency += p.links[h.link].latency_s; });
-  return latency;
-}
-
 // `steps` ring steps of `chunk` bytes: at each step member i sends to member i+1 what it
 // received at the step before, combined with its own data.
 // As in NCCL's ring, a member sends nothing before its own data is ready, and its sends
@@ -82,7 +75,7 @@ std::vector<NodeId> ring_steps(const Sender& s, const Collective& c, std::vector
   const int n = static_cast<int>(c.members.size());
   double shortest = std::numeric_limits<double>::infinity(), longest = 0;
   for (int i = 0; i < n; ++i) {
-    const double latency = route_latency(s.platform, c.members[i], c.members[(i + 1) % n]);
+    const double latency = s.platform.route_latency(c.members[i], c.members[(i + 1) % n]);
     shortest = std::min(shortest, latency);
     longest = std::max(longest, latency);
   }

@@ -234,7 +234,7 @@ std::vector<Hop> Platform::route(int src, int dst) const {
 
 double Platform::route_latency(int src, int dst) const {
   double latency = 0;
-  for (const Hop& h : route(src, dst)) latency += links[h.link].latency_s;
+  for_each_hop(src, dst, [&](const Hop& h) { latency += links[h.link].latency_s; });
   return latency;
 }
 
