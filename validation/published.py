@@ -84,6 +84,10 @@ def scenario_yaml(row):
     zero = int(row.get("zero") or 0)
     tp_comm_overlap = (row.get("tp_comm_overlap") or "false").strip().lower()
     cp_key = f", cp: {cp}" if cp > 1 else ""
+    # Optional column: the FlashAttention version the run's software had (FlashAttention-3
+    # appeared in July 2024; empty: the GPU's own, 3 on Hopper).
+    flash_version = (row.get("flash_version") or "").strip()
+    flash_key = f"\n  flash_version: {int(flash_version)}" if flash_version else ""
     stages = "\n".join(
         f"        - {{cluster: dgx, tp: {tp}, layers: {layers}{cp_key}}}" for _ in range(pp))
     vs = int(row["virtual_stages"])
@@ -95,7 +99,7 @@ training:
   precision: {row['precision']}
   optimizer: adam
   recompute: {row['recompute']}
-  attention: {row['attention']}
+  attention: {row['attention']}{flash_key}
 clusters:
   - name: dgx
     gpu: {row['gpu']}
@@ -202,7 +206,8 @@ def main():
                   "reports (no FLOP convention). Rows with a `model` column run that zoo "
                   "model (Llama's SwiGLU, RMSNorm and RoPE) instead of the GPT shape of their "
                   "columns, which still give the FLOP convention; `cp` is the context-parallel "
-                  "degree.\n\n")
+                  "degree; `flash_version` the FlashAttention of the run's time (2 before "
+                  "FlashAttention-3's release in July 2024; empty: the GPU's own).\n\n")
         for group, errs in errors.items():
             ok = [abs(e) for e in errs if e is not None]
             refused = sum(e is None for e in errs)
