@@ -10,9 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "compress/codec.hpp"
 #include "compress/codec_spec.hpp"
+#include "core/limits.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -91,13 +93,25 @@ CLI::App* add_codecs_command(CLI::App& app, CodecsOptions& options) {
   cmd->add_flag("--bench", options.bench,
                 "also measure encode/decode throughput on one CPU thread, beside memcpy");
   cmd->add_flag("--json", options.json, "print as JSON");
-  cmd->add_option("--size", options.size, "elements of the random fp32 tensor (default 2^24)")
-      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 32));
+  // At most the elements one encoded buffer may hold (HGSIM_MAX_CODEC_ELEMENTS, 2^28 by
+  // default): the command holds three fp32 copies and the encoded buffer, ~16 bytes each.
+  cmd->add_option("--size", options.size,
+                  "elements of the random fp32 tensor (default 2^24, at most "
+                  "HGSIM_MAX_CODEC_ELEMENTS, 2^28 unless set)")
+      ->check(integer_in(1, core::limits().codec_elements));
   return cmd;
 }
 
 int run_codecs_command(const CodecsOptions& options, std::ostream& out, std::ostream& err) {
   const std::int64_t n = options.size;
+  if (n < 1 || n > core::limits().codec_elements) {
+    err << "hgsim codecs: --size " << n << ": must be from 1 to " << core::limits().codec_elements
+        << "; "
+        << core::limit_hint("HGSIM_MAX_CODEC_ELEMENTS",
+                            static_cast<double>(core::limits().codec_elements))
+        << "\n";
+    return kBadInput;
+  }
   const std::uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

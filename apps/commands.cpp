@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_checks.hpp"
 #include "apps/codecs_command.hpp"
 #include "apps/live_command.hpp"
 #include "apps/plan_command.hpp"
@@ -571,9 +572,9 @@ CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
                  "also plan and simulate megatron, dp-only, pipeline-uniform, metis-like, dtfm");
   plan->add_option("--time-budget", o.time_budget_s,
                    "seconds for the enumeration (default 60); the best found is then verified")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(kMaxTimeBudgetS));
   plan->add_option("--verify", o.verify, "how many of the best candidates to simulate (default 3)")
-      ->check(CLI::Range(1, 100));
+      ->check(integer_in(1, 100));
   plan->add_option("--evaluate", o.evaluate_file,
                    "cost this plan with the analytic model and simulate it (no search): the "
                    "model's error on any plan, with the model's per-stage times");

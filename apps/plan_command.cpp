@@ -124,6 +124,8 @@ std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics&
     return std::nullopt;
   }
   std::cerr << "hgsim: strategy: auto: the planner chose " << r.best->candidate.description << "\n";
+  for (const std::string& note : r.notes)
+    std::cerr << "hgsim: strategy: auto: note: " << note << "\n";
   const core::OuterSync& o = r.best->candidate.plan.outer_sync;
   if (o.enabled()) {
     std::cerr << "hgsim: strategy: auto: with outer sync (" << outer_sync_text(o)
@@ -135,12 +137,7 @@ std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics&
       std::cerr << "; the best synchronous plan takes "
                 << seconds_text(r.best_synchronous->simulated_s);
     std::cerr << "\n";
-    if (c.scenario.simulation.iterations < o.inner_steps)
-      std::cerr << "hgsim: warning: simulation.iterations " << c.scenario.simulation.iterations
-                << " is below the chosen plan's inner_steps " << o.inner_steps
-                << ": this run plays no outer sync (the planner verified a round of "
-                << o.inner_steps << "); set simulation.iterations to " << o.inner_steps
-                << " or more for its time\n";
+    // simulation.iterations below inner_steps: the run's results warn (sim/simulate.cpp).
   }
   return r.best->candidate.plan;
 }
@@ -214,6 +211,7 @@ Json search_json(const PlanReport& r) {
   Json j;
   j["scenario"] = r.scenario;
   j["best"] = verified_json(best);
+  j["notes"] = r.search.notes;
   j["best"]["iteration_time_s"] = best.simulated_s;
   j["best"]["tokens_per_s"] = r.tokens_per_iteration / best.simulated_s;
   j["best"]["adopted_from_baseline"] = r.adopted_from_baseline;
@@ -340,7 +338,7 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
 bool evaluate_plan(const CheckedScenario& c, const planner::Context& ctx, const std::string& file,
                    PlanReport& report, core::Diagnostics& diags) {
   auto plan = core::load_plan(file, diags);
-  if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags)) return false;
+  if (!plan || diags.has_errors() || !check_plan_file_against(*plan, c, diags, file)) return false;
   report.evaluated = true;
   report.estimate = planner::estimate_plan(ctx, *plan);
   // Checked above: only the simulation's own problems are new (not the check's warnings).
@@ -418,6 +416,11 @@ std::string format_table(const PlanReport& r, const PlanCommandOptions& options,
 
 int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::ostream& out,
              std::ostream& err) {
+  if (!options.evaluate_file.empty() && !options.out_file.empty()) {
+    err << "hgsim plan: --out writes the plan a search finds; --evaluate plays the plan in "
+        << options.evaluate_file << " as it is (drop --out, or --evaluate to search)\n";
+    return kBadInput;
+  }
   core::Diagnostics diags;
   auto points = check_scenario_file(path, diags);
   if (!points) {
@@ -438,6 +441,7 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
     return kBadInput;
   }
   err << plan_diags.format();
+  for (const std::string& note : report->search.notes) err << "hgsim plan: note: " << note << "\n";
   if (report->best) {
     for (const std::string& w : report->best->result.warnings)
       err << "hgsim: warning: " << w << "\n";

@@ -15,7 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
+#include "core/document.hpp"
 #include "kernels/cuda_devices.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/profiler.hpp"
@@ -196,7 +198,50 @@ ProfileOptions with_defaults(ProfileOptions o) {
   if (o.tp.empty()) o.tp = cuda ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 2};
   if (o.seq_len <= 0 && !cuda) o.seq_len = 128;
   if (o.seconds_per_entry <= 0) o.seconds_per_entry = cuda ? 0.02 : 0.15;
+  if (cuda && o.dtype.empty()) o.dtype = "bf16";
+  if (cuda && o.gemm_dtypes.empty()) o.gemm_dtypes = {"fp32", "tf32", "fp16", "fp8"};
+  if (cuda && o.max_seconds <= 0) o.max_seconds = 220;
   return o;
+}
+
+// The bounds of one op shape: micro-batch x seq_len tokens, so that no buffer of the
+// sweep (the attention scores are micro-batch x heads x seq_len^2) exhausts the memory.
+constexpr long long kMaxTokensCpu = 65536;     // scaled models, hidden 256
+constexpr long long kMaxTokensCuda = 1 << 20;  // the zoo unscaled
+
+// What the options ask that cannot be measured: an error message, or empty.
+std::string refuse(const ProfileOptions& o) {
+  const bool cuda = o.device == "cuda";
+  if (!cuda && (!o.dtype.empty() || !o.gemm_dtypes.empty() || o.max_seconds > 0))
+    return "--dtype, --gemm-dtypes and --max-seconds apply to --device cuda only (the cpu "
+           "sweep runs fp32)";
+  if (!o.profile.empty() && !o.check_layers) return "--profile applies to --check-layers only";
+  const long long max_tokens = cuda ? kMaxTokensCuda : kMaxTokensCpu;
+  const long long seq = o.seq_len > 0 ? o.seq_len : (cuda ? 2048 : 128);
+  for (int mb : o.micro_batches)
+    if (static_cast<long long>(mb) * seq > max_tokens)
+      return "--micro-batches " + std::to_string(mb) + " x --seq-len " + std::to_string(seq) +
+             " is " + std::to_string(static_cast<long long>(mb) * seq) + " tokens per op; the " +
+             o.device + " sweep measures at most " + std::to_string(max_tokens);
+  // A degree that divides the heads of none of the models would measure nothing.
+  std::vector<std::string> names = o.models;
+  if (names.empty()) names = o.check_layers ? kCheckModels : models::model_names();
+  for (const std::string& name : names)
+    if (!models::find_model(name))
+      return "unknown model '" + core::excerpt(name) + "' (hgsim models lists them)";
+  for (int t : o.tp) {
+    bool any = false;
+    for (const std::string& name : names)
+      if (const models::ZooEntry* e = models::find_model(name)) {
+        const core::ModelConfig m = cuda ? e->config : kernels::scale_for_cpu(e->config);
+        any = any || (m.heads % t == 0 && m.kv_heads % t == 0 && m.ffn_hidden % t == 0);
+      }
+    if (!any)
+      return "--tp " + std::to_string(t) +
+             " divides the heads (or KV heads, or FFN width) of none of the models " +
+             (cuda ? "" : "as scaled for the cpu ") + "measured, so nothing would be measured";
+  }
+  return {};
 }
 
 }  // namespace
@@ -210,25 +255,43 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
                   "gpt2-124m gpt3-1.3b llama2-7b llama3-70b)")
       ->delimiter(',');
   cmd->add_option("--micro-batches", o.micro_batches, "micro-batch sizes (sequences)")
-      ->delimiter(',');
-  cmd->add_option("--tp", o.tp, "tensor-parallel degrees")->delimiter(',');
-  cmd->add_option("--seq-len", o.seq_len, "sequence length of the sweep");
+      ->delimiter(',')
+      ->check(integer_in(1, 1024));
+  cmd->add_option("--tp", o.tp, "tensor-parallel degrees")
+      ->delimiter(',')
+      ->check(integer_in(1, 64));
+  cmd->add_option("--seq-len", o.seq_len,
+                  "sequence length of the sweep (cpu default 128; cuda: each model's own)")
+      ->check(integer_in(1, 131072));
   cmd->add_option("--out", o.out, "profile JSON to write");
   cmd->add_flag("--check-layers", o.check_layers,
                 "measure whole layers and compare them with the prediction from op times");
   cmd->add_option("--profile", o.profile,
                   "--check-layers: predict from this profile instead "
                   "of measuring the ops first");
-  cmd->add_option("--seconds-per-entry", o.seconds_per_entry, "time spent on each op shape");
-  cmd->add_option("--dtype", o.dtype, "cuda: the dtype of every op (fp32 tf32 fp16 bf16 fp8)");
-  cmd->add_option("--gemm-dtypes", o.gemm_dtypes, "cuda: more dtypes for the forward GEMMs")
-      ->delimiter(',');
-  cmd->add_option("--max-seconds", o.max_seconds, "cuda: stop the sweep after this long");
+  cmd->add_option("--seconds-per-entry", o.seconds_per_entry,
+                  "time spent on each op shape (cpu default 0.15, cuda 0.02)")
+      ->check(finite_positive(60));
+  const std::vector<std::string> dtypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
+  cmd->add_option("--dtype", o.dtype,
+                  "cuda: the dtype of every op (fp32 tf32 fp16 bf16 fp8; default bf16)")
+      ->check(CLI::IsMember(dtypes));
+  cmd->add_option("--gemm-dtypes", o.gemm_dtypes,
+                  "cuda: more dtypes for the forward GEMMs (default fp32,tf32,fp16,fp8)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(dtypes));
+  cmd->add_option("--max-seconds", o.max_seconds,
+                  "cuda: stop the sweep after this long (default 220)")
+      ->check(finite_positive(86400));
   cmd->add_flag("--json", o.json, "print the --check-layers table as JSON");
   return cmd;
 }
 
 int run_profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
+  if (const std::string why = refuse(options); !why.empty()) {
+    err << "hgsim profile: " << why << "\n";
+    return kBadInput;
+  }
   const ProfileOptions o = with_defaults(options);
   if (o.device == "cuda") {
     std::string why;
@@ -263,6 +326,10 @@ int run_profile_command(const ProfileOptions& options, std::ostream& out, std::o
     return kBadInput;
   } catch (const std::invalid_argument& e) {
     err << "hgsim profile: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::bad_alloc&) {
+    err << "hgsim profile: out of memory for the sweep's buffers; measure smaller shapes "
+           "(--micro-batches, --seq-len) or fewer models\n";
     return kBadInput;
   }
 }

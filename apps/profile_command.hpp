@@ -20,9 +20,10 @@ struct ProfileOptions {
   std::vector<int> micro_batches{1, 2, 4};
   std::vector<int> tp;
   int seq_len = 0;
-  std::string dtype = "bf16";                                           // cuda: every op
-  std::vector<std::string> gemm_dtypes{"fp32", "tf32", "fp16", "fp8"};  // cuda: forward GEMMs
-  double max_seconds = 220;                                             // cuda sweep budget
+  // cuda only (empty or 0: bf16; fp32 tf32 fp16 fp8; 220 s); refused on the cpu.
+  std::string dtype;                     // every op
+  std::vector<std::string> gemm_dtypes;  // more dtypes for the forward GEMMs
+  double max_seconds = 0;                // the sweep's budget
   std::string out;
   bool check_layers = false;
   std::string profile;  // --check-layers: an existing profile instead of measuring one

@@ -125,9 +125,10 @@ class WhereParser {
     return peek().kind == Token::Kind::name && lower(peek().text) == word;
   }
   WhereError error(const Token& t, const std::string& what) const {
-    return WhereError("--where, column " + std::to_string(t.column) + ": " +
-                      (t.kind == Token::Kind::end ? "at the end" : "at '" + t.text + "'") + ": " +
-                      what);
+    return WhereError(
+        "--where, column " + std::to_string(t.column) + ": " +
+        (t.kind == Token::Kind::end ? "at the end" : "at '" + core::excerpt(t.text) + "'") + ": " +
+        what);
   }
 
   std::string expr(WhereSql& out) {
@@ -146,16 +147,26 @@ class WhereParser {
     }
     return sql;
   }
+  // 'not' and '(' nest; each level is one C++ call and one SQLite expression level, so the
+  // depth is bounded before either runs out of stack (SQLite refuses past 1000).
+  static constexpr int kMaxDepth = 100;
   std::string unary(WhereSql& out) {
-    if (keyword("not")) {
-      next();
-      return "(NOT " + unary(out) + ")";
-    }
-    if (peek().kind == Token::Kind::open) {
-      next();
-      std::string sql = expr(out);
-      if (peek().kind != Token::Kind::close) throw error(peek(), "expected ')'");
-      next();
+    if (keyword("not") || peek().kind == Token::Kind::open) {
+      if (depth_ >= kMaxDepth)
+        throw error(peek(),
+                    "'not' and parentheses nest more than " + std::to_string(kMaxDepth) + " deep");
+      ++depth_;
+      std::string sql;
+      if (keyword("not")) {
+        next();
+        sql = "(NOT " + unary(out) + ")";
+      } else {
+        next();
+        sql = expr(out);
+        if (peek().kind != Token::Kind::close) throw error(peek(), "expected ')'");
+        next();
+      }
+      --depth_;
       return sql;
     }
     return comparison(out);
@@ -211,6 +222,7 @@ class WhereParser {
   std::vector<Token> tokens_;
   const std::vector<std::string>& axes_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // ---- output ------------------------------------------------------------------------------

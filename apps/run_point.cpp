@@ -14,7 +14,8 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
     std::optional<core::Plan> given = options.plan;
     if (!given) given = core::load_plan(options.plan_file, diags);
     if (!given || diags.has_errors()) return std::nullopt;
-    if (!check_plan_file_against(*given, c, diags)) return std::nullopt;
+    if (!check_plan_file_against(*given, c, diags, options.plan ? "" : options.plan_file))
+      return std::nullopt;
     return ChosenPlan{*given, ""};
   }
   if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};

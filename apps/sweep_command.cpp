@@ -12,11 +12,13 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "apps/results_db.hpp"
 #include "apps/validate.hpp"
@@ -331,7 +333,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   sweep
       ->add_option("-j,--jobs", o.jobs,
                    "points at once, each in a process of its own (default: the cores)")
-      ->check(CLI::Range(1, kMaxJobs));
+      ->check(integer_in(1, kMaxJobs));
   sweep->add_option("--db", o.db,
                     "the results database (SQLite; default: beside the scenario, as "
                     "<name>.sweep.sqlite)");
@@ -342,14 +344,14 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                   "run under MPI (mpirun -n N hgsim sweep ... --mpi): rank 0 owns the database "
                   "and hands out points, the other ranks run them");
   sweep->add_option("--point", o.point, "run only point K (0-based, grid order; see --list)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, std::numeric_limits<int>::max()));
   sweep->add_option("--plan", o.run.plan_file,
                     "a plan file (JSON or YAML) to play at every point instead of the "
                     "scenario's strategy");
   sweep
       ->add_option("--time-budget", o.run.planner_time_budget_s,
                    "seconds of planner search per point (strategy: auto; default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(kMaxTimeBudgetS));
   sweep->add_option("--layer-profile", o.run.layer_profile,
                     "a layer profile (hgsim-layer-profile/1): every device's compute comes "
                     "from it, at every point");

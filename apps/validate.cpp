@@ -12,6 +12,19 @@ std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Dia
   auto model = models::resolve_model(s, diags);
   kernels::resolve_gpus(s, diags);
   auto compression = compress::resolve_policy(s, diags);
+  // planner.fragments against the model: a fragment is at least one layer.
+  if (model)
+    for (std::size_t i = 0; i < s.planner.fragments.size(); ++i)
+      if (s.planner.fragments[i] > model->layers) {
+        const std::string at =
+            s.planner.fragments.size() == 1 && !s.locations.count("planner.fragments[0]")
+                ? "planner.fragments"
+                : "planner.fragments[" + std::to_string(i) + "]";
+        diags.error(s.where(at), at,
+                    std::to_string(s.planner.fragments[i]) + " fragments, but the model has " +
+                        std::to_string(model->layers) + " layers",
+                    "a fragment is at least one layer");
+      }
   if (!s.strategy.automatic) {
     // Placement needs a scenario without errors (clusters with nodes and GPUs).
     if (model && compression && !diags.has_errors())
@@ -98,8 +111,35 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
 
 std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
                                                          const CheckedScenario& s,
-                                                         core::Diagnostics& diags) {
-  return sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", diags);
+                                                         core::Diagnostics& diags,
+                                                         const std::string& plan_file) {
+  if (plan_file.empty())
+    return sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", diags);
+  core::Diagnostics own;
+  auto resolved = sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", own);
+  // Positions from the plan file itself (a JSON plan has none: its key paths say where).
+  std::map<std::string, core::SourceLocation> locations;
+  if (!own.empty()) {
+    core::Diagnostics reread;
+    if (auto document = core::load_document(plan_file, reread))
+      core::record_locations(*document, "", locations);
+  }
+  auto where = [&](std::string path) {
+    while (true) {
+      if (auto it = locations.find(path); it != locations.end() && it->second.line > 0)
+        return it->second;
+      const auto cut = path.find_last_of(".[");
+      if (cut == std::string::npos) return core::SourceLocation{plan_file, 0, 0};
+      path.resize(cut);
+    }
+  };
+  for (const core::Diagnostic& d : own.all()) {
+    if (d.severity == core::Severity::error)
+      diags.error(where(d.key_path), d.key_path, d.message, d.hint);
+    else
+      diags.warning(where(d.key_path), d.key_path, d.message, d.hint);
+  }
+  return resolved;
 }
 
 }  // namespace hgsim::apps

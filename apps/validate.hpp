@@ -64,9 +64,12 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
                                                                  core::Diagnostics& diags);
 
 // Checks an explicit plan (from a --plan file) against a checked scenario and resolves it
-// (sim::check_and_resolve: arithmetic, the model's rules, its codecs, placement).
+// (sim::check_and_resolve: arithmetic, the model's rules, its codecs, placement). With
+// `plan_file`, every problem is reported in that file (at its line for a YAML plan), since
+// the scenario was checked before and these are the plan's.
 std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
                                                          const CheckedScenario& s,
-                                                         core::Diagnostics& diags);
+                                                         core::Diagnostics& diags,
+                                                         const std::string& plan_file = {});
 
 }  // namespace hgsim::apps

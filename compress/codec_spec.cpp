@@ -84,7 +84,8 @@ class ParamReader {
         spec.block = *v;
         if (spec.kind == CodecKind::int4 && *v % 2 != 0)
           d_.error(value.where, p,
-                   "int4 packs two values per byte: the block must be even, found " + value.text);
+                   "int4 packs two values per byte: the block must be even, found " +
+                       core::excerpt(value.text));
       }
     } else if (key == "scaling") {
       if (auto v = core::as_choice(value, p, d_, {"per-tensor", "per-block"}, "scaling"))
@@ -109,7 +110,8 @@ class ParamReader {
     } else if (key == "seed") {
       if (auto v = core::as_integer(value, p, d_)) {
         if (*v < 0)
-          d_.error(value.where, p, "a seed is zero or positive, found " + value.text);
+          d_.error(value.where, p,
+                   "a seed is zero or positive, found " + core::excerpt(value.text));
         else
           spec.seed = static_cast<std::uint64_t>(*v);
       }

@@ -10,6 +10,7 @@ void Diagnostics::error(SourceLocation where, std::string key_path, std::string 
                         std::string hint) {
   items_.push_back({Severity::error, std::move(where), std::move(key_path), std::move(message),
                     std::move(hint)});
+  ++errors_;
 }
 
 void Diagnostics::warning(SourceLocation where, std::string key_path, std::string message,
@@ -20,6 +21,7 @@ void Diagnostics::warning(SourceLocation where, std::string key_path, std::strin
 
 void Diagnostics::append(const Diagnostics& other) {
   items_.insert(items_.end(), other.items_.begin(), other.items_.end());
+  errors_ += other.errors_;
 }
 
 bool Diagnostics::has_errors() const {
@@ -27,9 +29,7 @@ bool Diagnostics::has_errors() const {
 }
 
 int Diagnostics::error_count() const {
-  return static_cast<int>(std::count_if(items_.begin(), items_.end(), [](const Diagnostic& d) {
-    return d.severity == Severity::error;
-  }));
+  return errors_;
 }
 
 int Diagnostics::warning_count() const {
@@ -67,7 +67,15 @@ std::string Diagnostics::format() const {
     return a->where.column < b->where.column;
   });
   std::string out;
-  for (const Diagnostic* d : sorted) out += format_diagnostic(*d) + "\n";
+  for (std::size_t i = 0; i < sorted.size() && i < kMaxFormatted; ++i)
+    out += format_diagnostic(*sorted[i]) + "\n";
+  auto count = [](int n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  if (sorted.size() > kMaxFormatted)
+    out += "... and " + std::to_string(sorted.size() - kMaxFormatted) + " more not shown (" +
+           count(error_count(), "error") + " and " + count(warning_count(), "warning") +
+           " in all)\n";
   return out;
 }
 

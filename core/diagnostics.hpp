@@ -47,10 +47,13 @@ class Diagnostics {
 
   // One line per diagnostic, sorted by position:
   //   file:line:column: error: key.path: message; hint
+  // at most kMaxFormatted of them, then one line counting the rest.
+  static constexpr std::size_t kMaxFormatted = 100;
   std::string format() const;
 
  private:
   std::vector<Diagnostic> items_;
+  int errors_ = 0;
 };
 
 std::string format_diagnostic(const Diagnostic& d);

@@ -10,7 +10,10 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/files.hpp"
@@ -38,9 +41,9 @@ std::string Node::describe() const {
     case Kind::null:
       return "nothing";
     case Kind::sequence:
-      return "a list";
+      return items.empty() ? "an empty list" : "a list";
     case Kind::mapping:
-      return "a mapping";
+      return entries.empty() ? "an empty mapping" : "a mapping";
     case Kind::scalar:
       break;
   }
@@ -50,21 +53,68 @@ std::string Node::describe() const {
 
 std::string excerpt(std::string_view text) {
   constexpr std::size_t kShown = 60;
+  static const char* hex = "0123456789abcdef";
   std::string out;
-  for (std::size_t i = 0; i < text.size() && i < kShown; ++i) {
+  std::size_t i = 0;
+  // Never cut inside a UTF-8 sequence: the cut is at a byte that starts a character.
+  auto continuation = [&](std::size_t k) {
+    return k < text.size() && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80;
+  };
+  for (; i < text.size() && (i < kShown || continuation(i)); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7F) {
-      static const char* hex = "0123456789abcdef";
       out += "\\x";
       out += hex[c >> 4];
       out += hex[c & 15];
+    } else if (c == 0xC2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // C1 control, U+0080-U+009F
+      const auto c1 = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += hex[c1 >> 4];
+      out += hex[c1 & 15];
     } else {
       out += static_cast<char>(c);
     }
   }
-  if (text.size() > kShown) out += "... (" + std::to_string(text.size()) + " characters)";
+  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " characters)";
   return out;
 }
+
+// ---- text after escapes are decoded -------------------------------------------------------
+
+namespace {
+
+// The first control character of a decoded value or key: C0 (but line feed and tab, which a
+// block scalar or a description may hold), DEL, and C1 (U+0080-U+009F, 0xC2 0x80-0x9F in
+// UTF-8). Escapes ("\e", "\x07", "\0", JSON's "\u001b") make them without a control byte
+// in the file, and a terminal would act on them when a message quotes the value.
+std::optional<std::size_t> first_control(std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) return i;
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F)
+      return i;
+  }
+  return std::nullopt;
+}
+
+// Reports a control character in `text` (a value, or a key when `key`); false when found.
+bool plain_text(std::string_view text, bool key, const SourceLocation& where,
+                const std::string& path, Diagnostics& diags) {
+  const auto at = first_control(text);
+  if (!at) return true;
+  const std::size_t n = static_cast<unsigned char>(text[*at]) == 0xC2 ? 2 : 1;
+  diags.error(where, path,
+              std::string(key ? "a key" : "a value") + " holds the control character " +
+                  excerpt(text.substr(*at, n)) + " (written as an escape such as \\e, \\x07, " +
+                  "\\0 or \\u001b)",
+              "scenarios and plans are plain text; remove it");
+  return false;
+}
+
+}  // namespace
 
 // ---- YAML ---------------------------------------------------------------------------------
 
@@ -73,12 +123,6 @@ namespace {
 SourceLocation location_of(const YAML::Mark& mark, const std::string& file) {
   if (mark.is_null()) return {file, 0, 0};
   return {file, mark.line + 1, mark.column + 1};
-}
-
-const SourceLocation* key_location(const Node& mapping, const std::string& key) {
-  for (std::size_t i = 0; i < mapping.entries.size(); ++i)
-    if (mapping.entries[i].first == key) return &mapping.key_locations[i];
-  return nullptr;
 }
 
 // Turns yaml-cpp's tree into ours. yaml-cpp keeps an alias as a second reference to the
@@ -101,7 +145,8 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
     const auto limit = static_cast<double>(limits().document_nodes);
     diags.error(n.where, path,
                 "the document expands to more than " + std::to_string(limits().document_nodes) +
-                    " values (YAML aliases that repeat aliases grow exponentially)",
+                    " values (counting the values YAML aliases repeat: aliases of aliases grow "
+                    "exponentially)",
                 limit_hint("HGSIM_MAX_DOCUMENT_NODES", limit));
     return n;
   }
@@ -142,6 +187,7 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
       n.kind = Node::Kind::scalar;
       n.text = y.Scalar();
       n.quoted = y.Tag() == "!";
+      if (!plain_text(n.text, false, n.where, path, diags)) ex.reported = true;
       break;
     case YAML::NodeType::Sequence: {
       n.kind = Node::Kind::sequence;
@@ -152,6 +198,9 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
     }
     case YAML::NodeType::Map: {
       n.kind = Node::Kind::mapping;
+      // Each key's first line, for the duplicate check: a hash, so that a mapping of many
+      // keys is read in linear time.
+      std::unordered_map<std::string, int> first_line;
       for (const auto& kv : y) {
         SourceLocation key_where = location_of(kv.first.Mark(), file);
         if (!kv.first.IsScalar()) {
@@ -161,10 +210,14 @@ Node convert(const YAML::Node& y, const std::string& file, Diagnostics& diags,
           continue;
         }
         std::string key = kv.first.Scalar();
-        if (const SourceLocation* first = key_location(n, key)) {
-          diags.error(key_where, child_path(path, key), "duplicate key '" + key + "'",
+        if (!plain_text(key, true, key_where, path, diags)) {
+          ex.reported = true;
+          return n;
+        }
+        if (auto [it, fresh] = first_line.emplace(key, key_where.line); !fresh) {
+          diags.error(key_where, child_path(path, key), "duplicate key '" + excerpt(key) + "'",
                       "each key may appear once in a mapping; the first is at line " +
-                          std::to_string(first->line));
+                          std::to_string(it->second));
           continue;
         }
         n.entries.emplace_back(key, convert(kv.second, file, diags, child_path(path, key), ex));
@@ -222,6 +275,14 @@ std::optional<Node> parse_yaml(std::string_view text, const std::string& file, D
     if (ex.reported) return std::nullopt;
     if (n.is_null()) n.where = {file, 1, 1};
     return n;
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp stops at its own depth (hundreds of levels), far past ours, and says only
+    // "bad file": the same message as a document our depth check sees whole.
+    diags.error(
+        location_of(e.mark, file), "",
+        "lists and mappings nest more than " + std::to_string(limits().document_depth) + " deep",
+        limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", limits().document_depth));
+    return std::nullopt;
   } catch (const YAML::Exception& e) {
     diags.error(location_of(e.mark, file), "", "not valid YAML: " + e.msg);
     return std::nullopt;
@@ -325,15 +386,18 @@ class JsonBuilder : public nlohmann::json_sax<Json> {
   bool number_float(number_float_t, const string_t& written) override {
     return add(scalar(written, false));
   }
-  bool string(string_t& v) override { return add(scalar(v, true)); }
+  bool string(string_t& v) override {
+    return plain_text(v, false, {file_, 0, 0}, next_path(), diags_) && add(scalar(v, true));
+  }
   bool binary(binary_t&) override { return add(Node{}); }
   bool start_object(std::size_t) override { return open(Node::Kind::mapping); }
   bool key(string_t& k) override {
     Frame& f = stack_.back();
-    if (f.node.find(k) != nullptr) {
+    if (!plain_text(k, true, {file_, 0, 0}, f.path, diags_)) return false;
+    f.duplicate = !f.keys.insert(k).second;
+    if (f.duplicate)
       diags_.error({file_, 0, 0}, child_path(f.path, k), "duplicate key '" + excerpt(k) + "'",
                    "each key may appear once in an object");
-    }
     f.key = k;
     return true;
   }
@@ -355,6 +419,8 @@ class JsonBuilder : public nlohmann::json_sax<Json> {
     Node node;
     std::string path;
     std::string key;
+    std::unordered_set<std::string> keys;  // of a mapping: the duplicate check in linear time
+    bool duplicate = false;                // the value being read is a duplicate key's
   };
 
   Node scalar(std::string text, bool quoted) const {
@@ -389,7 +455,7 @@ class JsonBuilder : public nlohmann::json_sax<Json> {
     }
     Frame& f = stack_.back();
     if (f.node.is_mapping()) {
-      if (f.node.find(f.key) != nullptr) return true;  // duplicate: reported, first kept
+      if (f.duplicate) return true;  // reported; the first is kept
       f.node.entries.emplace_back(f.key, std::move(n));
       f.node.key_locations.push_back({file_, 0, 0});
     } else {
@@ -447,6 +513,14 @@ std::optional<Node> load_json_file(const std::string& path, Diagnostics& diags) 
 std::optional<Node> load_document(const std::string& path, Diagnostics& diags) {
   bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   return json ? load_json_file(path, diags) : load_yaml_file(path, diags);
+}
+
+void record_locations(const Node& n, const std::string& path,
+                      std::map<std::string, SourceLocation>& out) {
+  out[path] = n.where;
+  for (std::size_t i = 0; i < n.items.size(); ++i)
+    record_locations(n.items[i], index_path(path, i), out);
+  for (const auto& [key, value] : n.entries) record_locations(value, child_path(path, key), out);
 }
 
 Json to_json(const Node& node) {

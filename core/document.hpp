@@ -66,6 +66,10 @@ std::optional<Node> load_document(const std::string& path, Diagnostics& diags);
 
 Json to_json(const Node& node);
 
+// Where every value of `n` was written, by key path under `path` ("clusters[1].gpu").
+void record_locations(const Node& n, const std::string& path,
+                      std::map<std::string, SourceLocation>& out);
+
 // Reads a mapping field by field, remembering which keys were used, so that the keys
 // nobody asked for can be reported with a did-you-mean. All `get_*` functions report
 // problems into the Diagnostics and return nullopt; none of them throws.

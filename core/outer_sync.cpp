@@ -21,6 +21,7 @@ std::optional<OuterSync> parse_outer_sync(const Node& n, const std::string& path
   Fields f(n, path, d);
   if (!f.ok()) return std::nullopt;
   OuterSync o;
+  const int errors_before = d.error_count();
   auto count = [&](const Node& v, const std::string& p) { return as_positive_count(v, p, d); };
   auto read_count = [&](std::string_view key, int& target) {
     if (const Node* v = f.optional(key))
@@ -50,12 +51,15 @@ std::optional<OuterSync> parse_outer_sync(const Node& n, const std::string& path
     auto mu = as_number(*v, f.path_of("outer_momentum"), d);
     if (mu && (*mu < 0 || *mu >= 1))
       d.error(v->where, f.path_of("outer_momentum"),
-              "the outer momentum must be in [0, 1), found " + v->text, "DiLoCo's paper uses 0.9");
+              "the outer momentum must be in [0, 1), found " + excerpt(v->text),
+              "DiLoCo's paper uses 0.9");
     else if (mu)
       o.outer_momentum = *mu;
   }
   f.reject_unknown();
-  if (o.method == OuterSyncMethod::none) return o;
+  // The checks across keys need every key read: a refused inner_steps is still the default
+  // here, and a message would quote a value the file does not hold.
+  if (o.method == OuterSyncMethod::none || d.error_count() != errors_before) return o;
   auto where = [&](std::string_view key) {
     const Node* v = f.optional(key);
     return v ? v->where : n.where;
@@ -260,7 +264,7 @@ std::optional<double> parse_token_count(const Node& n, const std::string& path, 
     return std::nullopt;
   }
   if (*v * scale < 1) {
-    d.error(n.where, path, "must be at least one token, found " + n.text,
+    d.error(n.where, path, "must be at least one token, found " + excerpt(n.text),
             "write a count such as 1T (10^12), 300B or 2.5M (K, M, B or G, T: powers of 1000)");
     return std::nullopt;
   }

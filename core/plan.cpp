@@ -86,7 +86,7 @@ std::optional<Plan> parse_plan(const Node& document, const std::string& path, Di
       f, "zero", plan.zero, [&](const Node& v, const std::string& p) -> std::optional<int> {
         auto n = as_integer(v, p, d);
         if (n && (*n < 0 || *n > 3)) {
-          d.error(v.where, p, "zero is a ZeRO stage 0, 1, 2 or 3, found " + v.text,
+          d.error(v.where, p, "zero is a ZeRO stage 0, 1, 2 or 3, found " + excerpt(v.text),
                   "1 shards the optimizer state (Megatron's distributed optimizer), 2 also the "
                   "gradients, 3 also the weights");
           return std::nullopt;
@@ -268,6 +268,7 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
   }
 
   for (const Cluster& c : s.clusters) {
+    if (c.nodes <= 0 || c.gpus_per_node <= 0) continue;  // refused where it is written
     auto used = gpus_used.find(c.name);
     const std::int64_t n = used == gpus_used.end() ? 0 : used->second;
     if (n > c.gpu_count()) {

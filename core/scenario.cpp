@@ -143,14 +143,6 @@ bool Scenario::operator==(const Scenario& o) const {
 
 namespace {
 
-void record_locations(const Node& n, const std::string& path,
-                      std::map<std::string, SourceLocation>& out) {
-  out[path] = n.where;
-  for (std::size_t i = 0; i < n.items.size(); ++i)
-    record_locations(n.items[i], index_path(path, i), out);
-  for (const auto& [key, value] : n.entries) record_locations(value, child_path(path, key), out);
-}
-
 template <class Q>
 std::optional<Q> as_quantity(const Node& n, const std::string& path, Diagnostics& d,
                              Parsed<Q> (*parse)(std::string_view), std::string_view what) {
@@ -200,6 +192,18 @@ class ScenarioReader {
   auto count() {
     return [this](const Node& n, const std::string& p) { return as_positive_count(n, p, d_); };
   }
+  // A count with a ceiling: what the sizes derived from it (4 x hidden, layer x micro-batch
+  // graphs) need to stay computable; `what` says why.
+  auto count_up_to(int max, std::string what) {
+    return [this, max, what](const Node& n, const std::string& p) -> std::optional<int> {
+      auto c = as_positive_count(n, p, d_);
+      if (c && *c > max) {
+        d_.error(n.where, p, "at most " + std::to_string(max) + ", found " + excerpt(n.text), what);
+        return std::nullopt;
+      }
+      return c;
+    };
+  }
   auto text() {
     return [this](const Node& n, const std::string& p) { return as_string(n, p, d_); };
   }
@@ -219,6 +223,19 @@ class ScenarioReader {
   auto size() {
     return [this](const Node& n, const std::string& p) {
       return as_quantity(n, p, d_, parse_size, "a size such as 25MB");
+    };
+  }
+  // A TCP window: a size of at least 1 KiB (0 would mean no cap at all to the simulator,
+  // and a smaller window than one segment does not exist).
+  auto tcp_window() {
+    return [this](const Node& n, const std::string& p) -> std::optional<Bytes> {
+      auto b = as_quantity(n, p, d_, parse_size, "a size such as 4MiB");
+      if (b && b->value() < 1024) {
+        d_.error(n.where, p, "a TCP window is at least 1KiB, found " + excerpt(n.text),
+                 "the receive window of the WAN's TCP connections, e.g. 4MiB");
+        return std::nullopt;
+      }
+      return b;
     };
   }
   auto bandwidth() {
@@ -278,14 +295,18 @@ void ScenarioReader::read_model(const Node& n) {
   ModelConfig m;
   Fields f(n, "model", d_);
   set_required(f, "name", m.name, name());
-  set_required(f, "layers", m.layers, count());
-  set_required(f, "hidden", m.hidden, count());
-  set_required(f, "heads", m.heads, count());
-  set_required(f, "vocab", m.vocab, count());
+  // Ceilings 100x above the largest published models (hidden 25 600, 128 layers, vocab
+  // 256 000), so that derived sizes (ffn_hidden = 4 x hidden) fit in an int.
+  constexpr int kMaxWidth = 1 << 24;
+  const std::string wider = "100x wider than any published model";
+  set_required(f, "layers", m.layers, count_up_to(100'000, "the simulator builds every layer"));
+  set_required(f, "hidden", m.hidden, count_up_to(kMaxWidth, wider));
+  set_required(f, "heads", m.heads, count_up_to(kMaxWidth, wider));
+  set_required(f, "vocab", m.vocab, count_up_to(kMaxWidth, wider));
   m.kv_heads = m.heads;
-  set(f, "kv_heads", m.kv_heads, count());
+  set(f, "kv_heads", m.kv_heads, count_up_to(kMaxWidth, wider));
   m.ffn_hidden = 4 * m.hidden;
-  set(f, "ffn_hidden", m.ffn_hidden, count());
+  set(f, "ffn_hidden", m.ffn_hidden, count_up_to(4 * kMaxWidth, wider));
   set(f, "activation", m.activation, choice<Activation>("activation"));
   set(f, "norm", m.norm, choice<Norm>("norm"));
   set(f, "tied_embeddings", m.tied_embeddings, boolean());
@@ -321,7 +342,7 @@ void ScenarioReader::read_training(const Node& n) {
     const auto version = as_positive_count(*v, f.path_of("flash_version"), d_);
     if (version && *version != 2 && *version != 3)
       d_.error(v->where, f.path_of("flash_version"),
-               "FlashAttention's version is 2 or 3, found " + v->text,
+               "FlashAttention's version is 2 or 3, found " + excerpt(v->text),
                "2: FlashAttention-2 (any GPU it runs on); 3: FlashAttention-3 (Hopper); leave it "
                "out for the GPU's own");
     else if (version && t.attention != Attention::flash)
@@ -376,7 +397,7 @@ void ScenarioReader::read_clusters(const Node& n) {
       auto v = as_number(*o, f.path_of("oversubscription"), d_);
       if (v && !(*v >= 1))
         d_.error(o->where, f.path_of("oversubscription"),
-                 "oversubscription must be at least 1, found " + o->text,
+                 "oversubscription must be at least 1, found " + excerpt(o->text),
                  "1 is a non-blocking fabric; 2 means a node's uplink carries half of what its "
                  "NICs can send");
       else if (v)
@@ -416,20 +437,23 @@ ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::st
   ComputeCalibration cal;
   Fields f(n, path, d_);
   if (!f.ok()) return cal;
+  // 1 % of a datasheet figure is already far below any GPU kernel or link measured; less
+  // is a slip of the exponent, and would turn one iteration into centuries.
   auto fraction = [&](const Node& v, const std::string& p) -> std::optional<double> {
     auto x = as_number(v, p, d_);
-    if (x && !(*x > 0 && *x <= 1)) {
-      d_.error(v.where, p, "an efficiency is a fraction in (0, 1], found " + v.text,
+    if (x && !(*x >= 0.01 && *x <= 1)) {
+      d_.error(v.where, p, "an efficiency is a fraction from 0.01 to 1, found " + excerpt(v.text),
                "the fraction of the datasheet figure (peak rate, memory or link bandwidth) your "
                "kernels or transfers reach, e.g. 0.62");
       return std::nullopt;
     }
     return x;
   };
+  // A kernel launch or a dispatch costs microseconds; 1 s is far beyond any.
   auto duration = [&](const Node& v, const std::string& p) -> std::optional<Seconds> {
     auto t = as_quantity(v, p, d_, parse_duration, "a duration such as 6us");
-    if (t && t->value() < 0) {
-      d_.error(v.where, p, "a per-kernel time cannot be negative, found " + v.text);
+    if (t && !(t->value() >= 0 && t->value() <= 1)) {
+      d_.error(v.where, p, "a per-kernel time is from 0 to 1s, found " + excerpt(v.text));
       return std::nullopt;
     }
     return t;
@@ -498,7 +522,7 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
     link.reverse_bandwidth = bandwidth()(*r, f.path_of("reverse_bandwidth"));
   set_required(f, "latency", link.latency, duration());
   if (const Node* w = f.optional("tcp_window"))
-    link.tcp_window = size()(*w, f.path_of("tcp_window"));
+    link.tcp_window = tcp_window()(*w, f.path_of("tcp_window"));
   if (const Node* t = f.optional("trace")) read_trace(link, *t, f.path_of("trace"));
   f.reject_unknown();
   s_.wan.push_back(link);
@@ -534,7 +558,7 @@ void ScenarioReader::read_simulation(const Node& n) {
   Fields f(n, "simulation", d_);
   if (!f.ok()) return;
   set(f, "network_model", sim.network_model, choice<NetworkModel>("network model"));
-  set(f, "tcp_window", sim.tcp_window, size());
+  set(f, "tcp_window", sim.tcp_window, tcp_window());
   set(f, "fidelity", sim.fidelity, choice<Fidelity>("fidelity"));
   set(f, "pipeline_messages", sim.pipeline_messages,
       choice<PipelineMessages>("pipeline message order"));
@@ -604,9 +628,16 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
     return {};
   }
   const Limits& limit = limits();
+  // A byte-order mark (spreadsheets write one) is not part of the first row, as in YAML.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   std::istringstream in{std::string(text)};
   std::string line;
   int line_number = 0;
+  // Errors stop at kMaxRowErrors: a damaged 100 000-row trace needs a few lines, not one
+  // per row. A row after a refused one is not held to being the first at time 0.
+  constexpr int kMaxRowErrors = 20;
+  const int errors_before = diags.error_count();
+  bool row_refused = false;
   auto trimmed = [](std::string t) {
     const auto first = t.find_first_not_of(" \t\r");
     if (first == std::string::npos) return std::string();
@@ -615,6 +646,13 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
   };
   while (std::getline(in, line)) {
     ++line_number;
+    if (diags.error_count() - errors_before >= kMaxRowErrors) {
+      diags.error({csv, line_number, 1}, path,
+                  "more than " + std::to_string(kMaxRowErrors) +
+                      " rows refused; the rows from here on were not checked");
+      return steps;
+    }
+    if (diags.error_count() != errors_before) row_refused = true;
     std::string row = line.substr(0, line.find('#'));
     if (row.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto comma = row.find(',');
@@ -651,7 +689,9 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
           "times must start at 0 or later and increase strictly, found " + excerpt(time_node.text));
       continue;
     }
-    if (!steps.empty() && *seconds - steps.back().at.value() < limit.trace_min_step_s) {
+    // The step as written in decimal: 0.009 - 0.008 is 0.0009999999999999992 in binary.
+    if (!steps.empty() &&
+        *seconds - steps.back().at.value() < limit.trace_min_step_s * (1 - 1e-9)) {
       diags.error(at, path,
                   "rows " + shortest_decimal(*seconds - steps.back().at.value()) +
                       " s apart; the shortest step hgsim simulates is " +
@@ -660,7 +700,7 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
                   "HGSIM_MIN_TRACE_STEP_S to lower the limit (README: Limits)");
       continue;
     }
-    if (steps.empty() && *seconds != 0)
+    if (steps.empty() && *seconds != 0 && !row_refused)
       diags.error(at, path, "the first row must be at time 0, found " + excerpt(time_node.text));
     steps.push_back(BandwidthStep{Seconds(*seconds), *rate.value});
   }

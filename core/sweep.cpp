@@ -1,6 +1,7 @@
 // Expanding `sweep:` grids. A sweep axis is a key path into the scenario document
 // (`wan[*].bandwidth`, `compression.wan_activations`, `clusters[1].nodes`) and a list of
 // values; every combination becomes one scenario document.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,8 +15,19 @@ namespace {
 struct Segment {
   std::string key;
   enum class Index { none, one, all } index = Index::none;
-  std::size_t position = 0;
+  std::size_t position = 0;  // SIZE_MAX: more digits than any list can have
 };
+
+// Whether two key paths set one value: their keys agree as far as both go, with indices
+// that can name the same entry ([*] names every one; no index, the whole list).
+bool overlaps(const std::vector<Segment>& a, const std::vector<Segment>& b) {
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i].key != b[i].key) return false;
+    const bool any = a[i].index != Segment::Index::one || b[i].index != Segment::Index::one;
+    if (!any && a[i].position != b[i].position) return false;
+  }
+  return true;
+}
 
 std::optional<std::vector<Segment>> split_path(const std::string& path) {
   std::vector<Segment> out;
@@ -37,7 +49,8 @@ std::optional<std::vector<Segment>> split_path(const std::string& path) {
         if (inside.empty() || inside.find_first_not_of("0123456789") != std::string::npos)
           return std::nullopt;
         seg.index = Segment::Index::one;
-        seg.position = std::stoul(inside);
+        // Nine digits at most are read; more name no entry of any list hgsim accepts.
+        seg.position = inside.size() > 9 ? SIZE_MAX : std::stoul(inside);
       }
     }
     out.push_back(seg);
@@ -81,7 +94,8 @@ bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const N
     targets.push_back(&child->items[seg.position]);
   } else {
     why = "'" + seg.key + "' has " + std::to_string(child->items.size()) + " entries, no [" +
-          std::to_string(seg.position) + "]";
+          (seg.position == SIZE_MAX ? std::string("N] of more than 9 digits")
+                                    : std::to_string(seg.position) + "]");
     return false;
   }
   for (Node* t : targets) {
@@ -102,15 +116,33 @@ SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
   const Node* sweep = document_->find("sweep");
   if (sweep == nullptr || !sweep->is_mapping() || sweep->entries.empty()) return;
 
+  // The axes accepted so far: a value swept by two axes would take one of them silently.
+  struct Swept {
+    std::vector<Segment> segments;
+    std::string path;
+    SourceLocation at;
+  };
+  std::vector<Swept> swept;
   // One axis checked against the base document; false (reported) when it cannot be swept.
   auto check_axis = [&](const std::string& path, const Node& values, const SourceLocation& at,
                         const std::string& key_path) {
     auto segments = split_path(path);
     if (!segments) {
-      diags.error(at, key_path, "'" + path + "' is not a key path",
+      diags.error(at, key_path, "'" + excerpt(path) + "' is not a key path",
                   "write keys joined by '.', with [N] or [*] for lists, e.g. wan[*].bandwidth");
       return false;
     }
+    for (const Swept& other : swept)
+      if (overlaps(*segments, other.segments)) {
+        diags.error(at, key_path,
+                    "'" + excerpt(path) + "' sets what '" + excerpt(other.path) + "'" +
+                        (other.at.line > 0 ? " (line " + std::to_string(other.at.line) + ")"
+                                           : std::string()) +
+                        " already sweeps",
+                    "sweep each value by one axis; to vary values together, put their axes "
+                    "in one zip group");
+        return false;
+      }
     if (segments->front().key == "sweep" || segments->front().key == "name") {
       diags.error(at, key_path, "'" + segments->front().key + "' cannot be swept");
       return false;
@@ -119,9 +151,10 @@ SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
     Node probe = base_;
     std::string why;
     if (!apply(probe, *segments, 0, values.items.front(), why)) {
-      diags.error(at, key_path, "cannot sweep '" + path + "': " + why);
+      diags.error(at, key_path, "cannot sweep '" + excerpt(path) + "': " + why);
       return false;
     }
+    swept.push_back({*segments, path, at});
     return true;
   };
   // A zip group: axes of one length that vary together.

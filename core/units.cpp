@@ -8,6 +8,8 @@
 #include <span>
 #include <type_traits>
 
+#include "core/document.hpp"
+
 namespace hgsim::core {
 namespace {
 
@@ -115,6 +117,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// What a message quotes of the value: at most 60 characters, control characters escaped.
+std::string quoted(std::string_view s) {
+  return "'" + excerpt(trim(s)) + "'";
+}
+
 struct NumberAndUnit {
   double number = 0;
   std::string_view unit;
@@ -147,15 +154,15 @@ NumberAndUnit split(std::string_view text) {
   if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out.number);
   if (ec == std::errc::result_out_of_range) {
-    out.error = "'" + std::string(s) + "' has a number too large or too small for a double";
+    out.error = quoted(s) + " has a number too large or too small for a double";
     return out;
   }
   if (number_text.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
-    out.error = "'" + std::string(s) + "' does not start with a number";
+    out.error = quoted(s) + " does not start with a number";
     return out;
   }
   if (!std::isfinite(out.number)) {
-    out.error = "'" + std::string(s) + "' is not a finite number";
+    out.error = quoted(s) + " is not a finite number";
     return out;
   }
   out.unit = trim(s.substr(i));
@@ -169,10 +176,6 @@ Parsed<Q> fail(std::string message) {
   return p;
 }
 
-std::string quoted(std::string_view s) {
-  return "'" + std::string(trim(s)) + "'";
-}
-
 // What a physical input may be, in base units: past these a value is a typo or an attack
 // (1e300Tbps overflows to infinity, 1e-300bps makes an iteration last 1e306 s), not a
 // setting anyone means.
@@ -184,11 +187,12 @@ struct Range {
 
 template <class Q>
 Range range_of() {
-  if constexpr (std::is_same_v<Q, Bytes>) return {0, 1e18, "up to 1EB"};
+  // The texts use units the parser accepts (it has no EB).
+  if constexpr (std::is_same_v<Q, Bytes>) return {0, 1e18, "up to 1000000TB"};
   if constexpr (std::is_same_v<Q, BytesPerSecond>)
     // A modem to an idealised link that makes transfers free (tests and notebooks write
-    // 1000TB/s for that; 1EB/s is what the simulator could still tell from infinity).
-    return {1e3 / 8, 1e18, "1kbps to 1EB/s"};
+    // 1000TB/s for that; 1e18 B/s is what the simulator could still tell from infinity).
+    return {1e3 / 8, 1e18, "1kbps to 1000000TB/s"};
   if constexpr (std::is_same_v<Q, Seconds>) return {0, 86400, "up to 24h"};
   return {1e3, 1e21, "1KFLOPS to 1000000PFLOPS"};  // compute rates
 }

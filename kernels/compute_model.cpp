@@ -43,7 +43,8 @@ std::optional<double> parse_fraction(const Node* n, const std::string& path, Dia
   if (n == nullptr) return std::nullopt;
   auto v = core::as_number(*n, path, diags);
   if (v && (*v <= 0 || *v > 1)) {
-    diags.error(n->where, path, "an efficiency is a fraction in (0, 1], found " + n->text);
+    diags.error(n->where, path,
+                "an efficiency is a fraction in (0, 1], found " + core::excerpt(n->text));
     return std::nullopt;
   }
   return v;
@@ -81,7 +82,8 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
   if (const Node* n = f.required("attention_version"))
     if (auto v = core::as_positive_count(*n, f.path_of("attention_version"), diags)) {
       if (*v != 2 && *v != 3)
-        diags.error(n->where, f.path_of("attention_version"), "expected 2 or 3, found " + n->text);
+        diags.error(n->where, f.path_of("attention_version"),
+                    "expected 2 or 3, found " + core::excerpt(n->text));
       c.attention_version = static_cast<int>(*v);
     }
   c.attention_fa2_forward_efficiency =

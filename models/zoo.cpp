@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/document.hpp"
 
@@ -185,15 +186,21 @@ bool already_reported(const Diagnostics& diags, const std::string& key_path) {
 // Sizes must be positive. core reports a non-positive count it parsed; a size left at 0
 // because it was missing or invalid was reported there too, so report only the rest.
 bool check_positive_sizes(const ModelConfig& m, const core::Scenario& s, Diagnostics& diags) {
-  const std::vector<std::pair<std::string, int>> sizes = {
-      {"layers", m.layers},     {"hidden", m.hidden}, {"heads", m.heads},
-      {"kv_heads", m.kv_heads}, {"vocab", m.vocab},   {"ffn_hidden", m.ffn_hidden}};
+  // (key, value, the key its default comes from): kv_heads defaults to heads and ffn_hidden
+  // to 4 x hidden, so a refused heads or hidden is not reported again as their 0.
+  const std::vector<std::tuple<std::string, int, std::string>> sizes = {
+      {"layers", m.layers, ""}, {"hidden", m.hidden, ""},
+      {"heads", m.heads, ""},   {"kv_heads", m.kv_heads, "heads"},
+      {"vocab", m.vocab, ""},   {"ffn_hidden", m.ffn_hidden, "hidden"}};
   bool ok = true;
-  for (const auto& [key, value] : sizes) {
+  for (const auto& [key, value, source] : sizes) {
     if (value > 0) continue;
     ok = false;
     const std::string path = core::child_path("model", key);
     if (already_reported(diags, path)) continue;
+    if (!source.empty() && !s.locations.count(path) &&
+        already_reported(diags, core::child_path("model", source)))
+      continue;
     diags.error(s.where(path), path, key + " must be at least 1, found " + std::to_string(value));
   }
   if (m.max_positions < 0) {

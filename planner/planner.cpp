@@ -887,6 +887,23 @@ SearchResult plan(const Context& ctx, const Options& options) {
   // A plan with outer sync is never chosen unseen against synchronous training: the best
   // synchronous candidate is verified too, for the comparison the report prints.
   auto synchronous = [](const core::Plan& p) { return !p.outer_sync.enabled(); };
+  // planner.outer_sync without `none` asks for outer sync: a synchronous plan is then only
+  // the comparison, and the best when no plan with outer sync could be verified (said).
+  const auto& methods = ctx.scenario->planner.outer_sync;
+  const bool sync_allowed =
+      std::find(methods.begin(), methods.end(), core::OuterSyncMethod::none) != methods.end();
+  if (!sync_allowed && std::none_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
+        return !synchronous(v.candidate.plan);
+      })) {
+    // The best candidate with outer sync, however far down the ranking it is.
+    const auto it = std::find_if(r.ranked.begin(), r.ranked.end(),
+                                 [&](const Candidate& c) { return !synchronous(c.plan); });
+    if (it != r.ranked.end()) {
+      std::vector<core::Diagnostics> diags;
+      auto results = simulate_candidates(ctx, {*it}, options, diags);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
+    }
+  }
   const bool any_outer = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
     return !synchronous(v.candidate.plan);
   });
@@ -906,8 +923,18 @@ SearchResult plan(const Context& ctx, const Options& options) {
     for (const Verified& v : r.verified)
       *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "
                         << v.candidate.analytic_s << " s analytic\n";
+  const bool prefer_outer = !sync_allowed && any_outer;
+  if (!sync_allowed && !any_outer && !r.verified.empty())
+    r.notes.push_back(
+        "planner.outer_sync lists only " + core::to_string(methods.front()) +
+        ", but no plan with outer sync could be verified, so the best plan is synchronous: outer "
+        "sync needs two islands (pipelines on clusters of their own, each cutting the model the "
+        "same way), full fidelity, and fragments that divide inner_steps and are at most the "
+        "model's layers");
   for (const Verified& v : r.verified) {
-    if (!r.best || v.effective_s() < r.best->effective_s()) r.best = v;
+    if (!(prefer_outer && synchronous(v.candidate.plan)) &&
+        (!r.best || v.effective_s() < r.best->effective_s()))
+      r.best = v;
     if (synchronous(v.candidate.plan) &&
         (!r.best_synchronous || v.simulated_s < r.best_synchronous->simulated_s))
       r.best_synchronous = v;

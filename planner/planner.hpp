@@ -71,6 +71,8 @@ struct SearchResult {
   bool budget_exhausted = false;
   // When no plan fits: which constraint binds and what would make it fit.
   std::vector<std::string> why_not;
+  // What the user asked that the result does not give, and why (printed as notes).
+  std::vector<std::string> notes;
 };
 
 // The enumeration alone: candidates ranked by the analytic model.

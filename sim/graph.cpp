@@ -69,9 +69,11 @@ GraphTooLarge Graph::too_large() const {
   const double limit = static_cast<double>(max_nodes_);
   return GraphTooLarge(
       "the execution graph grows past " + core::shortest_decimal(limit) + " nodes (about " +
-      core::human_size(core::Bytes(limit * sizeof(GraphNode) * 3)) +
-      "); use --fidelity folded (simulation.fidelity: folded) to simulate identical replicas "
-      "and tensor-parallel groups once, or fewer micro-batches; " +
+      core::human_size(core::Bytes(limit * sizeof(GraphNode) * 3)) + "); " +
+      (folded_ ? std::string("it is folded already: use fewer micro-batches or layers; ")
+               : std::string("use --fidelity folded (simulation.fidelity: folded) to simulate "
+                             "identical replicas and tensor-parallel groups once, or fewer "
+                             "micro-batches; ")) +
       core::limit_hint("HGSIM_MAX_GRAPH_NODES", limit));
 }
 

@@ -161,6 +161,8 @@ class Graph {
   // nor linked nor labelled: what a builder would make, measured without its memory. A
   // counting graph is for size() alone.
   void count_only() { counting_ = true; }
+  // Whether the graph is the folded one: the limit's message then does not suggest folding.
+  void set_folded(bool folded) { folded_ = folded; }
 
  private:
   NodeId add(GraphNode n);
@@ -175,6 +177,7 @@ class Graph {
   std::unordered_map<std::string, int> label_index_;
   bool finished_ = false;
   bool counting_ = false;
+  bool folded_ = false;
   std::size_t counted_ = 0;  // nodes added while counting
 };
 

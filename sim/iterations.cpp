@@ -474,6 +474,10 @@ void add_time_to_train(core::Json& result, const core::Training& training,
                                                  "for a time to train"}};
     return;
   }
+  if (!std::isfinite(to_train * mean_iteration_s)) {  // JSON has no infinity
+    result["time_to_train"] = {{"note", window + "; the time to train overflows a double"}};
+    return;
+  }
   result["time_to_train_s"] = to_train * mean_iteration_s;
   result["time_to_train"] = {{"iterations", to_train},
                              {"tokens", to_train * tokens_per_iteration},

@@ -143,20 +143,34 @@ Results results_from_json(const Json& j) {
   return r;
 }
 
+namespace {
+
+// The headline's word on where compute times come from: one source when every GPU type
+// has the same kind of provenance ("measured:FILE", "calibrated", "estimated"), else each.
+std::string compute_source(const Results& r) {
+  std::set<std::string> kinds;
+  for (const auto& [gpu, source] : r.compute_provenance)
+    kinds.insert(source.substr(0, source.find(':')));
+  if (kinds.empty() || (kinds.size() == 1 && *kinds.begin() == "estimated"))
+    return "estimated from datasheets";
+  if (kinds.size() == 1 && *kinds.begin() == "measured") return "from measured profiles";
+  if (kinds.size() == 1 && *kinds.begin() == "calibrated") return "from the calibration";
+  std::string each;
+  for (const auto& [gpu, source] : r.compute_provenance)
+    each += (each.empty() ? "" : ", ") + gpu + " " + source.substr(0, source.find(':'));
+  return "per GPU: " + each;
+}
+
+}  // namespace
+
 std::string format_table(const Results& r) {
   std::ostringstream out;
   char line[512];
   const double T = r.iteration_time_s;
-  std::snprintf(line, sizeof line,
-                "%s: one iteration takes %s (simulated, %s fidelity; compute %s)\n",
-                r.scenario.c_str(),
-                (core::human_duration(core::Seconds(T)) +
-                 (r.iterations.value("iterations_simulated", 1) > 1 ? " on average" : ""))
-                    .c_str(),
-                r.simulator.fidelity.c_str(),
-                r.compute_model.rfind("estimated", 0) == 0 ? "estimated from datasheets"
-                                                           : "from measured profiles");
-  out << line;
+  // Names and the provenance list are unbounded: streamed, not into the fixed buffer.
+  out << r.scenario << ": one iteration takes " << core::human_duration(core::Seconds(T))
+      << (r.iterations.value("iterations_simulated", 1) > 1 ? " on average" : "") << " (simulated, "
+      << r.simulator.fidelity << " fidelity; compute " << compute_source(r) << ")\n";
   std::snprintf(line, sizeof line,
                 "  %.0f tokens/s, %.1f model TFLOP/s per GPU (6N + attention, recomputation "
                 "not counted), MFU %.1f%% on %d of %d GPUs (%.1f%% of all %d)\n\n",

@@ -84,6 +84,31 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   w.gpus = cluster_gpus(*r.scenario);
   fidelity = asked == core::Fidelity::automatic ? automatic_fidelity(r.gpus_used) : asked;
   w.folded = fidelity == core::Fidelity::folded;
+  // Before anything is built: every micro-batch has a forward and a backward node on every
+  // stage (of every replica, unless folded), so a plan whose count alone passes the graph
+  // limit is refused at its micro_batches in no time and no memory (building it took 13 s
+  // and 4.5 GB to find out).
+  const auto limit = static_cast<double>(core::limits().graph_nodes);
+  for (std::size_t p = 0; p < r.plan.pipelines.size(); ++p) {
+    const core::Pipeline& pipeline = r.plan.pipelines[p];
+    const double copies = w.folded || asked == core::Fidelity::automatic ? 1 : pipeline.replicas;
+    const double at_least = 2.0 * pipeline.micro_batches * pipeline.stages.size() * copies;
+    if (at_least <= limit) continue;
+    const core::Scenario& s = *r.scenario;
+    const bool inline_plan = !s.strategy.automatic && s.strategy.plan == r.plan;
+    const std::string key =
+        (inline_plan ? "strategy." : "") + core::index_path("pipelines", p) + ".micro_batches";
+    diags.error(
+        inline_plan ? s.where(key) : core::SourceLocation{}, key,
+        std::to_string(pipeline.micro_batches) + " micro-batches x " +
+            std::to_string(pipeline.stages.size()) + " stages" +
+            (copies > 1 ? " x " + std::to_string(pipeline.replicas) + " replicas" : "") +
+            " make an execution graph of more than " + core::shortest_decimal(limit) +
+            " nodes (a forward and a backward each)",
+        (w.folded || copies == 1 ? std::string() : std::string("use --fidelity folded, or ")) +
+            "use fewer micro-batches; " + core::limit_hint("HGSIM_MAX_GRAPH_NODES", limit));
+    return Workload{};
+  }
   if (asked != core::Fidelity::automatic || w.folded || r.plan.outer_sync.enabled())
     return build_workload(w, diags);
   const std::int64_t budget = std::min(full_fidelity_max_graph_nodes, core::limits().graph_nodes);
@@ -423,6 +448,13 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   // Links, and the WAN links the plan's flows cannot fill.
   result.links = link_results(work.platform, totals, iterations);
   result.warnings = window_warnings(result.links, s);
+  if (plan.outer_sync.enabled() && iterations < plan.outer_sync.inner_steps)
+    result.warnings.push_back(
+        "simulation.iterations " + std::to_string(iterations) + " is below the plan's " +
+        "outer_sync.inner_steps " + std::to_string(plan.outer_sync.inner_steps) +
+        ": the iterations simulated are inner steps only, so the mean iteration and the time "
+        "to train leave the outer sync out; set simulation.iterations to " +
+        std::to_string(plan.outer_sync.inner_steps) + " or more for its cost");
   result.gpus_used = r.gpus_used;
   result.gpus_available = r.gpus_available;
   add_flops(in, r, result);

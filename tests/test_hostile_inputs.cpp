@@ -441,7 +441,7 @@ const ScenarioCase kScenarioCases[] = {
      "*",
      0,
      0,
-     "YAML"},
+     "nest more than 64 deep"},
     {"TokensBeyondAnyRun",
      {{"  precision: bf16\n", "  precision: bf16\n  tokens: 1e300T\n"}},
      "training.tokens",
@@ -496,6 +496,109 @@ const ScenarioCase kScenarioCases[] = {
      3,
      0,
      "27000 points (30 x 30 x 30)"},
+    {"CalibrationEfficiencyTiny",
+     {{"    nic: {bandwidth: 200Gbps, latency: 2us}\n",
+       "    nic: {bandwidth: 200Gbps, latency: 2us}\n    calibration: {gemm_efficiency: "
+       "1e-300}\n"}},
+     "clusters[0].calibration.gemm_efficiency",
+     14,
+     0,
+     "a fraction from 0.01 to 1, found 1e-300"},
+    {"CalibrationKernelOverheadHuge",
+     {{"    nic: {bandwidth: 200Gbps, latency: 2us}\n",
+       "    nic: {bandwidth: 200Gbps, latency: 2us}\n    calibration: {kernel_overhead: 2h}\n"}},
+     "clusters[0].calibration.kernel_overhead",
+     14,
+     0,
+     "from 0 to 1s, found 2h"},
+    {"WanTcpWindowZero",
+     {{"    latency: 15ms\n", "    latency: 15ms\n    tcp_window: 0B\n"}},
+     "wan[0].tcp_window",
+     24,
+     17,
+     "a TCP window is at least 1KiB, found 0B"},
+    {"SimulationTcpWindowZero",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\nsimulation: {tcp_window: 0B}\n"}},
+     "simulation.tcp_window",
+     34,
+     26,
+     "at least 1KiB"},
+    {"HiddenTooWideForItsFfn",
+     {{"hidden: 256", "hidden: 1000000000"}},
+     "model.hidden",
+     2,
+     0,
+     "at most 16777216, found 1000000000"},
+    {"LayersPastTheSimulator",
+     {{"layers: 4", "layers: 10000000"}},
+     "model.layers",
+     2,
+     0,
+     "at most 100000"},
+    {"EscapedEscInName",
+     {{"name: t\n", "name: \"\\e[31mt\\e[0m\"\n"}},
+     "name",
+     1,
+     7,
+     "control character \\x1b"},
+    {"EscapedNulInName",
+     {{"name: t\n", "name: \"t\\0\"\n"}},
+     "name",
+     1,
+     7,
+     "control character \\x00"},
+    {"EscapedBellInKey",
+     {{"  seq_len: 128\n", "  \"seq\\x07len\": 128\n  seq_len: 128\n"}},
+     "training",
+     5,
+     3,
+     "a key holds the control character \\x07"},
+    {"LongBandwidthQuotedShort",
+     {{"    bandwidth: 10Gbps\n", "    bandwidth: " + repeat("9", 100000) + "\n"}},
+     "wan[0].bandwidth",
+     22,
+     16,
+     "(100000 characters)"},
+    {"BlockNestedPastYamlCpp",
+     {{"name: t\n",
+       [] {
+         std::string deep = "name: t\nx:\n";
+         for (int i = 1; i <= 1000; ++i) deep += std::string(i, ' ') + "k:\n";
+         return deep;
+       }()}},
+     "",
+     0,
+     0,
+     "nest more than 64 deep"},
+    {"SweepIndexOfTwentyDigits",
+     {{"name: t\n", "name: t\nsweep:\n  wan[99999999999999999999].bandwidth: [1Gbps]\n"}},
+     "*",
+     3,
+     3,
+     "no [N] of more than 9 digits"},
+    {"SweepSetsOneValueTwice",
+     {{"name: t\n",
+       "name: t\nsweep:\n  wan[*].bandwidth: [1Gbps, 2Gbps]\n  wan[0].bandwidth: [3Gbps]\n"}},
+     "sweep.wan[0].bandwidth",
+     4,
+     3,
+     "'wan[0].bandwidth' sets what 'wan[*].bandwidth' (line 3) already sweeps"},
+    {"SweepAxisAndZipSetOneValue",
+     {{"name: t\n",
+       "name: t\nsweep:\n  training.seq_len: [64, 128]\n  zip:\n    training.seq_len: [32, 64]\n"}},
+     "sweep.zip.training.seq_len",
+     5,
+     5,
+     "already sweeps"},
+    {"PlannerFragmentsPastTheLayers",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\nplanner: {outer_sync: [none, diloco], "
+       "inner_steps: [8], fragments: [8]}\n"}},
+     "planner.fragments[0]",
+     34,
+     0,
+     "8 fragments, but the model has 4 layers"},
     {"ModelAsList",
      {{"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}", "model: [1, 2]"}},
      "model",
@@ -542,6 +645,42 @@ TEST_P(HostileScenario, IsRefusedWhereItIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileScenario, ::testing::ValuesIn(kScenarioCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A refused value is reported once: no second error quotes the default or the zero left
+// in its place (ffn_hidden = 4 x a refused hidden, a cluster of 0 x 2 GPUs).
+TEST(HostileScenarioFollowOns, ARefusedValueIsReportedOnce) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"hidden: 256", "hidden: 1000000000"},
+      {"heads: 4", "heads: 100000000"},
+      {"    nodes: 1\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300GB/s",
+       "    nodes: 1000000000\n    gpus_per_node: 2\n    nvlink: {bandwidth: 300GB/s"},
+  };
+  for (const auto& [from, to] : cases) {
+    TempDir dir;
+    const std::string file = dir.write("scenario.yaml", replaced(kBase, from, to));
+    core::Diagnostics diags;
+    EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value()) << to;
+    EXPECT_EQ(diags.error_count(), 1) << to << ":\n" << diags.format();
+  }
+}
+
+// A thousand unknown keys: every one is counted, the first 100 printed, and reading them
+// stays linear (a 120 000-key mapping took 28 s when the duplicate check was quadratic).
+TEST(HostileScenarioFollowOns, ManyErrorsArePrintedAsAHundredAndACount) {
+  std::string keys;
+  for (int i = 0; i < 1000; ++i) keys += "  unknown_" + std::to_string(i) + ": 1\n";
+  TempDir dir;
+  const std::string file =
+      dir.write("scenario.yaml", replaced(kBase, "  seq_len: 128\n", "  seq_len: 128\n" + keys));
+  core::Diagnostics diags;
+  EXPECT_FALSE(apps::check_scenario_file(file, diags).has_value());
+  EXPECT_EQ(diags.error_count(), 1000);
+  const std::string text = diags.format();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 101) << text.substr(0, 500);
+  EXPECT_NE(text.find("... and 901 more not shown (1000 errors and 1 warning in all)"),
+            std::string::npos)
+      << text.substr(text.size() - 300);
+}
 
 // ---- bandwidth traces --------------------------------------------------------------------
 
@@ -608,6 +747,39 @@ TEST_P(HostileTrace, IsRefusedAtItsRow) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileTrace, ::testing::ValuesIn(kTraceCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TraceRows, AStepOfTheShortestLengthWrittenInDecimalIsAccepted) {
+  // 0.009 - 0.008 is 0.0009999999999999992 in binary: one step of 1 ms as written.
+  core::Diagnostics diags;
+  const auto steps =
+      core::parse_bandwidth_trace("0,1Gbps\n0.008,2Gbps\n0.009,3Gbps\n", "bw.csv", "t", diags);
+  EXPECT_FALSE(diags.has_errors()) << diags.format();
+  EXPECT_EQ(steps.size(), 3u);
+  // A spreadsheet's byte-order mark is not part of the first row.
+  core::Diagnostics bom;
+  EXPECT_EQ(core::parse_bandwidth_trace("\xEF\xBB\xBF"
+                                        "0,1Gbps\n",
+                                        "bw.csv", "t", bom)
+                .size(),
+            1u);
+  EXPECT_FALSE(bom.has_errors()) << bom.format();
+}
+
+TEST(TraceRows, ErrorsStopAfterTwentyRows) {
+  std::string csv = "0,1Gbps\n";
+  for (int i = 1; i <= 100000; ++i) csv += std::to_string(i) + ",fast\n";
+  core::Diagnostics diags;
+  core::parse_bandwidth_trace(csv, "bw.csv", "t", diags);
+  EXPECT_EQ(diags.error_count(), 21) << diags.format().substr(0, 2000);
+  EXPECT_NE(diags.format().find("more than 20 rows refused"), std::string::npos);
+}
+
+TEST(TraceRows, ARowAfterARefusedFirstRowIsNotBlamedForNotBeingFirst) {
+  core::Diagnostics diags;
+  core::parse_bandwidth_trace("-5,1Gbps\n10,2Gbps\n", "bw.csv", "t", diags);
+  EXPECT_EQ(diags.error_count(), 1) << diags.format();
+  EXPECT_EQ(diags.format().find("must be at time 0"), std::string::npos) << diags.format();
+}
 
 // A trace path may name only a regular .csv file: never a device, FIFO, directory or some
 // other file, and nothing of such a file is quoted.
@@ -716,6 +888,21 @@ const PlanCase kPlanCases[] = {
      "pipelines[0].stages[0].tp", 0, 0, "at least 1"},
     {"UnknownCluster", replaced(kPlan, "\"cluster\": \"west\"", "\"cluster\": \"west/n0\""),
      "pipelines[0].stages[1].cluster", 0, 0, "unknown cluster"},
+    // An escape makes a control character without a control byte in the file.
+    {"EscapedNulInCluster",
+     replaced(kPlan, "\"cluster\": \"east\"", "\"cluster\": \"ea\\u0000st\""),
+     "pipelines[0].stages[0].cluster", 0, 0, "control character \\x00"},
+    {"EscapedEscInSchedule", replaced(kPlan, "\"1f1b\"", "\"\\u001b[31m1f1b\""), "schedule", 0, 0,
+     "control character \\x1b"},
+    {"EscapedC1InKey", replaced(kPlan, "\"micro_batch\"", "\"micro\\u009bbatch\""), "", 0, 0,
+     "control character \\u009b"},
+    // The scenario has no compression: the plan's codec is the plan file's problem.
+    {"UnknownCodec",
+     replaced(kPlan, "\"micro_batch\": 1,",
+              "\"micro_batch\": 1, \"compression\": {\"wan_activations\": \"zip\"},"),
+     "compression.wan_activations", 0, 0, "unknown codec 'zip'"},
+    {"LayersDoNotAddUp", replaced(kPlan, "\"layers\": 2}]", "\"layers\": 1}]"),
+     "pipelines[0].stages", 0, 0, "the stages hold 3 layers"},
 };
 
 class HostilePlan : public ::testing::TestWithParam<PlanCase> {};
@@ -730,14 +917,15 @@ TEST_P(HostilePlan, IsRefusedWhereItIsWrong) {
   ASSERT_TRUE(points.has_value()) << diags.format();
   auto parsed = core::load_plan(plan, diags);
   if (parsed && !diags.has_errors())
-    apps::check_plan_file_against(*parsed, points->front().checked, diags);
+    apps::check_plan_file_against(*parsed, points->front().checked, diags, plan);
   const core::Diagnostic* found = nullptr;
   for (const auto& d : diags.all())
     if (d.severity == core::Severity::error && d.key_path == c.key &&
         core::format_diagnostic(d).find(c.message) != std::string::npos)
       found = &d;
   ASSERT_NE(found, nullptr) << diags.format();
-  EXPECT_EQ(found->where.file.empty() ? plan : found->where.file, plan);
+  // The plan file is named, never the scenario: its checks passed before the plan was read.
+  EXPECT_EQ(found->where.file, plan);
   if (c.line > 0) {
     EXPECT_EQ(found->where.line, c.line) << core::format_diagnostic(*found);
   }
@@ -747,6 +935,13 @@ TEST_P(HostilePlan, IsRefusedWhereItIsWrong) {
   const CliResult r = cli({"run", scenario, "--plan", plan});
   EXPECT_EQ(r.status, apps::kBadInput) << r.err;
   EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  // Every error line names the plan file (the scenario's own warnings may name it).
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(": error: ") != std::string::npos) {
+      EXPECT_EQ(line.rfind(plan, 0), 0u) << line;
+    }
+  EXPECT_EQ(r.err.find('\0'), std::string::npos) << "a NUL byte reached stderr";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostilePlan, ::testing::ValuesIn(kPlanCases),
@@ -962,9 +1157,24 @@ TEST(HgsimProcess, LimitsAreSetInTheEnvironment) {
   p = run_binary({"check", scenario}, {"HGSIM_MAX_DOCUMENT_DEPTH=1"});
   EXPECT_EQ(p.status, 1);
   EXPECT_NE(p.err.find("nest more than 1 deep"), std::string::npos) << p.err;
-  p = run_binary({"run", scenario}, {"HGSIM_MAX_GRAPH_NODES=10"});
+  // 4 micro-batches x 2 stages x 2 replicas, a forward and a backward each: 32 nodes at
+  // least, counted before anything is built and refused at the plan's micro_batches.
+  p = run_binary({"run", scenario, "--fidelity", "full"}, {"HGSIM_MAX_GRAPH_NODES=30"});
   EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find(":29:22: error: strategy.pipelines[0].micro_batches: 4 micro-batches x 2 "
+                       "stages x 2 replicas make an execution graph of more than 30 nodes"),
+            std::string::npos)
+      << p.err;
   EXPECT_NE(p.err.find("use --fidelity folded"), std::string::npos) << p.err;
+  // Past that count the build finds the limit; folding is advised only where it is not folded.
+  p = run_binary({"run", scenario, "--fidelity", "full"}, {"HGSIM_MAX_GRAPH_NODES=40"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("grows past 40 nodes"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("use --fidelity folded"), std::string::npos) << p.err;
+  p = run_binary({"run", scenario, "--fidelity", "folded"}, {"HGSIM_MAX_GRAPH_NODES=40"});
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("it is folded already"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("use --fidelity folded"), std::string::npos) << p.err;
   // A value that is not a positive number is ignored, with a warning.
   p = run_binary({"check", scenario}, {"HGSIM_MAX_GPUS=lots"});
   EXPECT_EQ(p.status, 0) << p.err;
@@ -1110,5 +1320,67 @@ TEST(HgsimProcess, AChildEndedByASignalLeavesItsParentsFilesAlone) {
       << "2: the child lived; 3: not killed by SIGTERM; 4: the parent's file was removed";
   fs::remove(file);
 }
+
+// ---- command-line flags: every number is checked whole, finite and in range ----------
+
+struct FlagCase {
+  std::vector<std::string> words;  // after "hgsim"
+  std::string message;             // what stderr says
+};
+
+void PrintTo(const FlagCase& c, std::ostream* os) {
+  for (const auto& w : c.words) *os << w << " ";
+}
+
+const FlagCase kFlagCases[] = {
+    // These crashed (SIGFPE), ran out of memory, or measured nothing and exited 0.
+    {{"profile", "--device", "cpu", "--tp", "0", "--out", "x.json"},
+     "--tp: must be an integer from 1 to 64, found 0"},
+    {{"profile", "--device", "cpu", "--tp", "2,-1", "--out", "x.json"}, "found -1"},
+    {{"profile", "--device", "cpu", "--micro-batches", "100000000", "--out", "x.json"},
+     "--micro-batches: must be an integer from 1 to 1024"},
+    {{"profile", "--device", "cpu", "--micro-batches", "0", "--out", "x.json"}, "found 0"},
+    {{"profile", "--device", "cpu", "--seq-len", "1000000000", "--out", "x.json"},
+     "--seq-len: must be an integer from 1 to 131072"},
+    {{"profile", "--device", "cpu", "--seq-len", "-1", "--out", "x.json"}, "found -1"},
+    {{"profile", "--device", "cpu", "--micro-batches", "1024", "--seq-len", "131072", "--out",
+      "x.json"},
+     "134217728 tokens per op"},
+    {{"profile", "--device", "cpu", "--tp", "3", "--models", "gpt2-124m", "--out", "x.json"},
+     "--tp 3 divides the heads"},
+    {{"profile", "--device", "cpu", "--models", "gpt9", "--out", "x.json"}, "unknown model 'gpt9'"},
+    {{"profile", "--device", "cpu", "--dtype", "fp16", "--out", "x.json"},
+     "apply to --device cuda only"},
+    {{"profile", "--device", "cpu", "--dtype", "fp7", "--out", "x.json"}, "fp7 not in"},
+    {{"profile", "--device", "cpu", "--seconds-per-entry", "nan", "--out", "x.json"},
+     "expected a finite number, found 'nan'"},
+    {{"profile", "--device", "cpu", "--seconds-per-entry", "-1", "--out", "x.json"},
+     "must be > 0 and at most 60, found -1"},
+    {{"profile", "--device", "cpu", "--profile", "p.json", "--out", "x.json"},
+     "--profile applies to --check-layers only"},
+    {{"codecs", "--size", "4294967296"}, "--size: must be an integer from 1 to 268435456"},
+    {{"codecs", "--size", "1e3"}, "expected an integer, found '1e3'"},
+    {{"plan", "s.yaml", "--time-budget", "nan"}, "--time-budget: expected a finite number"},
+    {{"plan", "s.yaml", "--time-budget", "0"}, "must be > 0 and at most 2592000, found 0"},
+    {{"plan", "s.yaml", "--verify", "0"}, "--verify: must be an integer from 1 to 100"},
+    {{"sweep", "s.yaml", "--time-budget", "inf"}, "--time-budget: expected a finite number"},
+    {{"sweep", "s.yaml", "--point", "-1"}, "--point: must be an integer from 0"},
+    {{"sweep", "s.yaml", "-j", "99999999999999999999"}, "--jobs: must be an integer from 1 to"},
+};
+
+class HostileFlags : public ::testing::TestWithParam<FlagCase> {};
+
+TEST_P(HostileFlags, AreRefusedBeforeAnyWork) {
+  const FlagCase& c = GetParam();
+  const CliResult r = cli(c.words);
+  EXPECT_EQ(r.status, apps::kBadInput) << r.err;
+  EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  // Figures as typed: no 1.79769e+308 or 0.000000 from a generic range check.
+  EXPECT_EQ(r.err.find("e+308"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("0.000000"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HostileFlags, ::testing::ValuesIn(kFlagCases));
 
 }  // namespace

@@ -478,6 +478,27 @@ TEST(ResultsWhere, NamesAreCheckedAndLiteralsAreBoundNeverSpliced) {
           << b.expr << ": " << e.what();
     }
   }
+  // Nesting is bounded before it recurses deep: 100 levels compile, 101 do not, and
+  // 100 000 are refused as quickly (they used to overflow the stack).
+  auto nested = [](int depth, const std::string& open) {
+    std::string e;
+    for (int i = 0; i < depth; ++i) e += open;
+    e += "mfu > 0";
+    if (open == "(") e += std::string(depth, ')');
+    return e;
+  };
+  for (const std::string open : {"(", "not "}) {
+    EXPECT_NO_THROW(apps::compile_where(nested(100, open), axes)) << open;
+    for (int depth : {101, 100000}) {
+      try {
+        apps::compile_where(nested(depth, open), axes);
+        ADD_FAILURE() << depth << " x '" << open << "' compiled";
+      } catch (const apps::WhereError& e) {
+        EXPECT_NE(std::string(e.what()).find("nest more than 100 deep"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
 }
 
 TEST(ResultsCli, ANonDatabaseIsRefusedWithWhatItIs) {
