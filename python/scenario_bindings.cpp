@@ -211,6 +211,13 @@ py::list outer_sync_events(int iterations, int inner_steps, int fragments, int o
     throw Error("outer_sync_events: fragments must divide inner_steps");
   if (fragments > 1 && overlap_steps > inner_steps / fragments)
     throw Error("outer_sync_events: overlap_steps must be at most inner_steps / fragments");
+  // One dict per fragment all-reduce: the list is bounded before it is built.
+  constexpr double kMaxEvents = 1e6;
+  const double events = (static_cast<double>(iterations) / inner_steps + 1) * fragments;
+  if (events > kMaxEvents)
+    throw Error("outer_sync_events: " + std::to_string(iterations) + " iterations with inner_steps " +
+                std::to_string(inner_steps) + " and " + std::to_string(fragments) +
+                " fragments make more than 10^6 outer syncs; ask for fewer iterations");
   core::OuterSync o;
   o.method = core::OuterSyncMethod::diloco;
   o.inner_steps = inner_steps;
