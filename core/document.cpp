@@ -259,8 +259,92 @@ bool check_text(std::string_view text, const std::string& file, Diagnostics& dia
 
 }  // namespace
 
+namespace {
+
+// Where a double-quoted scalar opens that the file never closes. yaml-cpp accepts one that
+// runs to the end of the file (`name: "abc` is the text "abc"), so it is found here: quotes
+// that open a scalar (after the line's indentation or '-', ':', ',', '[', '{', '?'), outside
+// comments, single-quoted scalars and block scalars (`|` and `>` lines and their content).
+std::optional<std::pair<int, int>> unclosed_double_quote(std::string_view text) {
+  int line = 1, column = 1;
+  bool in_double = false, in_single = false;
+  std::pair<int, int> opened{0, 0};
+  char previous = '\n';        // the last character that is not a space, on this line
+  int block_indent = -1;       // inside a block scalar's content: its parent's indentation
+  int indent = 0;              // this line's indentation
+  bool at_line_start = true;   // only spaces so far on this line
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      column = 1;
+      indent = 0;
+      at_line_start = true;
+      if (!in_double && !in_single) previous = '\n';
+      continue;
+    }
+    if (at_line_start && c == ' ') {
+      ++indent;
+      ++column;
+      continue;
+    }
+    if (at_line_start) {
+      at_line_start = false;
+      // A block scalar's content is every line indented deeper than the line that opened it.
+      if (block_indent >= 0) {
+        if (indent > block_indent) {
+          const std::size_t end = text.find('\n', i);
+          if (end == std::string_view::npos) break;
+          i = end - 1;
+          continue;
+        }
+        block_indent = -1;
+      }
+    }
+    if (in_double) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_double = false;
+    } else if (in_single) {
+      if (c == '\'') {
+        if (i + 1 < text.size() && text[i + 1] == '\'')
+          ++i;
+        else
+          in_single = false;
+      }
+    } else if (c == '#' && (previous == '\n' || (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')))) {
+      const std::size_t end = text.find('\n', i);
+      if (end == std::string_view::npos) break;
+      i = end - 1;
+      continue;
+    } else if ((c == '"' || c == '\'') && std::string_view("\n-:,[{?").find(previous) != std::string_view::npos) {
+      (c == '"' ? in_double : in_single) = true;
+      if (c == '"') opened = {line, column};
+    } else if ((c == '|' || c == '>') && (previous == ':' || previous == '-')) {
+      block_indent = indent;  // the rest of this line is indicators and a comment
+      const std::size_t end = text.find('\n', i);
+      if (end == std::string_view::npos) break;
+      i = end - 1;
+      continue;
+    }
+    if (c != ' ' && c != '\t') previous = c;
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++column;
+  }
+  if (in_double) return opened;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Node> parse_yaml(std::string_view text, const std::string& file, Diagnostics& diags) {
   if (!check_text(text, file, diags)) return std::nullopt;
+  if (auto at = unclosed_double_quote(text)) {
+    diags.error({file, at->first, at->second}, "",
+                "a double-quoted text opens here and is never closed",
+                "end it with a '\"' on its line");
+    return std::nullopt;
+  }
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
     if (documents.size() > 1) {

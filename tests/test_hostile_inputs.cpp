@@ -22,6 +22,7 @@
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
 #include "compress/codec.hpp"
+#include "core/document.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
 #include "core/process.hpp"
@@ -599,6 +600,13 @@ const ScenarioCase kScenarioCases[] = {
      34,
      0,
      "8 fragments, but the model has 4 layers"},
+    {"DoubleQuoteNeverClosed",
+     {{"  grad_sync: {algorithm: ring, bucket: 25MB}\n",
+       "  grad_sync: {algorithm: ring, bucket: 25MB}\ndescription: \"two clusters\n"}},
+     "",
+     34,
+     14,
+     "a double-quoted text opens here and is never closed"},
     {"ModelAsList",
      {{"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}", "model: [1, 2]"}},
      "model",
@@ -645,6 +653,29 @@ TEST_P(HostileScenario, IsRefusedWhereItIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileScenario, ::testing::ValuesIn(kScenarioCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Quotes that do not open a scalar, or sit in comments, block scalars or other quotes, are
+// not taken for an unclosed one (yaml-cpp reads all of these).
+TEST(HostileScenarioFollowOns, QuotesInsideTextAreNotUnclosedQuotes) {
+  const std::string text =
+      "# a \"comment with a quote\n"
+      "name: it's \"fine\"\n"
+      "description: |\n"
+      "  a block with \"one quote\n"
+      "  key: \"x\n"
+      "other: >-\n"
+      "  folded \"text\n"
+      "list: [\"a\", 'b''c', \"d\\\"e\", plain\"q]\n"
+      "map: {\"k\": \"v # not a comment\", 'k2': x}\n"
+      "url: a#b\"c\n"
+      "\"quoted key\": 1\n";
+  core::Diagnostics diags;
+  const auto n = core::parse_yaml(text, "q.yaml", diags);
+  ASSERT_TRUE(n.has_value()) << diags.format();
+  EXPECT_EQ(n->find("name")->text, "it's \"fine\"");
+  EXPECT_EQ(n->find("url")->text, "a#b\"c");
+  EXPECT_NE(n->find("quoted key"), nullptr);
+}
 
 // A refused value is reported once: no second error quotes the default or the zero left
 // in its place (ffn_hidden = 4 x a refused hidden, a cluster of 0 x 2 GPUs).
