@@ -269,10 +269,10 @@ std::optional<std::pair<int, int>> unclosed_double_quote(std::string_view text) 
   int line = 1, column = 1;
   bool in_double = false, in_single = false;
   std::pair<int, int> opened{0, 0};
-  char previous = '\n';        // the last character that is not a space, on this line
-  int block_indent = -1;       // inside a block scalar's content: its parent's indentation
-  int indent = 0;              // this line's indentation
-  bool at_line_start = true;   // only spaces so far on this line
+  char previous = '\n';       // the last character that is not a space, on this line
+  int block_indent = -1;      // inside a block scalar's content: its parent's indentation
+  int indent = 0;             // this line's indentation
+  bool at_line_start = true;  // only spaces so far on this line
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n') {
@@ -313,12 +313,14 @@ std::optional<std::pair<int, int>> unclosed_double_quote(std::string_view text) 
         else
           in_single = false;
       }
-    } else if (c == '#' && (previous == '\n' || (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')))) {
+    } else if (c == '#' &&
+               (previous == '\n' || (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')))) {
       const std::size_t end = text.find('\n', i);
       if (end == std::string_view::npos) break;
       i = end - 1;
       continue;
-    } else if ((c == '"' || c == '\'') && std::string_view("\n-:,[{?").find(previous) != std::string_view::npos) {
+    } else if ((c == '"' || c == '\'') &&
+               std::string_view("\n-:,[{?").find(previous) != std::string_view::npos) {
       (c == '"' ? in_double : in_single) = true;
       if (c == '"') opened = {line, column};
     } else if ((c == '|' || c == '>') && (previous == ':' || previous == '-')) {

@@ -208,6 +208,12 @@ class Search {
       return !c.plan.outer_sync.enabled();
     });
     if (!has_sync && best_sync_) ranked_.push_back(*best_sync_);
+    // And the best plan with outer sync, when the ranking has none: the one verified when
+    // planner.outer_sync asks for outer sync only.
+    const bool has_outer = std::any_of(ranked_.begin(), ranked_.end(), [](const Candidate& c) {
+      return c.plan.outer_sync.enabled();
+    });
+    if (!has_outer && best_outer_) ranked_.push_back(*best_outer_);
     result_.ranked = std::move(ranked_);
     for (auto& [family, c] : families_) result_.family_best.push_back(std::move(c));
     std::sort(result_.family_best.begin(), result_.family_best.end(), by_effective);
@@ -257,6 +263,9 @@ class Search {
     }
     if (unit.best_sync_ && (!best_sync_ || unit.best_sync_->analytic_s < best_sync_->analytic_s))
       best_sync_ = unit.best_sync_;
+    if (unit.best_outer_ &&
+        (!best_outer_ || unit.best_outer_->effective_s() < best_outer_->effective_s()))
+      best_outer_ = unit.best_outer_;
     for (const auto& [family, c] : unit.families_) {
       auto [it, fresh] = families_.try_emplace(family, c);
       if (!fresh && c.effective_s() < it->second.effective_s()) it->second = c;
@@ -288,6 +297,8 @@ class Search {
     const double effective = c.effective_s();
     if (!c.plan.outer_sync.enabled() && (!best_sync_ || analytic_s < best_sync_->analytic_s))
       best_sync_ = c;
+    if (c.plan.outer_sync.enabled() && (!best_outer_ || effective < best_outer_->effective_s()))
+      best_outer_ = c;
     for (double best = shared_.best_s; effective < best;)
       if (shared_.best_s.compare_exchange_weak(best, effective)) break;
     // The best of each family (the set of clusters a plan uses), so that verification can
@@ -523,7 +534,8 @@ class Search {
   MemoryLimits limits_;  // its memo is the unit's own
   SearchResult result_;
   std::vector<Candidate> ranked_;
-  std::optional<Candidate> best_sync_;  // the best synchronous plan costed
+  std::optional<Candidate> best_sync_;   // the best synchronous plan costed
+  std::optional<Candidate> best_outer_;  // the best plan with outer sync costed
   std::map<int, Candidate> families_;
   // (mask, micro-batch, schedule, ZeRO stage): the best configurations that fit under it.
   std::map<std::tuple<int, int, int, int>, std::vector<Kept>> kept_;

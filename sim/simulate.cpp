@@ -194,13 +194,16 @@ std::vector<std::string> window_warnings(const std::vector<LinkResult>& links,
       if (w.tcp_window) window = w.tcp_window->value();
       setting = "wan[" + std::to_string(k) + "].tcp_window";
     }
-    const double needed = window * l.bytes_per_s / (cap * l.max_flows);
-    out.push_back(
-        "WAN link " + l.name + " (" + core::format_bandwidth(core::BytesPerSecond(l.bytes_per_s)) +
-        ") is not filled: at most " + std::to_string(l.max_flows) + " flow" +
-        (l.max_flows == 1 ? "" : "s") + " at once, each capped by the TCP window at " +
-        core::format_bandwidth(core::BytesPerSecond(cap)) + " (window / round trip); " + setting +
-        ": " + core::format_size(core::Bytes(std::ceil(needed))) + " would fill it");
+    // Rounded up to three significant digits: a setting to copy, not a 9-digit byte count.
+    const double exact = window * l.bytes_per_s / (cap * l.max_flows);
+    const double step = std::pow(10.0, std::floor(std::log10(exact)) - 2);
+    const double needed = std::ceil(exact / step) * step;
+    out.push_back("WAN link " + l.name + " (" +
+                  core::format_bandwidth(core::BytesPerSecond(l.bytes_per_s)) +
+                  ") is not filled: at most " + std::to_string(l.max_flows) + " flow" +
+                  (l.max_flows == 1 ? "" : "s") + " at once, each capped by the TCP window at " +
+                  core::human_bandwidth(core::BytesPerSecond(cap)) + " (window / round trip); " +
+                  setting + ": " + core::format_size(core::Bytes(needed)) + " would fill it");
   }
   return out;
 }

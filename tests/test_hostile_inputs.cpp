@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -1350,6 +1351,35 @@ TEST(HgsimProcess, AChildEndedByASignalLeavesItsParentsFilesAlone) {
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << "2: the child lived; 3: not killed by SIGTERM; 4: the parent's file was removed";
   fs::remove(file);
+}
+
+// ---- the TCP window warning ----------------------------------------------------------
+
+// A WAN link its flows cannot fill: the warning gives each flow's cap (window / round trip,
+// in bits per second) and a window that would fill the link, both checked against the
+// closed form here.
+TEST(WindowWarning, SaysEachFlowsCapAndAWindowThatFillsTheLink) {
+  TempDir dir;
+  const std::string file = dir.write(
+      "scenario.yaml",
+      replaced(kBase, "    latency: 15ms\n", "    latency: 50ms\n    tcp_window: 64KiB\n"));
+  const CliResult r = cli({"run", file});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::smatch m;
+  const std::regex warning(
+      "WAN link wan:east->west \\(10Gbps\\) is not filled: at most ([0-9]+) flows? at once, each "
+      "capped by the TCP window at ([0-9.]+) Mbit/s \\(window / round trip\\); "
+      "wan\\[0\\]\\.tcp_window: ([0-9.]+)(kB|MB|GB) would fill it");
+  ASSERT_TRUE(std::regex_search(r.err, m, warning)) << r.err;
+  const int flows = std::stoi(m[1]);
+  // One flow: 64 KiB per round trip of 2 x (50 ms + the NICs' 2 x 2 us).
+  const double rtt = 2 * (0.050 + 4e-6);
+  EXPECT_NEAR(std::stod(m[2]), 65536 * 8 / rtt / 1e6, 0.001);
+  const double scale = m[4] == "kB" ? 1e3 : m[4] == "MB" ? 1e6 : 1e9;
+  const double window = std::stod(m[3]) * scale;
+  const double exact = 65536 * 1.25e9 / (65536 / rtt * flows);
+  EXPECT_GE(window, exact);
+  EXPECT_LE(window, exact * 1.01);  // rounded up to three significant digits
 }
 
 // ---- command-line flags: every number is checked whole, finite and in range ----------

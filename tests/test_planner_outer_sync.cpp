@@ -303,6 +303,22 @@ TEST(PlannerOuterSync, ChoosesDiLoCoAboveTheCrossoverEfficiencyAndSynchronousBel
   EXPECT_LT(above.best->effective_s(), t_sync);
 }
 
+// outer_sync without `none` asks for outer sync: below the crossover, where [none, diloco]
+// chooses synchronous training, the best plan has outer sync, with the faster synchronous
+// plan reported beside it; no note is needed.
+TEST(PlannerOuterSync, WithoutNoneTheBestPlanHasOuterSyncEvenWhenSlower) {
+  const kernels::KernelModel roofline;
+  auto c = checked(two_islands(
+      "planner: {outer_sync: [diloco], inner_steps: [100], diloco_token_efficiency: 0.05}\n"));
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  const auto r = planner::plan(ctx, quick_options());
+  ASSERT_TRUE(r.best);
+  EXPECT_TRUE(r.best->candidate.plan.outer_sync.enabled()) << r.best->candidate.description;
+  ASSERT_TRUE(r.best_synchronous);
+  EXPECT_LT(r.best_synchronous->simulated_s, r.best->effective_s());
+  EXPECT_TRUE(r.notes.empty());
+}
+
 fs::path temp_file(const std::string& name, const std::string& text) {
   const fs::path p =
       fs::temp_directory_path() / ("hgsim-outer-" + std::to_string(::getpid()) + "-" + name);
