@@ -36,10 +36,16 @@ py::object json_default(py::handle value) {
 std::string json_text(py::handle object) {
   try {
     return py::str(py::module_::import("json").attr("dumps")(
-        object, py::arg("default") = py::cpp_function(&json_default)));
+        object, py::arg("default") = py::cpp_function(&json_default),
+        py::arg("allow_nan") = false));
   } catch (py::error_already_set& e) {
-    if (!e.matches(PyExc_RecursionError)) throw;
-    throw Error("the value nests too deep to be a scenario, plan or codec");
+    if (e.matches(PyExc_RecursionError))
+      throw Error("the value nests too deep to be a scenario, plan or codec");
+    // allow_nan=False: JSON, and so the scenario language, has no NaN or infinity.
+    if (e.matches(PyExc_ValueError))
+      throw Error("a float NaN or infinity cannot be a value of a scenario, plan or codec (" +
+                  std::string(py::str(e.value())) + ")");
+    throw;
   }
 }
 

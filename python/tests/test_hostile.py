@@ -48,7 +48,9 @@ def changed(path, value):
     (("wan", 0, "bandwidth"), "1e300Tbps", "outside the range"),
     (("wan", 0, "bandwidth"), "1e-300bps", "outside the range"),
     (("strategy", "pipelines", 0, "replicas"), 2147483647, "GPUs of cluster"),
-    (("strategy", "micro_batch"), float("nan"), "not valid JSON"),
+    (("strategy", "micro_batch"), float("nan"), "a float NaN or infinity cannot be a value"),
+    (("wan", 0, "latency"), float("inf"), "a float NaN or infinity cannot be a value"),
+    (("name",), "\x1b[31mred", "control character \\x1b"),
     (("clusters", 0, "nodes"), 10**30, "too large"),
     (("wan",), [], "no WAN path"),
 ])
