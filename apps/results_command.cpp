@@ -227,6 +227,28 @@ class WhereParser {
 
 // ---- output ------------------------------------------------------------------------------
 
+// A JSON column of the database, read with the scenario reader's limits (depth, values), so
+// that a damaged or crafted file is refused with its point and column, never a crash.
+Json stored_json(const std::string& text, const std::string& db, const std::string& where) {
+  core::Diagnostics d;
+  auto node = core::parse_json(text, "", d);
+  if (!node) {
+    const std::string why = d.all().empty() ? "not JSON" : d.all().front().message;
+    throw DbError("sweep database " + db + ": " + where + ": " + why);
+  }
+  return core::to_json(*node);
+}
+
+std::string point_column(long long point, const char* column) {
+  return "point " + std::to_string(point) + ": " + column;
+}
+
+// Text from the database for a terminal line: control characters escaped, at most 60
+// characters (the full value is in --json).
+std::string shown(const std::string& text) {
+  return core::excerpt(text);
+}
+
 std::string csv_cell(const std::string& text) {
   if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
   std::string out = "\"";
@@ -273,7 +295,10 @@ CLI::App* add_results_command(CLI::App& app, ResultsOptions& o) {
 int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream& err) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(o.db, ec)) {
-    err << "hgsim results: " << o.db << ": no such file\n  hgsim sweep SCENARIO writes "
+    const bool exists = std::filesystem::exists(o.db, ec);
+    err << "hgsim results: " << shown(o.db)
+        << (exists ? ": not a regular file (a directory, FIFO or device)" : ": no such file")
+        << "\n  hgsim sweep SCENARIO writes "
         << "SCENARIO's sweep database (<name>.sweep.sqlite beside it, or --db FILE)\n";
     return kBadInput;
   }
@@ -286,7 +311,13 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     }
     const auto info = db.sweep();
     std::vector<std::string> axes;
-    if (info) axes = Json::parse(info->axes).get<std::vector<std::string>>();
+    if (info) {
+      const Json a = stored_json(info->axes, o.db, "sweep.axes");
+      if (!a.is_array() ||
+          !std::all_of(a.begin(), a.end(), [](const Json& x) { return x.is_string(); }))
+        throw DbError("sweep database " + o.db + ": sweep.axes: expected a list of key paths");
+      axes = a.get<std::vector<std::string>>();
+    }
     WhereSql where;
     if (!o.where.empty()) {
       try {
@@ -300,35 +331,37 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       Json sweep = nullptr;
       if (info)
         sweep = {{"scenario_file", info->scenario_file},
-                 {"scenario", Json::parse(info->scenario)},
+                 {"scenario", stored_json(info->scenario, o.db, "sweep.scenario")},
                  {"hgsim_version", info->hgsim_version},
-                 {"options", Json::parse(info->options)},
+                 {"options", stored_json(info->options, o.db, "sweep.options")},
                  {"axes", axes},
                  {"points", info->points},
                  {"started_at", info->started_at}};
-      out << "{\"sweep\": " << sweep.dump() << ",\n\"points\": [";
-      bool first = true;
+      // Every point is read before anything is printed: a damaged point leaves no half
+      // JSON document on stdout.
+      std::string points;
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
         auto opt = [](const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); };
-        auto parsed = [](const std::string& t) {
-          return t.empty() ? Json(nullptr) : Json::parse(t);
+        auto parsed = [&](const std::string& t, const char* column) {
+          return t.empty() ? Json(nullptr) : stored_json(t, o.db, point_column(r.point, column));
         };
         Json j{{"point", r.point},
-               {"settings", Json::parse(r.settings)},
+               {"settings", parsed(r.settings, "settings")},
                {"status", r.status},
                {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
                {"iteration_time_s", opt(r.iteration_time_s)},
                {"tokens_per_s", opt(r.tokens_per_s)},
                {"mfu", opt(r.mfu)},
-               {"plan", parsed(r.plan)},
-               {"result", parsed(r.result)},
+               {"plan", parsed(r.plan, "plan")},
+               {"result", parsed(r.result, "result")},
                {"finished_at", r.finished_at},
                {"wall_s", r.wall_s},
                {"scenario_hash", r.scenario_hash}};
-        out << (first ? "\n" : ",\n") << j.dump();
-        first = false;
+        points += (points.empty() ? "\n" : ",\n") +
+                  j.dump(-1, ' ', false, Json::error_handler_t::replace);
       });
-      out << "\n]}\n";
+      out << "{\"sweep\": " << sweep.dump(-1, ' ', false, Json::error_handler_t::replace)
+          << ",\n\"points\": [" << points << "\n]}\n";
       return kSuccess;
     }
     if (o.csv) {
@@ -336,32 +369,45 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       for (const auto& a : axes) out << "," << csv_cell(a);
       out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
-        const Json settings = Json::parse(r.settings);
+        const Json settings = stored_json(r.settings, o.db, point_column(r.point, "settings"));
         out << r.point;
         for (const auto& a : axes)
           out << "," << csv_cell(settings.contains(a) ? value_text(settings[a]) : "");
-        out << "," << r.status << "," << number_text(r.iteration_time_s) << ","
+        out << "," << csv_cell(r.status) << "," << number_text(r.iteration_time_s) << ","
             << number_text(r.tokens_per_s) << "," << number_text(r.mfu) << ","
-            << Json(r.wall_s).dump() << "," << r.finished_at << "," << csv_cell(r.error) << "\n";
+            << Json(r.wall_s).dump() << "," << csv_cell(r.finished_at) << "," << csv_cell(r.error)
+            << "\n";
       });
       return kSuccess;
     }
     std::size_t rows = 0;
     db.for_each(where.sql, where.params, [&](const PointRow& r) {
-      const Json settings = Json::parse(r.settings);
+      const Json settings = stored_json(r.settings, o.db, point_column(r.point, "settings"));
+      if (!settings.is_object())
+        throw DbError("sweep database " + o.db + ": " + point_column(r.point, "settings") +
+                      ": expected an object of axis values");
       out << std::setw(5) << r.point << "  ";
-      for (const auto& [k, v] : settings.items()) out << k << "=" << value_text(v) << "  ";
+      for (const auto& [k, v] : settings.items())
+        out << shown(k) << "=" << shown(value_text(v)) << "  ";
+      // A figure the database lacks is shown as '-', never another point's.
+      auto figure = [](const std::optional<double>& v, auto format) {
+        return v ? format(*v) : std::string("-");
+      };
       if (r.status == "ok")
-        out << "ok  " << core::human_duration(core::Seconds(*r.iteration_time_s)) << "/iteration  "
-            << fixed(*r.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *r.mfu, 1) << "%\n";
+        out << "ok  "
+            << figure(r.iteration_time_s,
+                      [](double t) { return core::human_duration(core::Seconds(t)); })
+            << "/iteration  " << figure(r.tokens_per_s, [](double v) { return fixed(v, 0); })
+            << " tokens/s  MFU " << figure(r.mfu, [](double v) { return fixed(100 * v, 1); })
+            << "%\n";
       else
-        out << "FAILED: " << r.error.substr(0, r.error.find('\n')) << "\n";
+        out << "FAILED: " << shown(r.error.substr(0, r.error.find('\n'))) << "\n";
       ++rows;
     });
     err << rows << " point" << (rows == 1 ? "" : "s");
     if (info)
-      err << " of " << info->points << " (sweep of " << info->scenario_file << ", hgsim "
-          << info->hgsim_version << ", started " << info->started_at << ")";
+      err << " of " << info->points << " (sweep of " << shown(info->scenario_file) << ", hgsim "
+          << shown(info->hgsim_version) << ", started " << shown(info->started_at) << ")";
     err << "; times and rates simulated by hgsim sweep\n";
     return kSuccess;
   } catch (const DbError& e) {

@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
 #include <ctime>
+
+#include "core/document.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -87,7 +90,9 @@ std::string utc_now() {
 }
 
 ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
-  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+  // Without create the database is only read (hgsim results): opened read-only, so that
+  // reading never changes the file (its journal mode included).
+  const int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -98,9 +103,10 @@ ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
   // WAL: a commit is one append, and a process killed at any moment leaves every committed
   // point readable. synchronous=NORMAL is durable against a killed process (not a power
   // cut, which may lose the last commits).
+  if (!create) return;
   exec("PRAGMA journal_mode=WAL");
   exec("PRAGMA synchronous=NORMAL");
-  if (create) exec(kSchema);
+  exec(kSchema);
 }
 
 ResultsDb::~ResultsDb() {
@@ -226,16 +232,28 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
     PointRow row;
     row.point = sqlite3_column_int64(st.get(), 0);
+    // A number column holds a finite number or nothing: text or an infinity written into
+    // the file by something else is refused, never read as 0 or printed as -inf.
+    auto number = [&](int column, const char* name) -> std::optional<double> {
+      const int type = sqlite3_column_type(st.get(), column);
+      if (type == SQLITE_NULL) return std::nullopt;
+      const double v = sqlite3_column_double(st.get(), column);
+      if ((type != SQLITE_INTEGER && type != SQLITE_FLOAT) || !std::isfinite(v))
+        throw DbError("sweep database " + path_ + ": point " + std::to_string(row.point) + ": " +
+                      name + " holds '" + core::excerpt(st.text(column)) +
+                      "', not a finite number");
+      return v;
+    };
     row.settings = st.text(1);
     row.status = st.text(2);
     row.error = st.text(3);
-    row.iteration_time_s = st.real(4);
-    row.tokens_per_s = st.real(5);
-    row.mfu = st.real(6);
+    row.iteration_time_s = number(4, "iteration_time_s");
+    row.tokens_per_s = number(5, "tokens_per_s");
+    row.mfu = number(6, "mfu");
     row.plan = st.text(7);
     row.result = st.text(8);
     row.finished_at = st.text(9);
-    row.wall_s = sqlite3_column_double(st.get(), 10);
+    row.wall_s = number(10, "wall_s").value_or(0);
     row.scenario_hash = st.text(11);
     visit(row);
   }

@@ -64,7 +64,8 @@ struct SqlValue {
 
 class ResultsDb {
  public:
-  // Opens (create: creating the file and the tables when missing) the database at `path`.
+  // Opens the database at `path`: with create, for writing (the file and the tables made
+  // when missing, WAL journal); without, read-only (nothing of the file changes).
   ResultsDb(const std::string& path, bool create);
   ~ResultsDb();
   ResultsDb(const ResultsDb&) = delete;

@@ -443,6 +443,70 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   EXPECT_EQ(j["sweep"]["points"], 4);
 }
 
+// A database damaged by something other than hgsim: every mode refuses it with the point
+// and column (never a crash, an internal error or half a JSON document on stdout), a number
+// the database lacks is '-', never another point's, and reading changes nothing in the file.
+TEST(ResultsCli, ADamagedDatabaseIsRefusedWithItsPointAndColumn) {
+  TempDir dir("damaged");
+  const auto path = dir.file("s.yaml", scenario("sweep:\n  wan[0].bandwidth: [1Gbps, 10Gbps]\n"));
+  const auto good = dir.file("good.sqlite");
+  ASSERT_EQ(hgsim({"sweep", path.string(), "--db", good.string(), "-j", "1"}).status, 0);
+  auto damaged = [&](const std::string& name, const std::string& sql) {
+    const auto db = dir.file(name);
+    fs::copy_file(good, db, fs::copy_options::overwrite_existing);
+    sqlite3* h = nullptr;
+    EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* why = nullptr;
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &why), SQLITE_OK) << why;
+    sqlite3_close(h);
+    return db;
+  };
+  const std::string deep(100000, '[');
+  const struct {
+    const char* name;
+    std::string sql;
+    std::string says;
+  } cases[] = {
+      {"deep", "UPDATE points SET settings = '" + deep + "' WHERE point = 1",
+       "point 1: settings: lists and objects nest more than 64 deep"},
+      {"badjson", "UPDATE points SET settings = '{no' WHERE point = 1",
+       "point 1: settings: not valid JSON"},
+      {"axes", "UPDATE sweep SET axes = '[1, 2]'", "sweep.axes: expected a list of key paths"},
+      {"text", "UPDATE points SET iteration_time_s = 'fast' WHERE point = 1",
+       "point 1: iteration_time_s holds 'fast', not a finite number"},
+      {"inf", "UPDATE points SET mfu = -9e999 WHERE point = 0",
+       "point 0: mfu holds '-Inf', not a finite number"},
+  };
+  for (const auto& c : cases) {
+    const auto db = damaged(std::string(c.name) + ".sqlite", c.sql);
+    for (const char* mode : {"", "--csv", "--json"}) {
+      std::vector<std::string> args{"results", db.string()};
+      if (*mode) args.push_back(mode);
+      const auto r = hgsim(args);
+      EXPECT_EQ(r.status, 1) << c.name << " " << mode << ": " << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << " " << mode << ": " << r.err;
+      EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+      if (std::string(mode) == "--json") EXPECT_EQ(r.out, "") << c.name;
+    }
+  }
+  // Point 1 ok without its numbers, and an error holding control characters.
+  const auto db = damaged("null.sqlite",
+                          "UPDATE points SET iteration_time_s = NULL, tokens_per_s = NULL, mfu = "
+                          "NULL WHERE point = 1; UPDATE points SET status = 'failed', error = "
+                          "'boom' || char(27) || '[31m' WHERE point = 0");
+  const std::string before = [&] {
+    std::ifstream in(db, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto table = hgsim({"results", db.string()});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("ok  -/iteration  - tokens/s  MFU -%"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("FAILED: boom\\x1b[31m"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find('\x1b'), std::string::npos);
+  std::ifstream in(db, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), before) << "results wrote";
+}
+
 TEST(ResultsWhere, NamesAreCheckedAndLiteralsAreBoundNeverSpliced) {
   const std::vector<std::string> axes{"wan[*].bandwidth"};
   auto w =
