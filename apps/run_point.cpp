@@ -33,7 +33,7 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
       return std::make_unique<kernels::LayerProfileModel>(
           kernels::read_layer_profile(options.layer_profile));
     } catch (const kernels::LayerProfileError& e) {
-      diags.error({options.layer_profile, 0, 0}, "", e.what());
+      diags.error({}, "", e.what());  // the message starts with the file and the JSON path
       return nullptr;
     }
   }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/files.hpp"
 #include "kernels/json_reader.hpp"
@@ -24,7 +25,7 @@ class Reader : public JsonReader<LayerProfileError> {
   LayerProfile read(const Json& j) const {
     if (!j.is_object()) fail("", "expected a JSON object at the top level");
     if (string(j, "", "format") != kFormat)
-      fail("format", std::string("expected \"") + kFormat + "\", got " + j["format"].dump());
+      fail("format", std::string("expected \"") + kFormat + "\", got " + quote(j["format"]));
     LayerProfile p;
     p.file = file();
     const Json& device = member(j, "", "device");
@@ -34,36 +35,41 @@ class Reader : public JsonReader<LayerProfileError> {
     if (j.contains("created")) p.created = string(j, "", "created");
     const Json& entries = member(j, "", "entries");
     if (!entries.is_array()) fail("entries", "expected an array");
+    Seen seen;
     for (std::size_t i = 0; i < entries.size(); ++i)
-      entry(entries[i], "entries[" + std::to_string(i) + "]", p);
+      entry(entries[i], "entries[" + std::to_string(i) + "]", p, seen);
     return p;
   }
 
  private:
-  void entry(const Json& e, const std::string& path, LayerProfile& p) const {
+  // The keys read so far, for the duplicate checks in linear time (a 200 000-entry file
+  // took minutes when each entry was compared with every earlier one).
+  struct Seen {
+    std::set<std::tuple<double, int, int, int>> layers, logits;
+    std::set<double> optimizer;
+  };
+
+  void entry(const Json& e, const std::string& path, LayerProfile& p, Seen& seen) const {
     if (!e.is_object()) fail(path, "expected an object");
     const std::string what = string(e, path, "what");
     if (what == "layer" || what == "logits") {
       LayerEntry out = layer_entry(e, path, what == "layer");
       auto& list = what == "layer" ? p.layers : p.logits;
-      for (const LayerEntry& seen : list)
-        if (seen.sequences == out.sequences && seen.seq_len == out.seq_len && seen.tp == out.tp &&
-            seen.hidden == out.hidden)
-          fail(path, "a second \"" + what +
-                         "\" entry for the same sequences, seq_len, tp and "
-                         "hidden; keep one (or their median)");
+      auto& keys = what == "layer" ? seen.layers : seen.logits;
+      if (!keys.emplace(out.sequences, out.seq_len, out.tp, out.hidden).second)
+        fail(path, "a second \"" + what +
+                       "\" entry for the same sequences, seq_len, tp and "
+                       "hidden; keep one (or their median)");
       list.push_back(out);
     } else if (what == "optimizer") {
-      OptimizerEntry out{number(e, path, "parameters", true), number(e, path, "seconds", true)};
-      for (const OptimizerEntry& seen : p.optimizer)
-        if (seen.parameters == out.parameters)
-          fail(path, "a second \"optimizer\" entry for the same parameters; keep one");
+      OptimizerEntry out{number(e, path, "parameters", true), seconds(e, path, "seconds")};
+      if (!seen.optimizer.insert(out.parameters).second)
+        fail(path, "a second \"optimizer\" entry for the same parameters; keep one");
       p.optimizer.push_back(out);
     } else if (what != "embedding") {
       fail(join(path, "what"),
-           "expected \"layer\", \"logits\", \"optimizer\" or \"embedding\", "
-           "got \"" +
-               what + "\"");
+           "expected \"layer\", \"logits\", \"optimizer\" or \"embedding\", got " +
+               quote(e["what"]));
     }
   }
 
@@ -73,10 +79,10 @@ class Reader : public JsonReader<LayerProfileError> {
     out.seq_len = count(e, path, "seq_len");
     out.tp = count(e, path, "tp");
     if (e.contains("hidden")) out.hidden = count(e, path, "hidden");
-    out.forward_s = number(e, path, "forward_s", true);
-    out.backward_s = number(e, path, "backward_s", true);
+    out.forward_s = seconds(e, path, "forward_s");
+    out.backward_s = seconds(e, path, "backward_s");
     if (with_recompute && e.contains("recompute_s"))
-      out.recompute_s = number(e, path, "recompute_s", false);
+      out.recompute_s = seconds(e, path, "recompute_s", false);
     return out;
   }
 };
@@ -124,7 +130,10 @@ PhaseTimes look_up(const std::vector<LayerEntry>& entries, const char* what, con
     std::set<std::string> have;
     for (const LayerEntry& e : entries) have.insert(key_text(e.seq_len, e.tp, e.hidden));
     std::string list;
-    for (const std::string& k : have) list += (list.empty() ? "" : "; ") + k;
+    std::size_t listed = 0;
+    for (const std::string& k : have)
+      if (++listed <= 10) list += (list.empty() ? "" : "; ") + k;
+    if (have.size() > 10) list += "; ... (" + std::to_string(have.size()) + " in all)";
     throw LayerProfileError(file + ": no \"" + what + "\" entry for " +
                             key_text(work.seq_len, work.tp, hidden) + " (" +
                             (list.empty() ? std::string("the file has no \"") + what + "\" entries"
@@ -142,7 +151,7 @@ LayerProfile parse_layer_profile(const std::string& json_text, const std::string
   Json j;
   try {
     j = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, a number past a double's range
     throw LayerProfileError(file + ": not valid JSON: " + e.what());
   }
   return Reader(file).read(j);
@@ -151,7 +160,7 @@ LayerProfile parse_layer_profile(const std::string& json_text, const std::string
 LayerProfile read_layer_profile(const std::filesystem::path& file) {
   core::Diagnostics diags;  // a regular file of bounded size only (no FIFO, no /dev/zero)
   const auto text = core::read_input_file(file.string(), "layer profile", diags);
-  if (!text) throw LayerProfileError(core::format_diagnostic(diags.all().front()));
+  if (!text) throw LayerProfileError(file.string() + ": " + diags.all().front().message);
   return parse_layer_profile(*text, file.string());
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.hpp"
+#include "kernels/gpu_catalog.hpp"
 #include "kernels/json_reader.hpp"
 
 namespace hgsim::kernels {
@@ -17,6 +18,12 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 constexpr const char* kFormat = "hgsim-profile/1";
+
+// The dtypes a profile may measure.
+const std::vector<std::string>& dtypes() {
+  static const std::vector<std::string> names{"fp32", "tf32", "fp16", "bf16", "fp8"};
+  return names;
+}
 
 // Reads a profile, throwing ProfileError with the file and the JSON path of the problem.
 class Reader : public JsonReader<ProfileError> {
@@ -36,6 +43,10 @@ class Reader : public JsonReader<ProfileError> {
     p.device = device(member(j, "", "device"));
     const Json& entries = member(j, "", "entries");
     if (!entries.is_array()) fail("entries", "expected an array");
+    if (entries.empty())
+      fail("entries",
+           "no entries: a profile of no op would be reported as measured and "
+           "price nothing");
     for (std::size_t i = 0; i < entries.size(); ++i)
       p.entries.push_back(entry(entries[i], "entries[" + std::to_string(i) + "]"));
     return p;
@@ -48,10 +59,15 @@ class Reader : public JsonReader<ProfileError> {
     ProfileDevice dev;
     dev.kind = string(d, path, "kind");
     if (dev.kind != "cpu" && dev.kind != "cuda")
-      fail(path + ".kind", "expected \"cpu\" or \"cuda\", got \"" + dev.kind + "\"");
+      fail(path + ".kind", "expected \"cpu\" or \"cuda\", got " + quote(d["kind"]));
     dev.name = string(d, path, "name");
-    if (d.contains("catalog_gpu") && !d["catalog_gpu"].is_null())
+    if (d.contains("catalog_gpu") && !d["catalog_gpu"].is_null()) {
       dev.catalog_gpu = string(d, path, "catalog_gpu");
+      // A profile of an unknown GPU would be used for nothing, silently.
+      if (!find_gpu(dev.catalog_gpu))
+        fail(path + ".catalog_gpu", "unknown GPU " + quote(d["catalog_gpu"]) + "; " +
+                                        core::did_you_mean(dev.catalog_gpu, gpu_names()));
+    }
     if (d.contains("driver")) dev.driver = string(d, path, "driver");
     if (d.contains("toolkit")) dev.toolkit = string(d, path, "toolkit");
     if (d.contains("clocks") && d["clocks"].is_object())
@@ -59,8 +75,12 @@ class Reader : public JsonReader<ProfileError> {
         if (v.is_number()) dev.clocks[k] = v.get<double>();
     const Json& peaks = member(d, path, "peak_flops_per_s");
     if (!peaks.is_object()) fail(path + ".peak_flops_per_s", "expected an object {dtype: FLOP/s}");
-    for (const auto& [k, v] : peaks.items())
+    for (const auto& [k, v] : peaks.items()) {
+      if (std::find(dtypes().begin(), dtypes().end(), k) == dtypes().end())
+        fail(path + ".peak_flops_per_s",
+             "unknown dtype '" + core::excerpt(k) + "'; expected fp32, tf32, fp16, bf16, fp8");
       dev.peak_flops_per_s[k] = number(peaks, path + ".peak_flops_per_s", k.c_str(), true);
+    }
     dev.copy_bandwidth_bytes_per_s = number(d, path, "copy_bandwidth_bytes_per_s", true);
     if (d.contains("conditions") && d["conditions"].is_object())
       for (const auto& [k, v] : d["conditions"].items())
@@ -74,19 +94,17 @@ class Reader : public JsonReader<ProfileError> {
     out.op = string(e, path, "op");
     if (std::find(op_names().begin(), op_names().end(), out.op) == op_names().end())
       fail(path + ".op",
-           "unknown op \"" + out.op + "\"; " + core::did_you_mean(out.op, op_names()));
+           "unknown op " + quote(e["op"]) + "; " + core::did_you_mean(out.op, op_names()));
     out.dtype = string(e, path, "dtype");
-    static const std::vector<std::string> dtypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
-    if (std::find(dtypes.begin(), dtypes.end(), out.dtype) == dtypes.end())
-      fail(path + ".dtype", "unknown dtype \"" + out.dtype +
-                                "\"; expected one of fp32, tf32, "
-                                "fp16, bf16, fp8");
+    if (std::find(dtypes().begin(), dtypes().end(), out.dtype) == dtypes().end())
+      fail(path + ".dtype",
+           "unknown dtype " + quote(e["dtype"]) + "; expected one of fp32, tf32, fp16, bf16, fp8");
     const Json& shape = member(e, path, "shape");
     if (!shape.is_array() || shape.empty()) fail(path + ".shape", "expected a non-empty array");
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (!shape[i].is_number() || shape[i].get<double>() <= 0)
         fail(path + ".shape[" + std::to_string(i) + "]",
-             "expected a positive number, got " + shape[i].dump());
+             "expected a positive number, got " + quote(shape[i]));
       out.shape.push_back(shape[i].get<double>());
     }
     try {
@@ -94,13 +112,15 @@ class Reader : public JsonReader<ProfileError> {
     } catch (const std::invalid_argument& err) {
       fail(path + ".shape", err.what());
     }
-    out.median_s = number(e, path, "median_s", true);
-    out.p10_s = number(e, path, "p10_s", true);
-    out.p90_s = number(e, path, "p90_s", true);
+    out.median_s = seconds(e, path, "median_s");
+    out.p10_s = seconds(e, path, "p10_s");
+    out.p90_s = seconds(e, path, "p90_s");
     if (!(out.p10_s <= out.median_s && out.median_s <= out.p90_s))
       fail(path, "expected p10_s <= median_s <= p90_s");
     out.flops = number(e, path, "flops", false);
     out.bytes = number(e, path, "bytes", false);
+    if (out.flops == 0 && out.bytes == 0)
+      fail(path, "an op of no FLOPs and no bytes: its time cannot be scaled to other shapes");
     if (e.contains("repeats")) out.repeats = int(number(e, path, "repeats", true));
     return out;
   }
@@ -118,7 +138,7 @@ Profile parse_profile(const std::string& json_text, const std::string& file) {
   Json j;
   try {
     j = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, a number past a double's range
     throw ProfileError(file + ": not valid JSON: " + e.what());
   }
   return Reader(file).read(j);
@@ -127,7 +147,7 @@ Profile parse_profile(const std::string& json_text, const std::string& file) {
 Profile read_profile(const std::filesystem::path& file) {
   core::Diagnostics diags;  // a regular file of bounded size only (no FIFO, no /dev/zero)
   const auto text = core::read_input_file(file.string(), "profile", diags);
-  if (!text) throw ProfileError(core::format_diagnostic(diags.all().front()));
+  if (!text) throw ProfileError(file.string() + ": " + diags.all().front().message);
   return parse_profile(*text, file.string());
 }
 
@@ -178,33 +198,13 @@ std::string dtype_name(core::Precision precision) {
 
 // ---- database ------------------------------------------------------------------------------
 
-ProfileDatabase::ProfileDatabase(Profile profile) : profile_(std::move(profile)) {
-  for (const ProfileEntry& e : profile_.entries) by_op_[{e.op, e.dtype}].push_back(&e);
-}
+namespace {
 
-bool ProfileDatabase::has(const std::string& op, const std::string& dtype) const {
-  return by_op_.count({op, dtype}) > 0;
-}
-
-std::optional<double> ProfileDatabase::time(const OpCall& call, const std::string& dtype) const {
-  const auto found = by_op_.find({call.op, dtype});
-  if (found == by_op_.end()) return std::nullopt;
-  const auto& all = found->second;
-  for (const ProfileEntry* e : all)
-    if (e->shape == call.shape) return e->median_s;
-  // The curve: entries that differ only in the first dimension, else all of the op's.
-  std::vector<std::pair<double, double>> curve;  // (work, seconds)
-  auto work_of = [&](const ProfileEntry& e) {
-    return call.bound == Bound::compute ? e.flops : e.bytes;
-  };
-  for (const ProfileEntry* e : all)
-    if (e->shape.size() == call.shape.size() &&
-        std::equal(e->shape.begin() + 1, e->shape.end(), call.shape.begin() + 1))
-      curve.emplace_back(work_of(*e), e->median_s);
-  if (curve.empty())
-    for (const ProfileEntry* e : all) curve.emplace_back(work_of(*e), e->median_s);
+// Sorts a curve by work and merges equal work into one point (the geometric mean of the
+// times); points of no work are left out (nothing to scale by).
+void finish_curve(std::vector<std::pair<double, double>>& curve) {
+  std::erase_if(curve, [](const auto& p) { return !(p.first > 0); });
   std::sort(curve.begin(), curve.end());
-  // Equal work measured more than once: their geometric mean.
   std::vector<std::pair<double, double>> points;
   for (std::size_t i = 0; i < curve.size();) {
     std::size_t j = i;
@@ -214,8 +214,50 @@ std::optional<double> ProfileDatabase::time(const OpCall& call, const std::strin
     points.emplace_back(curve[i].first, std::exp(log_sum / double(j - i)));
     i = j;
   }
+  curve = std::move(points);
+}
+
+}  // namespace
+
+ProfileDatabase::ProfileDatabase(Profile profile) : profile_(std::move(profile)) {
+  for (const ProfileEntry& e : profile_.entries) {
+    OpTable& t = by_op_[{e.op, e.dtype}];
+    t.exact.emplace(e.shape, e.median_s);
+    const std::vector<double> tail(e.shape.begin() + 1, e.shape.end());
+    auto& curves = t.by_tail[tail];
+    for (Bound b : {Bound::compute, Bound::memory}) {
+      const double work = b == Bound::compute ? e.flops : e.bytes;
+      curves[static_cast<int>(b)].emplace_back(work, e.median_s);
+      t.all[static_cast<int>(b)].emplace_back(work, e.median_s);
+    }
+  }
+  for (auto& [key, t] : by_op_) {
+    for (auto& [tail, curves] : t.by_tail)
+      for (auto& c : curves) finish_curve(c);
+    for (auto& c : t.all) finish_curve(c);
+  }
+}
+
+bool ProfileDatabase::has(const std::string& op, const std::string& dtype) const {
+  return by_op_.count({op, dtype}) > 0;
+}
+
+std::optional<double> ProfileDatabase::time(const OpCall& call, const std::string& dtype) const {
+  const auto found = by_op_.find({call.op, dtype});
+  if (found == by_op_.end()) return std::nullopt;
+  const OpTable& t = found->second;
+  if (const auto exact = t.exact.find(call.shape); exact != t.exact.end()) return exact->second;
+  // The curve: entries that differ only in the first dimension, else all of the op's.
+  const int bound = static_cast<int>(call.bound);
+  const Curve* curve = &t.all[bound];
+  if (!call.shape.empty())
+    if (const auto tail = t.by_tail.find({call.shape.begin() + 1, call.shape.end()});
+        tail != t.by_tail.end() && !tail->second[bound].empty())
+      curve = &tail->second[bound];
+  const Curve& points = *curve;
   const double work = call.work();
   if (work <= 0) return 0.0;
+  if (points.empty()) return std::nullopt;  // no entry of the op has work of this bound
   if (work <= points.front().first) return points.front().second * work / points.front().first;
   if (work >= points.back().first) return points.back().second * work / points.back().first;
   const auto upper = std::upper_bound(points.begin(), points.end(), std::make_pair(work, 0.0));

@@ -27,6 +27,7 @@
 // KernelModel answers (also `estimated`).
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -94,8 +95,19 @@ class ProfileDatabase {
   std::optional<double> time(const OpCall& call, const std::string& dtype) const;
 
  private:
+  // Work (FLOPs or bytes) against seconds, sorted by work, one point per work (equal work
+  // measured more than once: the geometric mean of its times).
+  using Curve = std::vector<std::pair<double, double>>;
+  struct OpTable {
+    std::map<std::vector<double>, double> exact;  // shape -> median seconds (the first entry)
+    // By the shape's trailing dimensions (entries that differ only in the first), and for
+    // all of the op's entries, per bound (compute: FLOPs, memory: bytes).
+    std::map<std::vector<double>, std::array<Curve, 2>> by_tail;
+    std::array<Curve, 2> all;
+  };
   Profile profile_;
-  std::map<std::pair<std::string, std::string>, std::vector<const ProfileEntry*>> by_op_;
+  // Built once, so that a call is a few map lookups however many entries the profile has.
+  std::map<std::pair<std::string, std::string>, OpTable> by_op_;
 };
 
 class ProfileModel final : public ComputeModel {

@@ -192,7 +192,7 @@ std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& 
     try {
       profiles.push_back(read_profile(file));
     } catch (const ProfileError& e) {
-      diags.error({file, 0, 0}, "", e.what(),
+      diags.error({}, "", e.what(),  // the message starts with the file and the JSON path
                   "profiles are written by 'hgsim profile' (format hgsim-profile/1)");
     }
   }

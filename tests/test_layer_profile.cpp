@@ -229,6 +229,23 @@ TEST(LayerProfile, BadFilesAreErrorsWithFileAndJsonPath) {
   EXPECT_NE(parse_error(duplicate).find("bad.json: entries[7]: a second \"layer\" entry"),
             std::string::npos);
 
+  Json optimizer_forever = document(standard_entries());
+  optimizer_forever["entries"][4]["seconds"] = 1e308;
+  EXPECT_EQ(parse_error(optimizer_forever),
+            "bad.json: entries[4].seconds: a measured time of at most 3600 s, got 1e+308");
+
+  Json escape = document(standard_entries());
+  escape["entries"][0]["what"] = "lay\x1b[31mer";
+  EXPECT_EQ(parse_error(escape),
+            "bad.json: entries[0].what: a control character in \"lay\\u001b[31mer\"");
+
+  // The duplicate check holds for entries far apart in a long file.
+  Json many = document(standard_entries());
+  for (int s = 100; s < 20100; ++s) many["entries"].push_back(layer(s, 64, 1, 0.5, 0.5));
+  many["entries"].push_back(layer(5000, 64, 1, 0.5, 0.5));
+  EXPECT_NE(parse_error(many).find("bad.json: entries[20007]: a second \"layer\" entry"),
+            std::string::npos);
+
   Json no_device = document(standard_entries());
   no_device.erase("device");
   EXPECT_EQ(parse_error(no_device), "bad.json: missing key 'device'");

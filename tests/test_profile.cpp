@@ -128,6 +128,36 @@ TEST(Profile, BadJsonNamesFileAndPath) {
   EXPECT_NE(e.find("device: missing key 'copy_bandwidth_bytes_per_s'"), std::string::npos) << e;
   e = expect_profile_error(replaced("\"format\": \"hgsim-profile/1\"", "\"format\": \"v0\""));
   EXPECT_NE(e.find("format: expected \"hgsim-profile/1\""), std::string::npos) << e;
+  // Values that would price ops at infinity, or be used for nothing, or reach a terminal.
+  e = expect_profile_error(replaced("\"median_s\": ", "\"median_s\": 1e999, \"x\": "));
+  EXPECT_NE(e.find("bad.json: not valid JSON"), std::string::npos) << e;
+  e = expect_profile_error(replaced("\"median_s\": ", "\"median_s\": 1e308, \"x\": "));
+  EXPECT_NE(e.find("entries[0].median_s: a measured time of at most 3600 s"), std::string::npos)
+      << e;
+  {
+    Profile no_work = p;
+    no_work.entries[1].flops = 0;
+    no_work.entries[1].bytes = 0;
+    e = expect_profile_error(profile_to_json(no_work));
+    EXPECT_NE(e.find("entries[1]: an op of no FLOPs and no bytes"), std::string::npos) << e;
+    Profile empty = p;
+    empty.entries.clear();
+    e = expect_profile_error(profile_to_json(empty));
+    EXPECT_NE(e.find("entries: no entries"), std::string::npos) << e;
+    Profile typo = p;
+    typo.device.catalog_gpu = "H100-80GB-SMX";
+    e = expect_profile_error(profile_to_json(typo));
+    EXPECT_NE(e.find("device.catalog_gpu: unknown GPU \"H100-80GB-SMX\"; did you mean "
+                     "'H100-80GB-SXM'?"),
+              std::string::npos)
+        << e;
+  }
+  e = expect_profile_error(replaced("\"kind\": \"cuda\"", "\"kind\": \"cu\\u001bda\""));
+  EXPECT_NE(e.find("device.kind: a control character in \"cu\\u001bda\""), std::string::npos) << e;
+  EXPECT_EQ(e.find('\x1b'), std::string::npos);
+  e = expect_profile_error(
+      replaced("\"kind\": \"cuda\"", "\"kind\": \"" + std::string(100000, 'k') + "\""));
+  EXPECT_LT(e.size(), 300u);
 
   // The factory reports it as a diagnostic with the file, and falls back to the roofline.
   const auto file = temp_file("bad.json");
@@ -136,8 +166,10 @@ TEST(Profile, BadJsonNamesFileAndPath) {
   auto model = compute_model_for({file.string()}, diags);
   std::filesystem::remove(file);
   ASSERT_TRUE(diags.has_errors());
-  EXPECT_EQ(diags.all()[0].where.file, file.string());
-  EXPECT_NE(diags.all()[0].message.find("entries[0].median_s"), std::string::npos);
+  // Named once: the message starts with the file ("FILE: error: FILE: ..." said it twice).
+  EXPECT_EQ(diags.all()[0].message.rfind(file.string() + ": entries[0].median_s", 0), 0u)
+      << diags.format();
+  EXPECT_EQ(diags.format().find(file.string() + ": error: "), std::string::npos) << diags.format();
   EXPECT_EQ(model->provenance(gpu("H100-80GB-SXM")), "estimated");
 }
 

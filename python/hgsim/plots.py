@@ -14,11 +14,16 @@ The file type follows the extension: ``.png`` or ``.svg``.
 """
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import re
 import sqlite3
 import sys
+import unicodedata
+import urllib.parse
+from array import array
 
 from .files import atomic_open
 
@@ -27,9 +32,49 @@ UNITS = {"iteration_time_s": "s", "tokens_per_s": "tokens/s", "wall_s": "s"}
 QUANTITY_UNITS = {"bandwidth": "Gbit/s", "duration": "ms", "bytes": "GiB"}
 QUANTITY_SCALE = {"bandwidth": 8e-9, "duration": 1e3, "bytes": 1 / 2**30}
 
+# What a message quotes of an input (a path, an argument, a value of the database): enough
+# to recognise it; a megabyte value or a terminal escape sequence stays out of the terminal.
+QUOTED_CHARS = 60
+# The names a message lists (axes, numbers of the results) before "... (N more)".
+LISTED_NAMES = 20
+# Lines of a figure (one per value of --color): matplotlib's colour cycle has 10, and a
+# legend of more than a few dozen entries covers the plot.
+MAX_LINES = 50
+# Values of a text (ordinal) x axis, one tick label each: beyond this the labels overlap.
+MAX_TICKS = 200
+
 
 class PlotError(ValueError):
     """A figure that cannot be drawn from what was given (the message says why)."""
+
+
+def shown(text):
+    """``text`` as a message quotes it: control and format characters escaped (``\\x1b``,
+    ``\\u202e``), and a text longer than QUOTED_CHARS cut to its start and end."""
+    text = str(text)
+    if len(text) > QUOTED_CHARS:
+        half = QUOTED_CHARS // 2
+        return f"{_escaped(text[:half])}...{_escaped(text[-half:])}"
+    return _escaped(text)
+
+
+def _escaped(text):
+    return "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                   else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   for c in text)
+
+
+def _label(text):
+    """Text of the figure (title, axis names, legend): as a message shows it, with ``$``
+    kept from starting matplotlib's mathtext (whose parse errors end the drawing)."""
+    return shown(text).replace("$", r"\$")
+
+
+def _listed(names):
+    names = list(names)
+    listed = ", ".join(shown(n) for n in names[:LISTED_NAMES])
+    more = len(names) - LISTED_NAMES
+    return listed + (f", ... ({more} more)" if more > 0 else "")
 
 
 def _pyplot():
@@ -39,10 +84,28 @@ def _pyplot():
     return plt
 
 
-def _check_out(out):
+def _check_out(out, option):
+    """The figure's path, checked before any work is done: .png or .svg (by the
+    extension), in a folder that exists. ``option`` is how the caller named it."""
+    where = f"{option} {shown(out)}"
     ext = os.path.splitext(out)[1].lower()
     if ext not in (".png", ".svg"):
-        raise PlotError(f"--out {out}: the figure is written as .png or .svg (by the extension)")
+        raise PlotError(f"{where}: the figure is written as .png or .svg (by the extension)")
+    if "\0" in out:
+        raise PlotError(f"{where}: a path has no NUL character")
+    if os.path.isdir(out):
+        raise PlotError(f"{where}: is a directory; give a FILE.png or FILE.svg")
+    folder = os.path.dirname(out)
+    if folder and not os.path.isdir(folder):
+        raise PlotError(f"{where}: no such directory {shown(folder)}")
+
+
+def _save(fig, out, option):
+    try:
+        with atomic_open(out, "wb") as f:
+            fig.savefig(f, format=os.path.splitext(out)[1].lower()[1:])
+    except OSError as e:
+        raise PlotError(f"{option} {shown(out)}: cannot write: {e.strerror or e}") from None
 
 
 def axis_values(values):
@@ -61,89 +124,257 @@ def axis_values(values):
     return [v if isinstance(v, str) else json.dumps(v) for v in values], None
 
 
-def read_sweep(db):
-    """(sweep info, rows) of a sweep database; rows are dicts with settings and result
-    parsed."""
+# ---- the sweep database (apps/results_db.cpp writes it) -----------------------------------
+
+@contextlib.contextmanager
+def open_sweep(db):
+    """The sweep database ``db`` opened read-only (nothing of it changes, not even its
+    journal mode): yields (connection, its sweep as {"scenario_file", "axes", "points"}).
+    Text columns come as bytes (JSON is parsed from them; a value that is not UTF-8 is an
+    error of its point, not of the whole query). PlotError for a path that is not a sweep
+    database, named in the message."""
+    db = os.fspath(db)
+    if "\0" in db or not os.path.exists(db):
+        raise PlotError(f"{shown(db)}: no such file (hgsim sweep writes the database)")
     if not os.path.isfile(db):
-        raise PlotError(f"{db}: no such file (hgsim sweep writes the database)")
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        raise PlotError(f"{shown(db)}: not a regular file (hgsim sweep writes the database)")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(db)) + "?mode=ro"
+    con = sqlite3.connect(uri, uri=True)
+    con.text_factory = bytes
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "points" not in tables:
-            raise PlotError(f"{db} is not a sweep database (no points table)")
-        info = con.execute("SELECT scenario_file, axes, points FROM sweep").fetchone()
-        rows = []
-        for point, settings, status, it, tps, mfu, wall, result in con.execute(
-                "SELECT point, settings, status, iteration_time_s, tokens_per_s, mfu, wall_s, "
-                "result FROM points ORDER BY point"):
-            rows.append({"point": point, "settings": json.loads(settings), "status": status,
-                         "iteration_time_s": it, "tokens_per_s": tps, "mfu": mfu,
-                         "wall_s": wall, "result": json.loads(result) if result else None})
+        with _sqlite_errors(db):
+            info = _sweep_info(con, db)
+        yield con, info
     finally:
         con.close()
-    sweep = {"scenario_file": info[0], "axes": json.loads(info[1]), "points": info[2]} \
-        if info else {"scenario_file": db, "axes": [], "points": len(rows)}
-    return sweep, rows
 
 
-def _metric(row, name):
-    if name in COLUMNS:
-        return row[name]
-    value = row["result"].get(name) if row["result"] else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+@contextlib.contextmanager
+def _sqlite_errors(db):
+    """SQLite's errors ("file is not a database", "database disk image is malformed") as
+    PlotError naming the database."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise PlotError(f"{shown(db)}: {shown(e)} (SQLite)") from None
+
+
+def _sweep_info(con, db):
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for table in ("sweep", "points"):
+        if table.encode() not in tables:
+            raise PlotError(f"{shown(db)}: not a sweep database (no {table} table; "
+                            "hgsim sweep writes one)")
+    row = con.execute("SELECT scenario_file, axes, points FROM sweep").fetchone()
+    if row is None:
+        return {"scenario_file": db, "axes": [], "points": None}
+    scenario_file, axes, points = row
+    axes = _json(axes, f"{shown(db)}: sweep: axes")
+    if not isinstance(axes, list) or not all(isinstance(a, str) for a in axes):
+        raise PlotError(f"{shown(db)}: sweep: axes: not a list of axis names")
+    if not isinstance(points, int) or points < 0:
+        raise PlotError(f"{shown(db)}: sweep: points: {_what(points)}, not a count of points")
+    scenario_file = scenario_file.decode("utf-8", "replace") \
+        if isinstance(scenario_file, bytes) else str(scenario_file)
+    return {"scenario_file": scenario_file, "axes": axes, "points": points}
+
+
+def _json(value, where):
+    """A JSON column's value parsed; PlotError saying ``where`` for anything else."""
+    if not isinstance(value, bytes):
+        raise PlotError(f"{where}: {_what(value)}, not JSON text")
+    try:
+        return json.loads(value)
+    except RecursionError:
+        raise PlotError(f"{where}: JSON nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
+    except ValueError:  # UnicodeDecodeError
+        raise PlotError(f"{where}: not UTF-8 text") from None
+
+
+def _what(value):
+    """A value of the database as a message names it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return "text " + shown(repr(value)[2:-1])
+    if isinstance(value, (dict, list)):
+        return "a JSON " + ("object" if isinstance(value, dict) else "array")
+    return shown(json.dumps(value) if isinstance(value, str) else value)
+
+
+def _finite(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise PlotError(f"{where}: {_what(value)}, not a finite number")
+    return value
+
+
+class _Distinct:
+    """The distinct values of an axis over the points, in order of appearance; each point
+    keeps the index of its value (8 bytes a point, whatever the value)."""
+
+    def __init__(self):
+        self.index = {}
+        self.values = []
+
+    def add(self, value):
+        key = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
+            else (type(value), value)
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.values)
+            self.values.append(value)
+        return i
+
+
+class SweepPoints:
+    """What a figure draws of a sweep's ok points, about 24 bytes a point: ``y`` (each
+    point's metric), ``x_values`` and ``color_values`` (the distinct values of the axes, in
+    order of appearance), ``x_index`` and ``color_index`` (each point's index into them)."""
+
+    def __init__(self):
+        self.x_values, self.color_values = _Distinct(), _Distinct()
+        self.x_index, self.color_index, self.y = array("q"), array("q"), array("d")
+
+
+def sweep_points(con, db, axes, x, y, color=None):
+    """The SweepPoints of metric ``y`` against axis ``x`` (and ``color``) of the database
+    ``db`` (``con``, ``axes``: :func:`open_sweep`'s), read a row at a time in point order.
+
+    A damaged point (settings or result that is not JSON, or not an object; an axis without
+    a value; a NULL, text or non-finite number where ``y`` is read) is an error naming the
+    database, the point and the column, not a point skipped: a figure must not quietly
+    leave out what the database says finished ok."""
+    for name, option in ((x, "--x"), (color, "--color")):
+        if name is not None and name not in axes and name != "point":
+            raise PlotError(f"{option} {shown(name)}: not an axis of this sweep; axes: "
+                            + (_listed(axes) or "none (the scenario has no sweep)"))
+    needs_settings = x != "point" or (color is not None and color != "point")
+    query = (f"SELECT point, {'settings' if needs_settings else 'NULL'}, "
+             f"{y if y in COLUMNS else 'result'} FROM points WHERE status = 'ok' ORDER BY point")
+    drawn = SweepPoints()
+    with _sqlite_errors(db):
+        _check_columns(con, db, y)
+        for point, settings, y_column in con.execute(query):
+            where = f"{shown(db)}: point {_what(point)}"
+            values = _settings(settings, where) if needs_settings else {}
+            drawn.x_index.append(drawn.x_values.add(_setting(point, values, x, where)))
+            if color is not None:
+                drawn.color_index.append(
+                    drawn.color_values.add(_setting(point, values, color, where)))
+                if len(drawn.color_values.values) > MAX_LINES:
+                    raise PlotError(f"--color {shown(color)}: more than {MAX_LINES} values "
+                                    "(a line each); choose an axis with fewer")
+            drawn.y.append(_y(y_column, y, where, first=not drawn.y))
+    return drawn
+
+
+def _check_columns(con, db, y):
+    have = {r[1].decode() for r in con.execute("PRAGMA table_info(points)")}
+    for column in ("point", "settings", "status", y if y in COLUMNS else "result"):
+        if column not in have:
+            raise PlotError(f"{shown(db)}: the points table has no column {column} "
+                            "(not written by hgsim sweep?)")
+
+
+def _settings(settings, where):
+    values = _json(settings, f"{where}: settings")
+    if not isinstance(values, dict):
+        raise PlotError(f"{where}: settings: {_what(values)}, not an object of axis values")
+    return values
+
+
+def _setting(point, values, name, where):
+    if name == "point":
+        return _finite(point, f"{where}: point")
+    if name not in values:
+        raise PlotError(f"{where}: settings: no value of the axis {shown(name)}")
+    value = values[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PlotError(f"{where}: settings: {shown(name)}: {value}, not a finite number")
+    return value
+
+
+def _y(column, y, where, first):
+    """The point's value of metric ``y``: its column, or its number in the results JSON."""
+    if y in COLUMNS:
+        return _finite(column, f"{where}: {y}")
+    result = _json(column, f"{where}: result")
+    if not isinstance(result, dict):
+        raise PlotError(f"{where}: result: {_what(result)}, not an object")
+    value = result.get(y)
+    if first and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        numbers = list(COLUMNS[:-1]) + sorted(
+            k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        raise PlotError(f"--y {shown(y)}: not a number of the points; numbers: "
+                        + _listed(numbers))
+    return _finite(value, f"{where}: result: {shown(y)}")
+
+
+def _x_positions(values, x):
+    """(position of each distinct x value, tick labels of a text axis or None, unit)."""
+    numbers, unit = axis_values(values)
+    if not isinstance(numbers[0], str):
+        if not all(math.isfinite(n) for n in numbers):
+            raise PlotError(f"--x {shown(x)}: a value is not a finite quantity")
+        return numbers, None, unit
+    ticks = list(dict.fromkeys(numbers))
+    if len(ticks) > MAX_TICKS:
+        raise PlotError(f"--x {shown(x)}: {len(ticks)} different values that are not "
+                        f"numbers; a figure marks at most {MAX_TICKS} as text")
+    where = {t: i for i, t in enumerate(ticks)}
+    return [where[t] for t in numbers], ticks, unit
 
 
 def plot_sweep(db, x, y, out, color=None):
     """Draws metric ``y`` of the sweep's ok points against axis ``x`` (one line per value of
     axis ``color``) into ``out``. ``y`` is a column (iteration_time_s, tokens_per_s, mfu,
-    wall_s) or a number of the results JSON (model_tflops_per_gpu, ...)."""
-    _check_out(out)
-    sweep, rows = read_sweep(db)
-    axes = sweep["axes"]
-    for name, what in ((x, "--x"), (color, "--color")):
-        if name is not None and name not in axes and name != "point":
-            raise PlotError(f"{what} {name}: not an axis of this sweep; axes: "
-                            + (", ".join(axes) or "none (the scenario has no sweep)"))
-    ok = [r for r in rows if r["status"] == "ok"]
-    if not ok:
-        raise PlotError(f"{db}: no point finished ok; nothing to draw")
-    if _metric(ok[0], y) is None:
-        names = list(COLUMNS[:-1]) + sorted(k for k, v in ok[0]["result"].items()
-                                            if isinstance(v, (int, float)))
-        raise PlotError(f"--y {y}: not a number of the points; numbers: {', '.join(names)}")
+    wall_s) or a number of the results JSON (model_tflops_per_gpu, ...).
 
-    def setting(row, name):
-        return row["point"] if name == "point" else row["settings"].get(name)
+    Reads the database a row at a time and keeps only the numbers drawn. What cannot be
+    drawn raises PlotError naming the database, argument or path and what is wrong: an
+    output that is not .png/.svg or is in a missing folder (checked before reading), a file
+    that is not a sweep database, a damaged point (an error, never skipped: see
+    :func:`sweep_points`)."""
+    db, out = os.fspath(db), os.fspath(out)
+    _check_out(out, "--out")
+    with open_sweep(db) as (con, sweep):
+        drawn = sweep_points(con, db, sweep["axes"], x, y, color)
+    if not drawn.y:
+        raise PlotError(f"{shown(db)}: no point finished ok; nothing to draw")
+    positions, ticks, x_unit = _x_positions(drawn.x_values.values, x)
 
-    xs, x_unit = axis_values([setting(r, x) for r in ok])
-    ordinal = bool(xs) and isinstance(xs[0], str)
-    order = list(dict.fromkeys(xs)) if ordinal else None
-    groups = {}
-    for r, xv in zip(ok, xs):
-        key = json.dumps(setting(r, color)) if color else None
-        groups.setdefault(key, []).append((order.index(xv) if ordinal else xv, _metric(r, y)))
+    import numpy as np
+    xs = np.asarray(positions, dtype=float)[np.frombuffer(drawn.x_index, dtype=np.int64)]
+    ys = np.frombuffer(drawn.y, dtype=float)
+    lines = np.frombuffer(drawn.color_index, dtype=np.int64) if color else np.zeros(len(ys), int)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, points in groups.items():
-        points.sort()
-        label = f"{color}={json.loads(key)}" if key is not None else None
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    if ordinal:
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order)
-    elif xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
+    for line, value in enumerate(drawn.color_values.values if color else [None]):
+        mine = lines == line
+        order = np.lexsort((ys[mine], xs[mine]))
+        label = _label(f"{color}={value}") if color else None
+        ax.plot(xs[mine][order], ys[mine][order], marker="o", label=label)
+    if ticks is not None:
+        ax.set_xticks(range(len(ticks)))
+        ax.set_xticklabels([_label(t) for t in ticks])
+    elif min(positions) > 0 and max(positions) / min(positions) >= 100:
         ax.set_xscale("log")
-    ax.set_xlabel(x + (f" ({x_unit})" if x_unit else ""))
-    ax.set_ylabel(y + (f" ({UNITS[y]})" if y in UNITS else ""))
-    name = os.path.basename(sweep["scenario_file"])
-    ax.set_title(f"{name}: {len(ok)} of {sweep['points']} points (simulated by hgsim sweep)")
+    ax.set_xlabel(_label(x) + (f" ({x_unit})" if x_unit else ""))
+    ax.set_ylabel(_label(y) + (f" ({UNITS[y]})" if y in UNITS else ""))
+    name = _label(os.path.basename(sweep["scenario_file"]))
+    of = f" of {sweep['points']}" if sweep["points"] is not None else ""
+    ax.set_title(f"{name}: {len(ys)}{of} points (simulated by hgsim sweep)")
     if color:
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    with atomic_open(out, "wb") as f:
-        fig.savefig(f, format=os.path.splitext(out)[1].lower()[1:])
-    plt.close(fig)
+    try:
+        _save(fig, out, "--out")
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -214,20 +445,51 @@ def wan_capacities(scenario):
     return out
 
 
-def plot_run(result, out, trace=None, scenario=None):
+def _json_file(path, option):
+    """A JSON file hgsim wrote (``option`` names where it was given); PlotError otherwise."""
+    where = f"{option} {shown(os.fspath(path))}"
+    try:
+        with open(path, "rb") as f:
+            return json.load(f)
+    except OSError as e:
+        raise PlotError(f"{where}: cannot read: {e.strerror or e}") from None
+    except RecursionError:
+        raise PlotError(f"{where}: JSON nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
+    except ValueError:
+        raise PlotError(f"{where}: not UTF-8 text") from None
+
+
+def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
     """One iteration's figure: stage time breakdown, WAN throughput over the iteration
     (needs ``trace``; against the scenario's bandwidth when ``scenario`` is given), memory
-    per stage against capacity."""
-    _check_out(out)
+    per stage against capacity. ``out_option`` is the caller's name of ``out`` in messages
+    (``hgsim run`` passes ``--plot``). PlotError for an output that is not .png/.svg or is
+    in a missing folder (checked before anything is read), and for a result or trace that
+    is not what hgsim run writes."""
+    out = os.fspath(out)
+    _check_out(out, out_option)
+    result_option, trace_option = "--result", "--trace"
     if isinstance(result, (str, os.PathLike)):
-        with open(result) as f:
-            result = json.load(f)
+        result_option = f"--result {shown(os.fspath(result))}"
+        result = _json_file(result, "--result")
     if isinstance(trace, (str, os.PathLike)):
-        with open(trace) as f:
-            trace = json.load(f)
-    stages = stage_breakdown(result)
-    labels = [f"p{p} s{s}\n{v['cluster']}" for (p, s), v in stages.items()]
-    T = result["iteration_time_s"]
+        trace_option = f"--trace {shown(os.fspath(trace))}"
+        trace = _json_file(trace, "--trace")
+    try:
+        stages = stage_breakdown(result)
+        T = float(result["iteration_time_s"])
+        title = f"{_label(result['scenario'])}: one iteration, {T:.4g} s (simulated)"
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PlotError(f"{result_option}: not hgsim run --json's output "
+                        f"({type(e).__name__} {shown(e)})") from None
+    try:
+        series = wan_throughput(trace, T) if trace is not None else None
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        raise PlotError(f"{trace_option}: not a trace hgsim run wrote "
+                        f"({type(e).__name__} {shown(e)})") from None
+    labels = [_label(f"p{p} s{s}\n{v['cluster']}") for (p, s), v in stages.items()]
     plt = _pyplot()
     fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(8, 10))
 
@@ -239,13 +501,13 @@ def plot_run(result, out, trace=None, scenario=None):
         left = [l + w for l, w in zip(left, widths)]
     a1.invert_yaxis()
     a1.set_xlabel("seconds of the iteration (mean over the stage's GPUs)")
-    a1.set_title(f"{result['scenario']}: one iteration, {T:.4g} s (simulated)")
+    a1.set_title(title)
     a1.legend(fontsize="small", ncol=4, loc="lower right")
 
-    if trace is not None:
+    if series is not None:
         capacities = wan_capacities(scenario) if scenario else {}
-        for name, (t, rate) in wan_throughput(trace, T).items():
-            line = a2.plot(t, [r * 8e-9 for r in rate], label=name)[0]
+        for name, (t, rate) in series.items():
+            line = a2.plot(t, [r * 8e-9 for r in rate], label=_label(name))[0]
             if name in capacities:
                 a2.axhline(capacities[name] * 8e-9, color=line.get_color(), ls="--", lw=0.8)
         a2.set_xlim(0, T)
@@ -268,14 +530,33 @@ def plot_run(result, out, trace=None, scenario=None):
     a3.set_title("memory per GPU by stage (models/: estimate) against capacity")
     a3.legend(fontsize="small")
     fig.tight_layout()
-    with atomic_open(out, "wb") as f:
-        fig.savefig(f, format=os.path.splitext(out)[1].lower()[1:])
-    plt.close(fig)
+    try:
+        _save(fig, out, out_option)
+    finally:
+        plt.close(fig)
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error exits 1 as every hgsim command does (argparse's own
+    code is 2), and its message quotes the arguments as :func:`shown` does."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        words = re.sub(r"\S{%d,}" % (QUOTED_CHARS + 1), lambda m: shown(m.group()), message)
+        self.exit(1, f"{self.prog}: error: {shown_message(words)}\n")
+
+
+def shown_message(text, limit=4 * QUOTED_CHARS):
+    """A whole message of someone else's words (argparse's, SQLite's) as one short line."""
+    text = _escaped(text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="hgsim plot")
+    """``hgsim plot`` (``sweep``) and ``hgsim run --plot`` (``run``): 0 when the figure is
+    written; 1 with a one-line message naming the file or argument for anything else."""
+    parser = _Parser(prog="hgsim plot")
     sub = parser.add_subparsers(dest="what", required=True)
     s = sub.add_parser("sweep", help="a sweep database's points")
     s.add_argument("db")
@@ -284,21 +565,24 @@ def main(argv=None):
                    "mfu, wall_s, or a number of the results JSON)")
     s.add_argument("--color", help="one line per value of this axis")
     s.add_argument("--out", required=True, help="FILE.png or FILE.svg")
-    r = sub.add_parser("run", help="one simulated iteration")
+    r = sub.add_parser("run", help="one simulated iteration (what hgsim run --plot runs: "
+                       "messages name the output --plot)")
     r.add_argument("--result", required=True, help="hgsim run --json's output")
     r.add_argument("--trace", help="hgsim run --trace's output (WAN time series)")
     r.add_argument("--scenario", help="the scenario (WAN bandwidths)")
     r.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    command = "hgsim plot" if args.what == "sweep" else "hgsim run"
+    from . import Error
     try:
         if args.what == "sweep":
             plot_sweep(args.db, args.x, args.y, args.out, args.color)
         else:
-            plot_run(args.result, args.out, args.trace, args.scenario)
-    except (PlotError, sqlite3.Error) as e:
-        print(f"hgsim plot: {e}", file=sys.stderr)
+            plot_run(args.result, args.out, args.trace, args.scenario, out_option="--plot")
+    except (PlotError, Error) as e:
+        print(f"{command}: {e}", file=sys.stderr)
         return 1
-    print(f"hgsim plot: wrote {args.out}", file=sys.stderr)
+    print(f"{command}: wrote {shown(args.out)}", file=sys.stderr)
     return 0
 
 
