@@ -57,6 +57,12 @@ CLI::Validator finite_non_negative(double max) {
       "NUMBER >= 0");
 }
 
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string { return text.empty() ? "expected a file path" : ""; },
+      "PATH");
+}
+
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {

@@ -19,6 +19,8 @@ inline constexpr double kMaxTimeBudgetS = 30 * 86400.0;
 CLI::Validator finite_positive(double max = 1e15);
 // A finite number >= 0 and <= max.
 CLI::Validator finite_non_negative(double max = 1e15);
+// A file path: not empty ("--layer-profile ''" would otherwise mean no layer profile).
+CLI::Validator non_empty_path();
 // An integer in [lo, hi], with the range in the message.
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
 

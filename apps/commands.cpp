@@ -526,7 +526,8 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
   run->add_flag("--json", args.json,
                 "print the results as JSON (the contract in sim/simulate.hpp)");
   run->add_option("--plan", o.plan_file,
-                  "a plan file (JSON or YAML) to run instead of the scenario's strategy");
+                  "a plan file (JSON or YAML) to run instead of the scenario's strategy")
+      ->check(non_empty_path());
   run->add_option("--fidelity", o.fidelity,
                   "full (every GPU and transfer), folded (identical groups once) or auto "
                   "(full up to " +
@@ -537,24 +538,30 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
   CLI::Option* op_profiles =
       run->add_option("--profile", o.profiles,
                       "measured profile JSON (hgsim profile); repeatable; default: the profiles in "
-                      "kernels/profiles/");
+                      "kernels/profiles/")
+          ->check(non_empty_path());
   run->add_option("--layer-profile", o.layer_profile,
                   "a layer profile (hgsim-layer-profile/1, what the live profiler measures): "
                   "every device's compute comes from it")
-      ->excludes(op_profiles);
+      ->excludes(op_profiles)
+      ->check(non_empty_path());
   run->add_option("--trace", o.sim.trace_path,
-                  "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)");
+                  "write a Chrome trace (opens in Perfetto: ui.perfetto.dev)")
+      ->check(non_empty_path());
   run->add_option("--trace-filter", o.trace_filter,
                   "keep only these slices in the trace: cluster=NAME,stage=N,kind=KIND "
                   "(repeat a key for several values)");
   run->add_option("--export-platform", o.sim.platform_path,
-                  "write the simulated platform as SimGrid platform XML");
-  run->add_option("--export-graph", o.sim.graph_path, "write the execution graph as JSON");
+                  "write the simulated platform as SimGrid platform XML")
+      ->check(non_empty_path());
+  run->add_option("--export-graph", o.sim.graph_path, "write the execution graph as JSON")
+      ->check(non_empty_path());
   run->add_flag("--stats", o.report_stats,
                 "print how long the simulation took and its peak memory (on stderr)");
   run->add_option("--plot", args.run_plot,
                   "draw the iteration (stage time breakdown, WAN throughput over the iteration, "
-                  "memory per stage against capacity) into FILE.png or FILE.svg");
+                  "memory per stage against capacity) into FILE.png or FILE.svg")
+      ->check(non_empty_path());
   run->add_flag("--allow-oom", o.sim.allow_oom,
                 "simulate a plan even when a stage does not fit in GPU memory");
   return run;
@@ -566,8 +573,8 @@ CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
       "plan", "Search a plan, verify the best by simulation, compare with baselines");
   plan->add_option("SCENARIO", args.scenario, "scenario file")->required();
   plan->add_flag("--json", args.json, "print as JSON (best, verified, baselines, search)");
-  plan->add_option("--out", o.out_file,
-                   "write the plan (runs with hgsim run SCENARIO --plan FILE)");
+  plan->add_option("--out", o.out_file, "write the plan (runs with hgsim run SCENARIO --plan FILE)")
+      ->check(non_empty_path());
   plan->add_flag("--baselines", o.baselines,
                  "also plan and simulate megatron, dp-only, pipeline-uniform, metis-like, dtfm");
   plan->add_option("--time-budget", o.time_budget_s,
@@ -577,7 +584,8 @@ CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
       ->check(integer_in(1, 100));
   plan->add_option("--evaluate", o.evaluate_file,
                    "cost this plan with the analytic model and simulate it (no search): the "
-                   "model's error on any plan, with the model's per-stage times");
+                   "model's error on any plan, with the model's per-stage times")
+      ->check(non_empty_path());
   plan->add_flag("--no-compression", o.no_compression,
                  "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
   return plan;

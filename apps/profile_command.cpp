@@ -263,12 +263,13 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
   cmd->add_option("--seq-len", o.seq_len,
                   "sequence length of the sweep (cpu default 128; cuda: each model's own)")
       ->check(integer_in(1, 131072));
-  cmd->add_option("--out", o.out, "profile JSON to write");
+  cmd->add_option("--out", o.out, "profile JSON to write")->check(non_empty_path());
   cmd->add_flag("--check-layers", o.check_layers,
                 "measure whole layers and compare them with the prediction from op times");
   cmd->add_option("--profile", o.profile,
                   "--check-layers: predict from this profile instead "
-                  "of measuring the ops first");
+                  "of measuring the ops first")
+      ->check(non_empty_path());
   cmd->add_option("--seconds-per-entry", o.seconds_per_entry,
                   "time spent on each op shape (cpu default 0.15, cuda 0.02)")
       ->check(finite_positive(60));

@@ -51,6 +51,14 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
   if (diags.has_errors()) return std::nullopt;  // before the planner runs for strategy: auto
   const auto chosen = choose_plan(c, options, diags);
   if (!chosen) return std::nullopt;
+  if (!options.trace_filter.empty()) {
+    if (options.sim.trace_path.empty())
+      diags.error({}, "--trace-filter", "filters the trace --trace writes, and no --trace is given",
+                  "add --trace FILE.json");
+    sim::check_trace_filter(sim_options.trace_filter, c.scenario, chosen->plan, "--trace-filter",
+                            diags);
+    if (diags.has_errors()) return std::nullopt;
+  }
   const auto compute = run_compute_model(options, c.scenario, diags);
   if (!compute || diags.has_errors()) return std::nullopt;
   if (!options.fidelity.empty()) {

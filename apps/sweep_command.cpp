@@ -334,9 +334,11 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       ->add_option("-j,--jobs", o.jobs,
                    "points at once, each in a process of its own (default: the cores)")
       ->check(integer_in(1, kMaxJobs));
-  sweep->add_option("--db", o.db,
-                    "the results database (SQLite; default: beside the scenario, as "
-                    "<name>.sweep.sqlite)");
+  sweep
+      ->add_option("--db", o.db,
+                   "the results database (SQLite; default: beside the scenario, as "
+                   "<name>.sweep.sqlite)")
+      ->check(non_empty_path());
   sweep->add_flag("--resume", o.resume,
                   "continue the database: skip the points already ok for the same resolved "
                   "scenario and options, run the rest");
@@ -345,16 +347,20 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                   "and hands out points, the other ranks run them");
   sweep->add_option("--point", o.point, "run only point K (0-based, grid order; see --list)")
       ->check(integer_in(0, std::numeric_limits<int>::max()));
-  sweep->add_option("--plan", o.run.plan_file,
-                    "a plan file (JSON or YAML) to play at every point instead of the "
-                    "scenario's strategy");
+  sweep
+      ->add_option("--plan", o.run.plan_file,
+                   "a plan file (JSON or YAML) to play at every point instead of the "
+                   "scenario's strategy")
+      ->check(non_empty_path());
   sweep
       ->add_option("--time-budget", o.run.planner_time_budget_s,
                    "seconds of planner search per point (strategy: auto; default 60)")
       ->check(finite_positive(kMaxTimeBudgetS));
-  sweep->add_option("--layer-profile", o.run.layer_profile,
-                    "a layer profile (hgsim-layer-profile/1): every device's compute comes "
-                    "from it, at every point");
+  sweep
+      ->add_option("--layer-profile", o.run.layer_profile,
+                   "a layer profile (hgsim-layer-profile/1): every device's compute comes "
+                   "from it, at every point")
+      ->check(non_empty_path());
   sweep
       ->add_option("--fidelity", o.run.fidelity,
                    "full, folded or auto at every point (overrides simulation.fidelity)")

@@ -708,7 +708,8 @@ std::uint64_t element_count(std::span<const std::int64_t> shape) {
   for (std::int64_t d : shape) {
     if (d < 0) throw CodecError("shape: negative dimension " + std::to_string(d));
     if (d == 0) return 0;
-    if (static_cast<std::uint64_t>(d) > kMaxCount || n * static_cast<std::uint64_t>(d) > kMaxCount)
+    // Divided, not multiplied: 2^32 x 2^32 wraps a 64-bit product around to 0.
+    if (static_cast<std::uint64_t>(d) > kMaxCount / n)
       throw CodecError("shape: more than 2^40 elements");
     n *= static_cast<std::uint64_t>(d);
   }

@@ -39,6 +39,8 @@ struct Document {
 };
 // Raises hgsim.Error when the file cannot be read, TypeError for anything else.
 Document read_document(py::handle source, const char* what);
+// os.fspath(path) as text; Error for an empty path or one holding a NUL character.
+std::string path_text(py::handle path);
 
 void bind_scenario(py::module_& m);
 void bind_codecs(py::module_& m);

@@ -67,10 +67,19 @@ py::object from_json(const core::Json& json) {
   return py::module_::import("json").attr("loads")(json.dump());
 }
 
+std::string path_text(py::handle path) {
+  const std::string text = py::str(py::module_::import("os").attr("fspath")(path));
+  // The C library reads a path up to its first NUL: "s.yaml\0x" would open s.yaml.
+  if (text.find('\0') != std::string::npos)
+    throw Error("the path '" + core::excerpt(text) + "' holds a NUL character");
+  if (text.empty()) throw Error("an empty path");
+  return text;
+}
+
 Document read_document(py::handle source, const char* what) {
   if (py::isinstance<py::dict>(source)) return {node_of_dict(source), ""};
   if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
-    const std::string path = py::str(py::module_::import("os").attr("fspath")(source));
+    const std::string path = path_text(source);
     core::Diagnostics diags;
     auto node = core::load_document(path, diags);
     if (!node || diags.has_errors()) {

@@ -76,10 +76,6 @@ core::Json model_json(const core::ModelConfig& m) {
           {"dropout", m.dropout}};
 }
 
-std::string path_text(py::handle path) {
-  return py::str(py::module_::import("os").attr("fspath")(path));
-}
-
 py::object load_scenario(py::handle source) {
   const Document doc = read_document(source, "scenario");
   const auto points = checked_points(doc);
@@ -215,8 +211,9 @@ py::list outer_sync_events(int iterations, int inner_steps, int fragments, int o
   constexpr double kMaxEvents = 1e6;
   const double events = (static_cast<double>(iterations) / inner_steps + 1) * fragments;
   if (events > kMaxEvents)
-    throw Error("outer_sync_events: " + std::to_string(iterations) + " iterations with inner_steps " +
-                std::to_string(inner_steps) + " and " + std::to_string(fragments) +
+    throw Error("outer_sync_events: " + std::to_string(iterations) +
+                " iterations with inner_steps " + std::to_string(inner_steps) + " and " +
+                std::to_string(fragments) +
                 " fragments make more than 10^6 outer syncs; ask for fewer iterations");
   core::OuterSync o;
   o.method = core::OuterSyncMethod::diloco;

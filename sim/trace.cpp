@@ -50,21 +50,24 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
     const std::string key = item.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     const std::string hint = "e.g. --trace-filter cluster=beijing,stage=0,kind=pp_comm";
+    // Values are quoted short and escaped: they come from the command line.
+    const std::string shown_item = core::excerpt(item), shown = core::excerpt(value);
     if (eq == std::string::npos || value.empty()) {
-      diags.error({}, option, "'" + item + "' is not KEY=VALUE (cluster, stage, kind or tracks)",
-                  hint);
+      diags.error({}, option,
+                  "'" + shown_item + "' is not KEY=VALUE (cluster, stage, kind or tracks)", hint);
     } else if (key == "cluster") {
-      filter.clusters.insert(value);
+      filter.clusters.insert(value);  // checked against the scenario: check_trace_filter
     } else if (key == "stage") {
       char* end = nullptr;
+      errno = 0;
       const long stage = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || stage < 0)
-        diags.error({}, option, "stage=" + value + ": expected a stage number (0, 1, ...)", hint);
+      if (*end != '\0' || stage < 0 || errno == ERANGE || stage > 1'000'000)
+        diags.error({}, option, "stage=" + shown + ": expected a stage number (0, 1, ...)", hint);
       else
         filter.stages.insert(static_cast<int>(stage));
     } else if (key == "tracks") {
       if (value != "wan")
-        diags.error({}, option, "tracks=" + value + ": only tracks=wan (the WAN links' tracks)",
+        diags.error({}, option, "tracks=" + shown + ": only tracks=wan (the WAN links' tracks)",
                     hint);
       else
         filter.wan_only = true;
@@ -72,16 +75,34 @@ TraceFilter parse_trace_filter(const std::string& text, const std::string& optio
       if (!kinds().count(value)) {
         std::string list;
         for (const auto& k : kinds()) list += (list.empty() ? "" : ", ") + k;
-        diags.error({}, option, "kind=" + value + ": no such kind", "one of " + list);
+        diags.error({}, option, "kind=" + shown + ": no such kind", "one of " + list);
       } else {
         filter.kinds.insert(value);
       }
     } else {
-      diags.error({}, option, "unknown key '" + key + "'",
+      diags.error({}, option, "unknown key '" + core::excerpt(key) + "'",
                   "cluster, stage, kind or tracks; " + hint);
     }
   }
   return filter;
+}
+
+void check_trace_filter(const TraceFilter& filter, const core::Scenario& s, const core::Plan& plan,
+                        const std::string& option, core::Diagnostics& diags) {
+  std::vector<std::string> names;
+  for (const auto& c : s.clusters) names.push_back(c.name);
+  for (const std::string& c : filter.clusters)
+    if (!s.find_cluster(c))
+      diags.error({}, option, "cluster=" + core::excerpt(c) + ": no such cluster",
+                  core::did_you_mean(c, names));
+  std::size_t stages = 0;
+  for (const auto& p : plan.pipelines) stages = std::max(stages, p.stages.size());
+  for (int stage : filter.stages)
+    if (static_cast<std::size_t>(stage) >= stages)
+      diags.error({}, option,
+                  "stage=" + std::to_string(stage) + ": the plan has " + std::to_string(stages) +
+                      " stage" + (stages == 1 ? "" : "s") + " (0 to " +
+                      std::to_string(stages == 0 ? 0 : stages - 1) + ")");
 }
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph,

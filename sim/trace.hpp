@@ -41,6 +41,10 @@ struct TraceFilter {
 // `diags` at `option`.
 TraceFilter parse_trace_filter(const std::string& text, const std::string& option,
                                core::Diagnostics& diags);
+// What parsing cannot know: every cluster named is one of the scenario's, every stage one of
+// the plan's (a filter that matches nothing would write an empty trace, silently).
+void check_trace_filter(const TraceFilter& filter, const core::Scenario& s, const core::Plan& plan,
+                        const std::string& option, core::Diagnostics& diags);
 
 class ChromeTraceWriter final : public CompletionSink {
  public:

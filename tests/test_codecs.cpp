@@ -147,6 +147,23 @@ TEST(Codecs, EncodedSizeIsExactForEveryCodecDtypeAndShape) {
       }
 }
 
+// Element counts are checked without overflow: 2^32 x 2^32 is 2^64, which a 64-bit product
+// wraps around to 0 (it was accepted as an empty tensor of 40 encoded bytes).
+TEST(Codecs, ElementCountsPastTwoToTheFortyAreRefusedWithoutWrappingAround) {
+  const std::int64_t k = std::int64_t{1} << 20;
+  EXPECT_EQ(element_count(std::vector<std::int64_t>{k, k}), std::uint64_t{1} << 40);
+  for (const auto& shape :
+       {std::vector<std::int64_t>{k, k + 1}, std::vector<std::int64_t>{k * 4096, k * 4096},
+        std::vector<std::int64_t>{k * 4096, k * 4096, 2}, std::vector<std::int64_t>{2, k * k}}) {
+    try {
+      element_count(shape);
+      ADD_FAILURE() << shape[0] << " x " << shape[1] << " accepted";
+    } catch (const CodecError& e) {
+      EXPECT_NE(std::string(e.what()).find("more than 2^40 elements"), std::string::npos);
+    }
+  }
+}
+
 TEST(Codecs, SizeFormulas) {
   const Shape shape{1000};
   EXPECT_EQ(encoded_bytes(make(CodecKind::none), shape, DType::bf16), kHeaderBytes + 2000);

@@ -1353,6 +1353,40 @@ TEST(HgsimProcess, AChildEndedByASignalLeavesItsParentsFilesAlone) {
   fs::remove(file);
 }
 
+// ---- --trace-filter against the scenario and the plan --------------------------------
+
+// A filter that could match nothing is refused (it wrote an empty trace, exit 0).
+TEST(TraceFilterFlag, NamesOnlyClustersAndStagesThePlanHasAndNeedsATrace) {
+  TempDir dir;
+  const std::string file = dir.write("scenario.yaml", kBase);
+  const std::string trace = dir.path("t.json");
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--trace", trace, "--trace-filter", "cluster=eats"},
+       "--trace-filter: cluster=eats: no such cluster; did you mean 'east'?"},
+      {{"--trace", trace, "--trace-filter", "stage=2"},
+       "--trace-filter: stage=2: the plan has 2 stages (0 to 1)"},
+      {{"--trace", trace, "--trace-filter", "stage=99999999999999999999"},
+       "stage=99999999999999999999: expected a stage number"},
+      {{"--trace", trace, "--trace-filter", "kind=\x1b[31m"}, "kind=\\x1b[31m: no such kind"},
+      {{"--trace-filter", "stage=0"}, "no --trace is given"},
+  };
+  for (const auto& [flags, says] : cases) {
+    std::vector<std::string> words{"run", file};
+    words.insert(words.end(), flags.begin(), flags.end());
+    const CliResult r = cli(words);
+    EXPECT_EQ(r.status, apps::kBadInput) << says;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(trace)) << says;
+  }
+  // Empty paths are refused, not read as "no file".
+  for (const char* flag : {"--layer-profile", "--trace", "--plan", "--profile"}) {
+    const CliResult r = cli({"run", file, flag, ""});
+    EXPECT_EQ(r.status, apps::kBadInput) << flag;
+    EXPECT_NE(r.err.find(std::string(flag) + ": expected a file path"), std::string::npos) << r.err;
+  }
+}
+
 // ---- the TCP window warning ----------------------------------------------------------
 
 // A WAN link its flows cannot fill: the warning gives each flow's cap (window / round trip,

@@ -25,6 +25,8 @@ import unicodedata
 import urllib.parse
 from array import array
 
+import numpy as np
+
 from .files import atomic_open
 
 COLUMNS = ("iteration_time_s", "tokens_per_s", "mfu", "wall_s", "point")
@@ -40,6 +42,8 @@ LISTED_NAMES = 20
 # Lines of a figure (one per value of --color): matplotlib's colour cycle has 10, and a
 # legend of more than a few dozen entries covers the plot.
 MAX_LINES = 50
+# Points read before the duplicates among them are dropped (24 bytes each: 6 MB).
+COMPACTED_POINTS = 2**18
 # Values of a text (ordinal) x axis, one tick label each: beyond this the labels overlap.
 MAX_TICKS = 200
 
@@ -169,7 +173,7 @@ def _sweep_info(con, db):
     if row is None:
         return {"scenario_file": db, "axes": [], "points": None}
     scenario_file, axes, points = row
-    axes = _json(axes, f"{shown(db)}: sweep: axes")
+    axes = _json(axes, f"{shown(db)}: sweep: axes", error=PlotError)
     if not isinstance(axes, list) or not all(isinstance(a, str) for a in axes):
         raise PlotError(f"{shown(db)}: sweep: axes: not a list of axis names")
     if not isinstance(points, int) or points < 0:
@@ -179,18 +183,25 @@ def _sweep_info(con, db):
     return {"scenario_file": scenario_file, "axes": axes, "points": points}
 
 
-def _json(value, where):
-    """A JSON column's value parsed; PlotError saying ``where`` for anything else."""
+class _PointError(PlotError):
+    """A damaged value of one point; the message says the column, the reader adds the
+    database and the point."""
+
+
+def _json(value, column, error=_PointError):
+    """A JSON column's value parsed; ``error`` naming ``column`` for anything else."""
     if not isinstance(value, bytes):
-        raise PlotError(f"{where}: {_what(value)}, not JSON text")
+        raise error(f"{column}: {_what(value)}, not JSON text")
     try:
-        return json.loads(value)
+        return json.loads(value.decode())
     except RecursionError:
-        raise PlotError(f"{where}: JSON nested too deeply") from None
+        raise error(f"{column}: JSON nested too deeply") from None
     except json.JSONDecodeError as e:
-        raise PlotError(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
-    except ValueError:  # UnicodeDecodeError
-        raise PlotError(f"{where}: not UTF-8 text") from None
+        raise error(f"{column}: not JSON ({e.msg} at character {e.pos})") from None
+    except UnicodeDecodeError:
+        raise error(f"{column}: not UTF-8 text") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise error(f"{column}: not JSON we read ({shown_message(str(e))})") from None
 
 
 def _what(value):
@@ -204,11 +215,23 @@ def _what(value):
     return shown(json.dumps(value) if isinstance(value, str) else value)
 
 
-def _finite(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
-        raise PlotError(f"{where}: {_what(value)}, not a finite number")
-    return value
+def _number(value):
+    """``value`` as a float when it is a finite number (not a bool), else None."""
+    try:
+        if not isinstance(value, bool) and isinstance(value, (int, float)) \
+                and math.isfinite(value):
+            return float(value)
+    except OverflowError:  # an integer beyond a float's range
+        pass
+    return None
+
+
+def _finite(value, column):
+    """``value`` as a float; _PointError naming ``column`` when not a finite number."""
+    number = _number(value)
+    if number is None:
+        raise _PointError(f"{column}: {_what(value)}, not a finite number")
+    return number
 
 
 class _Distinct:
@@ -229,14 +252,47 @@ class _Distinct:
         return i
 
 
-class SweepPoints:
-    """What a figure draws of a sweep's ok points, about 24 bytes a point: ``y`` (each
-    point's metric), ``x_values`` and ``color_values`` (the distinct values of the axes, in
-    order of appearance), ``x_index`` and ``color_index`` (each point's index into them)."""
+class _PointNumbers:
+    """The x of the axis "point": the point's number itself, nothing to remember."""
 
-    def __init__(self):
-        self.x_values, self.color_values = _Distinct(), _Distinct()
-        self.x_index, self.color_index, self.y = array("q"), array("q"), array("d")
+    values = None
+
+    def add(self, point):
+        return point
+
+
+class SweepPoints:
+    """What a figure draws of a sweep's ok points: ``x_values`` and ``line_values`` (the
+    distinct values of the x and --color axes, in order of appearance), ``count`` (the ok
+    points read) and :meth:`drawn`, the distinct (line, x index, y) of the points (for
+    the axis "point", the point number in place of the x index). Points
+    drawn on top of each other are kept once, so memory follows what the figure shows, not
+    the rows of the database (10^6 points of 6 settings: a few MB)."""
+
+    def __init__(self, x):
+        self.x_values = _PointNumbers() if x == "point" else _Distinct()
+        self.line_values = _Distinct()
+        self.count = 0
+        self._new = array("d")  # (line, x index, y) of the points since the last compaction
+        self._kept = np.empty((0, 3))
+
+    def add(self, line, x_index, y):
+        self._new.extend((line, x_index, y))
+        self.count += 1
+        # Compacting when the new points outnumber the kept ones sorts each point O(log n)
+        # times; the floor keeps the sorts few when nearly every point is a duplicate.
+        if len(self._new) >= 3 * max(COMPACTED_POINTS, len(self._kept)):
+            self._compact()
+
+    def drawn(self):
+        """(n, 3) array of the distinct (line, x index, y), sorted."""
+        self._compact()
+        return self._kept
+
+    def _compact(self):
+        new = np.frombuffer(self._new, dtype=float).reshape(-1, 3)
+        self._kept = np.unique(np.concatenate((self._kept, new)), axis=0)
+        self._new = array("d")
 
 
 def sweep_points(con, db, axes, x, y, color=None):
@@ -254,20 +310,20 @@ def sweep_points(con, db, axes, x, y, color=None):
     needs_settings = x != "point" or (color is not None and color != "point")
     query = (f"SELECT point, {'settings' if needs_settings else 'NULL'}, "
              f"{y if y in COLUMNS else 'result'} FROM points WHERE status = 'ok' ORDER BY point")
-    drawn = SweepPoints()
+    drawn = SweepPoints(x)
     with _sqlite_errors(db):
         _check_columns(con, db, y)
         for point, settings, y_column in con.execute(query):
-            where = f"{shown(db)}: point {_what(point)}"
-            values = _settings(settings, where) if needs_settings else {}
-            drawn.x_index.append(drawn.x_values.add(_setting(point, values, x, where)))
-            if color is not None:
-                drawn.color_index.append(
-                    drawn.color_values.add(_setting(point, values, color, where)))
-                if len(drawn.color_values.values) > MAX_LINES:
-                    raise PlotError(f"--color {shown(color)}: more than {MAX_LINES} values "
-                                    "(a line each); choose an axis with fewer")
-            drawn.y.append(_y(y_column, y, where, first=not drawn.y))
+            try:
+                values = _settings(settings) if needs_settings else {}
+                x_index = drawn.x_values.add(_setting(point, values, x))
+                line = drawn.line_values.add(_setting(point, values, color)) if color else 0
+                drawn.add(line, x_index, _y(y_column, y, first=drawn.count == 0))
+            except _PointError as e:
+                raise PlotError(f"{shown(db)}: point {_what(point)}: {e}") from None
+            if line >= MAX_LINES:
+                raise PlotError(f"--color {shown(color)}: more than {MAX_LINES} values "
+                                "(a line each); choose an axis with fewer")
     return drawn
 
 
@@ -279,38 +335,43 @@ def _check_columns(con, db, y):
                             "(not written by hgsim sweep?)")
 
 
-def _settings(settings, where):
-    values = _json(settings, f"{where}: settings")
+def _settings(settings):
+    values = _json(settings, "settings")
     if not isinstance(values, dict):
-        raise PlotError(f"{where}: settings: {_what(values)}, not an object of axis values")
+        raise _PointError(f"settings: {_what(values)}, not an object of axis values")
     return values
 
 
-def _setting(point, values, name, where):
+def _setting(point, values, name):
+    """The point's value of axis ``name`` (a finite number, or text for an ordinal axis)."""
     if name == "point":
-        return _finite(point, f"{where}: point")
+        return _finite(point, "point")
     if name not in values:
-        raise PlotError(f"{where}: settings: no value of the axis {shown(name)}")
+        raise _PointError(f"settings: no value of the axis {shown(name)}")
     value = values[name]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PlotError(f"{where}: settings: {shown(name)}: {value}, not a finite number")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = _number(value)
+        if value is None:
+            _finite(values[name], f"settings: {shown(name)}")
     return value
 
 
-def _y(column, y, where, first):
-    """The point's value of metric ``y``: its column, or its number in the results JSON."""
+def _y(column, y, first):
+    """The point's value of metric ``y``: its column, or its number in the results JSON
+    (whose absence from the first point is an error of --y)."""
     if y in COLUMNS:
-        return _finite(column, f"{where}: {y}")
-    result = _json(column, f"{where}: result")
+        return _finite(column, y)
+    result = _json(column, "result")
     if not isinstance(result, dict):
-        raise PlotError(f"{where}: result: {_what(result)}, not an object")
+        raise _PointError(f"result: {_what(result)}, not an object")
     value = result.get(y)
     if first and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        numbers = list(COLUMNS[:-1]) + sorted(
-            k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        numbers = dict.fromkeys(list(COLUMNS[:-1]) + sorted(
+            k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)))
         raise PlotError(f"--y {shown(y)}: not a number of the points; numbers: "
                         + _listed(numbers))
-    return _finite(value, f"{where}: result: {shown(y)}")
+    number = _number(value)
+    return number if number is not None else _finite(value, f"result: {shown(y)}")
 
 
 def _x_positions(values, x):
@@ -342,31 +403,32 @@ def plot_sweep(db, x, y, out, color=None):
     _check_out(out, "--out")
     with open_sweep(db) as (con, sweep):
         drawn = sweep_points(con, db, sweep["axes"], x, y, color)
-    if not drawn.y:
+    if not drawn.count:
         raise PlotError(f"{shown(db)}: no point finished ok; nothing to draw")
-    positions, ticks, x_unit = _x_positions(drawn.x_values.values, x)
-
-    import numpy as np
-    xs = np.asarray(positions, dtype=float)[np.frombuffer(drawn.x_index, dtype=np.int64)]
-    ys = np.frombuffer(drawn.y, dtype=float)
-    lines = np.frombuffer(drawn.color_index, dtype=np.int64) if color else np.zeros(len(ys), int)
+    points = drawn.drawn()
+    if x == "point":
+        xs, ticks, x_unit = points[:, 1], None, None
+    else:
+        positions, ticks, x_unit = _x_positions(drawn.x_values.values, x)
+        xs = np.asarray(positions, dtype=float)[points[:, 1].astype(np.int64)]
+    line_values = drawn.line_values.values if color else [None]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for line, value in enumerate(drawn.color_values.values if color else [None]):
-        mine = lines == line
-        order = np.lexsort((ys[mine], xs[mine]))
+    for line, value in enumerate(line_values):
+        mine = points[:, 0] == line
+        order = np.lexsort((points[mine, 2], xs[mine]))
         label = _label(f"{color}={value}") if color else None
-        ax.plot(xs[mine][order], ys[mine][order], marker="o", label=label)
+        ax.plot(xs[mine][order], points[mine, 2][order], marker="o", label=label)
     if ticks is not None:
         ax.set_xticks(range(len(ticks)))
         ax.set_xticklabels([_label(t) for t in ticks])
-    elif min(positions) > 0 and max(positions) / min(positions) >= 100:
+    elif xs.min() > 0 and xs.max() / xs.min() >= 100:
         ax.set_xscale("log")
     ax.set_xlabel(_label(x) + (f" ({x_unit})" if x_unit else ""))
     ax.set_ylabel(_label(y) + (f" ({UNITS[y]})" if y in UNITS else ""))
     name = _label(os.path.basename(sweep["scenario_file"]))
     of = f" of {sweep['points']}" if sweep["points"] is not None else ""
-    ax.set_title(f"{name}: {len(ys)}{of} points (simulated by hgsim sweep)")
+    ax.set_title(f"{name}: {drawn.count}{of} points (simulated by hgsim sweep)")
     if color:
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
@@ -457,8 +519,10 @@ def _json_file(path, option):
         raise PlotError(f"{where}: JSON nested too deeply") from None
     except json.JSONDecodeError as e:
         raise PlotError(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
-    except ValueError:
+    except UnicodeDecodeError:
         raise PlotError(f"{where}: not UTF-8 text") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise PlotError(f"{where}: not JSON we read ({shown_message(str(e))})") from None
 
 
 def plot_run(result, out, trace=None, scenario=None, out_option="--out"):

@@ -134,3 +134,21 @@ def test_the_simulator_child_never_runs_the_callers_code(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          env=dict(os.environ), timeout=120)
     assert out.stdout.count("after") == 1, out.stdout + out.stderr
+
+
+def test_paths_with_a_nul_or_empty_raise_error(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: x\n")
+    for call in (lambda: hgsim.load_scenario(str(scenario) + "\0garbage"),
+                 lambda: hgsim.simulate(TINY, layer_profile=""),
+                 lambda: hgsim.simulate(TINY, layer_profile="/tmp/a\0b")):
+        with pytest.raises(hgsim.Error) as e:
+            call()
+        assert "NUL character" in str(e.value) or "an empty path" in str(e.value)
+
+
+def test_codec_shapes_past_two_to_the_forty_raise_codec_error():
+    for shape in ([2**32, 2**32], [2**20, 2**20 + 1], [2, 2**40]):
+        with pytest.raises(hgsim.CodecError) as e:
+            hgsim.encoded_bytes("int8", shape)
+        assert "more than 2^40 elements" in str(e.value)
