@@ -435,6 +435,20 @@ int plot_run(const std::string& scenario, const core::Json& result, const std::s
 int cmd_run(const std::string& path, RunOptions options, const std::string& plot_file, bool json,
             std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
+  // What --plot can be is known before the simulation runs.
+  if (!plot_file.empty()) {
+    const std::filesystem::path p(plot_file);
+    std::error_code ec;
+    if (p.extension() != ".png" && p.extension() != ".svg")
+      diags.error({}, "--plot",
+                  "'" + core::excerpt(plot_file) + "': expected FILE.png or FILE.svg");
+    else if (const auto dir = p.parent_path();
+             !dir.empty() && !std::filesystem::is_directory(dir, ec))
+      diags.error({}, "--plot",
+                  "'" + core::excerpt(plot_file) + "': no folder '" + core::excerpt(dir.string()) +
+                      "' to write it in");
+    if (diags.has_errors()) return report_bad_input(diags, json, out, err);
+  }
   auto points = check_scenario_file(path, diags);
   if (!points) return report_bad_input(diags, json, out, err);
   if (points->size() > 1) {
@@ -513,9 +527,11 @@ void add_catalog_commands(CLI::App& app, CliArgs& args, Commands& commands) {
   commands.models->add_flag("--json", args.json, "print as JSON");
 
   CLI::App* gpus = app.add_subcommand("gpus", "List the GPU catalog (datasheet figures)");
-  gpus->add_flag("--json", args.json, "print as JSON");
+  CLI::Option* gpus_json = gpus->add_flag("--json", args.json, "print as JSON");
   gpus->add_flag("--efficiency", args.curves,
-                 "print the compute model's GEMM and attention efficiency curves (markdown)");
+                 "print the compute model's GEMM and attention efficiency curves (markdown; "
+                 "not with --json)")
+      ->excludes(gpus_json);
   commands.gpus = gpus;
 }
 

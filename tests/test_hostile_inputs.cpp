@@ -1461,6 +1461,11 @@ const FlagCase kFlagCases[] = {
     {{"sweep", "s.yaml", "--time-budget", "inf"}, "--time-budget: expected a finite number"},
     {{"sweep", "s.yaml", "--point", "-1"}, "--point: must be an integer from 0"},
     {{"sweep", "s.yaml", "-j", "99999999999999999999"}, "--jobs: must be an integer from 1 to"},
+    {{"gpus", "--efficiency", "--json"}, "excludes"},
+    // Refused before the simulation runs (it used to run, then fail in the plotter).
+    {{"run", "s.yaml", "--plot", "x.jpg"}, "--plot: 'x.jpg': expected FILE.png or FILE.svg"},
+    {{"run", "s.yaml", "--plot", "/nonexistent-hgsim-dir/x.png"},
+     "no folder '/nonexistent-hgsim-dir' to write it in"},
 };
 
 class HostileFlags : public ::testing::TestWithParam<FlagCase> {};

@@ -4,7 +4,9 @@ import json
 import os
 import pathlib
 import shutil
+import sqlite3
 import subprocess
+import sys
 
 import pytest
 
@@ -93,3 +95,242 @@ def test_run_figure_and_its_wan_series(examples, hgsim_binary, tmp_path):
     assert capacities["wan:east->west"] == pytest.approx(10e9 / 8)
     # A series per link (its lanes folded in), named as the scenario's directions.
     assert set(series) <= set(capacities)
+
+
+# ---- hostile input: every problem is one line naming the file or argument, exit 1 ---------
+
+# The schema hgsim sweep writes (apps/results_db.cpp, kSchema).
+SCHEMA = """
+CREATE TABLE sweep (
+  id INTEGER PRIMARY KEY CHECK (id = 1), scenario_file TEXT NOT NULL, scenario TEXT NOT NULL,
+  hgsim_version TEXT NOT NULL, options TEXT NOT NULL, axes TEXT NOT NULL,
+  points INTEGER NOT NULL, started_at TEXT NOT NULL);
+CREATE TABLE points (
+  point INTEGER PRIMARY KEY, settings TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), error TEXT,
+  iteration_time_s REAL, tokens_per_s REAL, mfu REAL, plan TEXT, result TEXT,
+  finished_at TEXT NOT NULL, wall_s REAL NOT NULL, scenario_hash TEXT NOT NULL);
+"""
+AXES = ["wan[*].bandwidth", "training.seq_len"]
+
+
+def crafted_db(path, *damage, points=6, axes=AXES):
+    """A sweep database as hgsim sweep writes it (6 ok points of wan-sweep's two axes),
+    then the SQL statements ``damage`` applied; journal mode DELETE, as a copied file has."""
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA)
+    con.execute("INSERT INTO sweep VALUES (1, '/s/wan-sweep.yaml', '{}', '0.1.0', '{}', ?, ?, "
+                "'2026-01-01T00:00:00Z')", (json.dumps(axes), points))
+    for p in range(1, points + 1):
+        settings = {"wan[*].bandwidth": ["100Mbps", "1Gbps", "10Gbps"][p % 3],
+                    "training.seq_len": [256, 1024][p % 2]}
+        con.execute("INSERT INTO points VALUES (?, ?, 'ok', NULL, ?, ?, ?, '{}', ?, "
+                    "'2026-01-01T00:00:01Z', 0.1, 'h')",
+                    (p, json.dumps(settings), 1.0 / p, 1000.0 * p, 0.1 * p,
+                     json.dumps({"model_tflops_per_gpu": 2.0 * p, "gpus": 2})))
+    for statement in damage:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path
+
+
+def plot_command(hgsim_binary, *args):
+    return subprocess.run([hgsim_binary, "plot", *map(str, args)], capture_output=True,
+                          text=True, errors="backslashreplace", timeout=60)
+
+
+def shown(path):
+    """A path as the messages quote it (cut to 60 characters: pytest's folders are longer)."""
+    return plots.shown(str(path))
+
+
+def assert_refused(out, *parts):
+    """Exit 1 and one short line of message, with every one of ``parts``: no traceback,
+    no control character, no quoted input of more than 60 characters."""
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+    message = out.stderr.strip().splitlines()[-1]
+    for part in parts:
+        assert part in message, message
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in out.stderr.replace("\n", "")), \
+        repr(out.stderr)
+    assert len(message) < 400, len(message)
+    return message
+
+
+def test_an_output_in_a_missing_folder_is_refused_before_reading(hgsim_binary, tmp_path):
+    db = crafted_db(tmp_path / "s.sqlite")
+    missing = tmp_path / "nodir" / "f.png"
+    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", missing),
+                   f"hgsim plot: --out {shown(missing)}: no such directory {shown(missing.parent)}")
+    # Checked first: even a database that is not one is not read.
+    text = tmp_path / "text.sqlite"
+    text.write_text("hello")
+    assert_refused(plot_command(hgsim_binary, text, "--x", "a", "--y", "mfu", "--out", missing),
+                   "no such directory")
+    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", tmp_path),
+                   "the figure is written as .png or .svg")
+    folder = tmp_path / "folder.png"
+    folder.mkdir()
+    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", folder),
+                   f"--out {shown(folder)}: is a directory")
+    # A folder where nothing can be created (even by root): the write's error, named.
+    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out",
+                                "/proc/hgsim-plot.png"),
+                   "--out /proc/hgsim-plot.png: cannot write:")
+
+
+def test_run_plot_names_its_own_option(examples, hgsim_binary, tmp_path):
+    text = (examples / "wan-sweep.yaml").read_text()
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text(text[:text.index("\nsweep:") + 1])
+    missing = tmp_path / "nodir" / "r.png"
+    out = subprocess.run([hgsim_binary, "run", str(scenario), "--plot", str(missing)],
+                         capture_output=True, text=True, timeout=60)
+    assert_refused(out, f"hgsim run: --plot {shown(missing)}: no such directory")
+    # What hgsim run --plot runs, with an output hgsim run itself does not check yet.
+    result = tmp_path / "r.json"
+    result.write_text("{}")
+    out = subprocess.run([sys.executable, "-m", "hgsim.plots", "run", "--result", str(result),
+                          "--out", "r.jpg"], capture_output=True, text=True, timeout=60)
+    assert_refused(out, "hgsim run: --plot r.jpg: the figure is written as .png or .svg")
+    out = subprocess.run([sys.executable, "-m", "hgsim.plots", "run", "--result", str(result),
+                          "--out", str(tmp_path / "r.png")], capture_output=True, text=True,
+                         timeout=60)
+    assert_refused(out, f"--result {shown(result)}: not hgsim run --json's output")
+
+
+DEEP = "'{\"k\":' || replace(hex(zeroblob(100000)), '00', '[') || " \
+       "replace(hex(zeroblob(100000)), '00', ']') || '}'"
+
+
+@pytest.mark.parametrize("damage, y, message", [
+    ("UPDATE points SET settings = '{not json' WHERE point = 2", "mfu",
+     "point 2: settings: not JSON (Expecting property name enclosed in double quotes"),
+    (f"UPDATE points SET settings = {DEEP} WHERE point = 2", "mfu",
+     "point 2: settings: JSON nested too deeply"),
+    ("UPDATE points SET settings = '[1, 2]' WHERE point = 2", "mfu",
+     "point 2: settings: a JSON array, not an object of axis values"),
+    ("UPDATE points SET settings = '{}' WHERE point = 3", "mfu",
+     "point 3: settings: no value of the axis wan[*].bandwidth"),
+    ("UPDATE points SET mfu = NULL WHERE point = 2", "mfu",
+     "point 2: mfu: NULL, not a finite number"),
+    ("UPDATE points SET iteration_time_s = 'fast' WHERE point = 4", "iteration_time_s",
+     "point 4: iteration_time_s: text fast, not a finite number"),
+    ("UPDATE points SET tokens_per_s = 1e308 * 10 WHERE point = 2", "tokens_per_s",
+     "point 2: tokens_per_s: inf, not a finite number"),
+    ("UPDATE points SET result = 'garbage' WHERE point = 5", "model_tflops_per_gpu",
+     "point 5: result: not JSON (Expecting value at character 0)"),
+    ("UPDATE points SET result = NULL WHERE point = 2", "model_tflops_per_gpu",
+     "point 2: result: NULL, not JSON text"),
+    ("UPDATE points SET result = '{\"gpus\": 2}' WHERE point = 2", "model_tflops_per_gpu",
+     "point 2: result: model_tflops_per_gpu: NULL, not a finite number"),
+    ("UPDATE sweep SET axes = 'not json'", "mfu",
+     "sweep: axes: not JSON (Expecting value at character 0)"),
+    ("UPDATE sweep SET axes = '[1, 2]'", "mfu", "sweep: axes: not a list of axis names"),
+])
+def test_a_damaged_point_is_named_with_its_column(hgsim_binary, tmp_path, damage, y, message):
+    db = crafted_db(tmp_path / "d.sqlite", damage)
+    out = plot_command(hgsim_binary, db, "--x", AXES[0], "--y", y, "--color", AXES[1],
+                       "--out", tmp_path / "f.png")
+    assert_refused(out, f"hgsim plot: {shown(db)}: {message}")
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_not_a_sweep_database_is_named(hgsim_binary, tmp_path):
+    args = ("--x", AXES[0], "--y", "mfu", "--out", tmp_path / "f.png")
+    text = tmp_path / "text.sqlite"
+    text.write_text("not a database, but long enough to have a header of one" * 10)
+    assert_refused(plot_command(hgsim_binary, text, *args),
+                   f"{shown(text)}: file is not a database (SQLite)")
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    assert_refused(plot_command(hgsim_binary, empty, *args),
+                   f"{shown(empty)}: not a sweep database (no sweep table")
+    no_sweep = crafted_db(tmp_path / "n.sqlite", "DROP TABLE sweep")
+    assert_refused(plot_command(hgsim_binary, no_sweep, *args),
+                   f"{shown(no_sweep)}: not a sweep database (no sweep table")
+    old = crafted_db(tmp_path / "o.sqlite", "ALTER TABLE points DROP COLUMN mfu")
+    assert_refused(plot_command(hgsim_binary, old, *args),
+                   f"{shown(old)}: the points table has no column mfu")
+    assert_refused(plot_command(hgsim_binary, tmp_path, *args),
+                   f"{shown(tmp_path)}: not a regular file")
+
+
+def test_plotting_leaves_the_database_as_it_was(hgsim_binary, tmp_path):
+    db = crafted_db(tmp_path / "s.sqlite")
+    before = db.read_bytes()
+    out = plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", tmp_path / "f.png")
+    assert out.returncode == 0, out.stderr
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "s.sqlite"]
+
+
+def test_usage_errors_exit_1_with_one_short_line(hgsim_binary, tmp_path):
+    out = plot_command(hgsim_binary)
+    assert_refused(out, "the following arguments are required: db, --x, --y, --out")
+    out = plot_command(hgsim_binary, "db", "--x", "a", "--y", "b", "--out", "c.png",
+                       "--bogus", "\x1b[31m" + "z" * 100_000)
+    message = assert_refused(out, "unrecognized arguments: --bogus \\x1b[31mzzz")
+    assert "z" * 61 not in message
+
+
+def test_control_characters_and_long_values_are_escaped(hgsim_binary, tmp_path):
+    evil_axis = "\x1b]0;title\x07" + "a" * 1000
+    db = crafted_db(tmp_path / "s.sqlite", axes=AXES + [evil_axis])
+    out = plot_command(hgsim_binary, db, "--x", "\x1b[31m" + "x" * 100_000, "--y", "mfu",
+                       "--out", tmp_path / "f.png")
+    message = assert_refused(out, "--x \\x1b[31mxxx", "not an axis of this sweep; axes: "
+                             "wan[*].bandwidth, training.seq_len, \\x1b]0;title\\x07aaa")
+    assert "x" * 61 not in message and "a" * 61 not in message
+    bad_text = crafted_db(tmp_path / "t.sqlite",
+                          "UPDATE points SET mfu = '\x1b[2J\x07' || hex(zeroblob(10000)) "
+                          "WHERE point = 2")
+    message = assert_refused(plot_command(hgsim_binary, bad_text, "--x", AXES[0], "--y", "mfu",
+                                          "--out", tmp_path / "f.png"),
+                             "point 2: mfu: text \\x1b[2J\\x07000")
+    assert "0" * 61 not in message
+    # Text values of an ordinal axis become tick labels, escaped (matplotlib would warn of
+    # the missing glyphs, quoting them raw) and cut; a "$" does not start mathtext.
+    ordinal = crafted_db(tmp_path / "o.sqlite", "UPDATE points SET settings = json_set(settings, "
+                         "'$.\"wan[*].bandwidth\"', '\x1b[31m$\\frac$' || hex(zeroblob(5000)))"
+                         " WHERE point = 2")
+    out = plot_command(hgsim_binary, ordinal, "--x", AXES[0], "--y", "mfu", "--out",
+                       tmp_path / "f.png")
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stderr and "Traceback" not in out.stderr
+    assert is_png(tmp_path / "f.png")
+
+
+def test_shown_escapes_and_cuts():
+    assert plots.shown("plain") == "plain"
+    assert plots.shown("a\x1b[31m\x07\x00\u202e") == "a\\x1b[31m\\x07\\x00\\u202e"
+    long = plots.shown("s" * 30 + "m" * 10**6 + "e" * 30)
+    assert long == "s" * 30 + "..." + "e" * 30
+
+
+def test_only_the_points_drawn_are_kept(tmp_path, monkeypatch):
+    # 600 points of 6 settings: what is drawn (and kept) is 6 distinct (line, x, y), also
+    # when compaction runs many times during the read.
+    monkeypatch.setattr(plots, "COMPACTED_POINTS", 4)
+    db = crafted_db(tmp_path / "s.sqlite", points=600)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE points SET mfu = 0.1 * (1 + point % 6)")
+    con.commit()
+    con.close()
+    with plots.open_sweep(db) as (con, sweep):
+        drawn = plots.sweep_points(con, str(db), sweep["axes"], AXES[0], "mfu", AXES[1])
+    assert drawn.count == 600
+    assert drawn.drawn().shape == (6, 3)
+    assert drawn.x_values.values == ["1Gbps", "10Gbps", "100Mbps"]
+    assert drawn.line_values.values == [1024, 256]
+    plots.plot_sweep(db, AXES[0], "mfu", tmp_path / "f.svg", color=AXES[1])
+    assert "600 of 600 points" in (tmp_path / "f.svg").read_text()
+
+
+def test_a_color_axis_of_too_many_values_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(plots, "MAX_LINES", 1)
+    db = crafted_db(tmp_path / "s.sqlite")
+    with pytest.raises(plots.PlotError, match=r"--color training.seq_len: more than 1 values"):
+        plots.plot_sweep(db, AXES[0], "mfu", tmp_path / "f.png", color=AXES[1])
