@@ -11,6 +11,12 @@ Two figures, each a function and a command (``python3 -m hgsim.plots ...``, whic
   against the GPU's capacity (``hgsim run SCENARIO --plot FILE``).
 
 The file type follows the extension: ``.png`` or ``.svg``.
+
+What cannot be drawn raises :class:`PlotError` naming the file or argument and what is
+wrong (the commands print it as one line and exit 1): an output path that is not .png/.svg
+or lies in a missing folder (checked before anything is read), a file that is not a sweep
+database, a damaged point of one (an error naming its column, never skipped). Messages
+quote at most QUOTED_CHARS characters of any input, control characters escaped.
 """
 
 import argparse
@@ -62,7 +68,15 @@ def shown(text):
     return _escaped(text)
 
 
+def _shown_message(text, limit=4 * QUOTED_CHARS):
+    """A whole message of someone else's words (argparse's, SQLite's) as one short line."""
+    cut = len(text) > limit
+    return _escaped(text[:limit]) + ("..." if cut else "")
+
+
 def _escaped(text):
+    """``text`` with its control, format and line-separator characters as ``\\x1b``,
+    ``\\u2028``: nothing a terminal acts on."""
     return "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zl", "Zp")
                    else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
                    for c in text)
@@ -132,20 +146,23 @@ def axis_values(values):
 
 @contextlib.contextmanager
 def open_sweep(db):
-    """The sweep database ``db`` opened read-only (nothing of it changes, not even its
-    journal mode): yields (connection, its sweep as {"scenario_file", "axes", "points"}).
-    Text columns come as bytes (JSON is parsed from them; a value that is not UTF-8 is an
-    error of its point, not of the whole query). PlotError for a path that is not a sweep
+    """The sweep database ``db`` opened read-only: yields (connection, its sweep as
+    {"scenario_file", "axes", "points"}). Nothing of the database changes, not even its
+    journal mode (SQLite may add the -shm and -wal files a WAL database is read with).
+    Text columns come as bytes: JSON is parsed from them, and a value that is not UTF-8 is
+    an error of its point, not of the whole query. PlotError for a path that is not a sweep
     database, named in the message."""
     db = os.fspath(db)
     if "\0" in db or not os.path.exists(db):
         raise PlotError(f"{shown(db)}: no such file (hgsim sweep writes the database)")
     if not os.path.isfile(db):
         raise PlotError(f"{shown(db)}: not a regular file (hgsim sweep writes the database)")
+    # A URI quotes the path: "?" or "#" in a file name would start its query or fragment.
     uri = "file:" + urllib.parse.quote(os.path.abspath(db)) + "?mode=ro"
-    con = sqlite3.connect(uri, uri=True)
-    con.text_factory = bytes
+    with _sqlite_errors(db):
+        con = sqlite3.connect(uri, uri=True)
     try:
+        con.text_factory = bytes
         with _sqlite_errors(db):
             info = _sweep_info(con, db)
         yield con, info
@@ -160,7 +177,7 @@ def _sqlite_errors(db):
     try:
         yield
     except sqlite3.Error as e:
-        raise PlotError(f"{shown(db)}: {shown(e)} (SQLite)") from None
+        raise PlotError(f"{shown(db)}: {_shown_message(str(e))} (SQLite)") from None
 
 
 def _sweep_info(con, db):
@@ -201,7 +218,7 @@ def _json(value, column, error=_PointError):
     except UnicodeDecodeError:
         raise error(f"{column}: not UTF-8 text") from None
     except ValueError as e:  # an integer of more digits than Python converts
-        raise error(f"{column}: not JSON we read ({shown_message(str(e))})") from None
+        raise error(f"{column}: not JSON we read ({_shown_message(str(e))})") from None
 
 
 def _what(value):
@@ -349,10 +366,9 @@ def _setting(point, values, name):
     if name not in values:
         raise _PointError(f"settings: no value of the axis {shown(name)}")
     value = values[name]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = _number(value)
-        if value is None:
-            _finite(values[name], f"settings: {shown(name)}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and _number(value) is None:
+        _finite(value, f"settings: {shown(name)}")
     return value
 
 
@@ -367,7 +383,8 @@ def _y(column, y, first):
     value = result.get(y)
     if first and (isinstance(value, bool) or not isinstance(value, (int, float))):
         numbers = dict.fromkeys(list(COLUMNS[:-1]) + sorted(
-            k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)))
+            k for k, v in result.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)))
         raise PlotError(f"--y {shown(y)}: not a number of the points; numbers: "
                         + _listed(numbers))
     number = _number(value)
@@ -522,7 +539,7 @@ def _json_file(path, option):
     except UnicodeDecodeError:
         raise PlotError(f"{where}: not UTF-8 text") from None
     except ValueError as e:  # an integer of more digits than Python converts
-        raise PlotError(f"{where}: not JSON we read ({shown_message(str(e))})") from None
+        raise PlotError(f"{where}: not JSON we read ({_shown_message(str(e))})") from None
 
 
 def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
@@ -608,13 +625,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         self.print_usage(sys.stderr)
         words = re.sub(r"\S{%d,}" % (QUOTED_CHARS + 1), lambda m: shown(m.group()), message)
-        self.exit(1, f"{self.prog}: error: {shown_message(words)}\n")
-
-
-def shown_message(text, limit=4 * QUOTED_CHARS):
-    """A whole message of someone else's words (argparse's, SQLite's) as one short line."""
-    text = _escaped(text)
-    return text if len(text) <= limit else text[:limit] + "..."
+        self.exit(1, f"{self.prog}: error: {_shown_message(words)}\n")
 
 
 def main(argv=None):

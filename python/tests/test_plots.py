@@ -140,6 +140,12 @@ def plot_command(hgsim_binary, *args):
                           text=True, errors="backslashreplace", timeout=60)
 
 
+def plot_main(capsys, *args):
+    """What hgsim plot runs (plots.main), in this process: no interpreter to start."""
+    status = plots.main(["sweep", *map(str, args)])
+    return subprocess.CompletedProcess(args, status, "", capsys.readouterr().err)
+
+
 def shown(path):
     """A path as the messages quote it (cut to 60 characters: pytest's folders are longer)."""
     return plots.shown(str(path))
@@ -159,7 +165,8 @@ def assert_refused(out, *parts):
     return message
 
 
-def test_an_output_in_a_missing_folder_is_refused_before_reading(hgsim_binary, tmp_path):
+def test_an_output_in_a_missing_folder_is_refused_before_reading(hgsim_binary, tmp_path,
+                                                                  capsys):
     db = crafted_db(tmp_path / "s.sqlite")
     missing = tmp_path / "nodir" / "f.png"
     assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", missing),
@@ -167,17 +174,17 @@ def test_an_output_in_a_missing_folder_is_refused_before_reading(hgsim_binary, t
     # Checked first: even a database that is not one is not read.
     text = tmp_path / "text.sqlite"
     text.write_text("hello")
-    assert_refused(plot_command(hgsim_binary, text, "--x", "a", "--y", "mfu", "--out", missing),
+    assert_refused(plot_main(capsys, text, "--x", "a", "--y", "mfu", "--out", missing),
                    "no such directory")
-    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", tmp_path),
+    assert_refused(plot_main(capsys, db, "--x", AXES[0], "--y", "mfu", "--out", tmp_path),
                    "the figure is written as .png or .svg")
     folder = tmp_path / "folder.png"
     folder.mkdir()
-    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out", folder),
+    assert_refused(plot_main(capsys, db, "--x", AXES[0], "--y", "mfu", "--out", folder),
                    f"--out {shown(folder)}: is a directory")
     # A folder where nothing can be created (even by root): the write's error, named.
-    assert_refused(plot_command(hgsim_binary, db, "--x", AXES[0], "--y", "mfu", "--out",
-                                "/proc/hgsim-plot.png"),
+    assert_refused(plot_main(capsys, db, "--x", AXES[0], "--y", "mfu", "--out",
+                             "/proc/hgsim-plot.png"),
                    "--out /proc/hgsim-plot.png: cannot write:")
 
 
@@ -186,10 +193,14 @@ def test_run_plot_names_its_own_option(examples, hgsim_binary, tmp_path):
     scenario = tmp_path / "one.yaml"
     scenario.write_text(text[:text.index("\nsweep:") + 1])
     missing = tmp_path / "nodir" / "r.png"
-    out = subprocess.run([hgsim_binary, "run", str(scenario), "--plot", str(missing)],
-                         capture_output=True, text=True, timeout=60)
-    assert_refused(out, f"hgsim run: --plot {shown(missing)}: no such directory")
-    # What hgsim run --plot runs, with an output hgsim run itself does not check yet.
+    # hgsim run checks --plot's folder and extension before it simulates.
+    for plot, says in [(missing, "no folder"), (tmp_path / "r.jpg", "expected FILE.png or FILE.svg")]:
+        out = subprocess.run([hgsim_binary, "run", str(scenario), "--plot", str(plot)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, out.stderr
+        assert "error: --plot: " in out.stderr and says in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and "simulated" not in out.stderr, out.stderr
+    # What hgsim run --plot runs, when the plotter is called with such an output itself.
     result = tmp_path / "r.json"
     result.write_text("{}")
     out = subprocess.run([sys.executable, "-m", "hgsim.plots", "run", "--result", str(result),
@@ -230,15 +241,15 @@ DEEP = "'{\"k\":' || replace(hex(zeroblob(100000)), '00', '[') || " \
      "sweep: axes: not JSON (Expecting value at character 0)"),
     ("UPDATE sweep SET axes = '[1, 2]'", "mfu", "sweep: axes: not a list of axis names"),
 ])
-def test_a_damaged_point_is_named_with_its_column(hgsim_binary, tmp_path, damage, y, message):
+def test_a_damaged_point_is_named_with_its_column(tmp_path, capsys, damage, y, message):
     db = crafted_db(tmp_path / "d.sqlite", damage)
-    out = plot_command(hgsim_binary, db, "--x", AXES[0], "--y", y, "--color", AXES[1],
-                       "--out", tmp_path / "f.png")
+    out = plot_main(capsys, db, "--x", AXES[0], "--y", y, "--color", AXES[1],
+                    "--out", tmp_path / "f.png")
     assert_refused(out, f"hgsim plot: {shown(db)}: {message}")
     assert not (tmp_path / "f.png").exists()
 
 
-def test_not_a_sweep_database_is_named(hgsim_binary, tmp_path):
+def test_not_a_sweep_database_is_named(hgsim_binary, tmp_path, capsys):
     args = ("--x", AXES[0], "--y", "mfu", "--out", tmp_path / "f.png")
     text = tmp_path / "text.sqlite"
     text.write_text("not a database, but long enough to have a header of one" * 10)
@@ -246,15 +257,15 @@ def test_not_a_sweep_database_is_named(hgsim_binary, tmp_path):
                    f"{shown(text)}: file is not a database (SQLite)")
     empty = tmp_path / "empty.sqlite"
     sqlite3.connect(empty).close()
-    assert_refused(plot_command(hgsim_binary, empty, *args),
+    assert_refused(plot_main(capsys, empty, *args),
                    f"{shown(empty)}: not a sweep database (no sweep table")
     no_sweep = crafted_db(tmp_path / "n.sqlite", "DROP TABLE sweep")
-    assert_refused(plot_command(hgsim_binary, no_sweep, *args),
+    assert_refused(plot_main(capsys, no_sweep, *args),
                    f"{shown(no_sweep)}: not a sweep database (no sweep table")
     old = crafted_db(tmp_path / "o.sqlite", "ALTER TABLE points DROP COLUMN mfu")
-    assert_refused(plot_command(hgsim_binary, old, *args),
+    assert_refused(plot_main(capsys, old, *args),
                    f"{shown(old)}: the points table has no column mfu")
-    assert_refused(plot_command(hgsim_binary, tmp_path, *args),
+    assert_refused(plot_main(capsys, tmp_path, *args),
                    f"{shown(tmp_path)}: not a regular file")
 
 
