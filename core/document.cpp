@@ -51,32 +51,59 @@ std::string Node::describe() const {
   return quoted ? "the text \"" + excerpt(text) + "\"" : "'" + excerpt(text) + "'";
 }
 
+namespace {
+
+// Escapes the character at text[i] when a terminal would act on it, advancing i past it:
+// C0 controls and DEL as \xNN, C1 controls (U+0080-U+009F) and the bidirectional and
+// line-separator marks (U+200E/F, U+2028/9, U+202A-E, U+2066-9: text that reads in another
+// order than it runs) as \uNNNN. False when the character is plain.
+bool escape_at(std::string_view text, std::size_t& i, std::string& out) {
+  static const char* hex = "0123456789abcdef";
+  const auto byte = [&](std::size_t k) {
+    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u;
+  };
+  const unsigned c = byte(i);
+  auto u = [&](unsigned cp, std::size_t length) {
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
+    i += length - 1;
+    return true;
+  };
+  if (c < 0x20 || c == 0x7F) {
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+    return true;
+  }
+  if (c == 0xC2 && byte(i + 1) >= 0x80 && byte(i + 1) <= 0x9F) return u(byte(i + 1), 2);
+  if (c == 0xE2 && (byte(i + 1) & 0xC0) == 0x80 && (byte(i + 2) & 0xC0) == 0x80) {
+    const unsigned cp = ((c & 0x0F) << 12) | ((byte(i + 1) & 0x3F) << 6) | (byte(i + 2) & 0x3F);
+    if (cp == 0x200E || cp == 0x200F || cp == 0x2028 || cp == 0x2029 ||
+        (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+      return u(cp, 3);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (!escape_at(text, i, out)) out += text[i];
+  return out;
+}
+
 std::string excerpt(std::string_view text) {
   constexpr std::size_t kShown = 60;
-  static const char* hex = "0123456789abcdef";
   std::string out;
   std::size_t i = 0;
   // Never cut inside a UTF-8 sequence: the cut is at a byte that starts a character.
   auto continuation = [&](std::size_t k) {
     return k < text.size() && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80;
   };
-  for (; i < text.size() && (i < kShown || continuation(i)); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else if (c == 0xC2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // C1 control, U+0080-U+009F
-      const auto c1 = static_cast<unsigned char>(text[++i]);
-      out += "\\u00";
-      out += hex[c1 >> 4];
-      out += hex[c1 & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
+  for (; i < text.size() && (i < kShown || continuation(i)); ++i)
+    if (!escape_at(text, i, out)) out += text[i];
   if (i < text.size()) out += "... (" + std::to_string(text.size()) + " characters)";
   return out;
 }

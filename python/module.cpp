@@ -126,6 +126,13 @@ PYBIND11_MODULE(_hgsim, m) {
   auto& codec_error =
       py::register_exception<hgsim::compress::CodecError>(m, "CodecError", error.ptr());
   codec_error.attr("__doc__") = "A problem with a codec, its arguments or an encoded buffer.";
+  // The one rule for quoting input in a message (core/document.hpp), for hgsim.plots.
+  m.def(
+      "excerpt", [](const std::string& text) { return hgsim::core::excerpt(text); },
+      py::arg("text"), "At most 60 characters of text, terminal controls escaped.");
+  m.def(
+      "escaped", [](const std::string& text) { return hgsim::core::escaped(text); },
+      py::arg("text"), "text with every character a terminal would act on escaped.");
   bind_scenario(m);
   bind_codecs(m);
 }

@@ -678,6 +678,20 @@ TEST(HostileScenarioFollowOns, QuotesInsideTextAreNotUnclosedQuotes) {
   EXPECT_NE(n->find("quoted key"), nullptr);
 }
 
+// What a message quotes of input: terminal controls escaped (C0, DEL, C1, and the marks
+// that reorder or break a line: U+200E/F, U+2028/9, U+202A-E, U+2066-9), 60 characters,
+// never cut inside a UTF-8 sequence. Python's hgsim.plots quotes through the same function.
+TEST(HostileScenarioFollowOns, ExcerptsEscapeWhatATerminalWouldActOn) {
+  EXPECT_EQ(core::excerpt("a\x1b[31m\x7f"), "a\\x1b[31m\\x7f");
+  EXPECT_EQ(core::excerpt("c1\xc2\x9b"), "c1\\u009b");
+  EXPECT_EQ(core::excerpt("evil\xe2\x80\xaeTXT.exe"), "evil\\u202eTXT.exe");
+  EXPECT_EQ(core::excerpt("line\xe2\x80\xa8two \xe2\x81\xa6x"), "line\\u2028two \\u2066x");
+  EXPECT_EQ(core::excerpt("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // plain text
+  const std::string long_text = std::string(59, 'x') + "\xc3\xa9" + std::string(100, 'y');
+  EXPECT_EQ(core::excerpt(long_text), std::string(59, 'x') + "\xc3\xa9... (161 characters)");
+  EXPECT_EQ(core::escaped(std::string(1000, 'z') + "\x07"), std::string(1000, 'z') + "\\x07");
+}
+
 // A refused value is reported once: no second error quotes the default or the zero left
 // in its place (ffn_hidden = 4 x a refused hidden, a cluster of 0 x 2 GPUs).
 TEST(HostileScenarioFollowOns, ARefusedValueIsReportedOnce) {

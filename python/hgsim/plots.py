@@ -27,12 +27,12 @@ import os
 import re
 import sqlite3
 import sys
-import unicodedata
 import urllib.parse
 from array import array
 
 import numpy as np
 
+from . import _hgsim
 from .files import atomic_open
 
 COLUMNS = ("iteration_time_s", "tokens_per_s", "mfu", "wall_s", "point")
@@ -59,13 +59,16 @@ class PlotError(ValueError):
 
 
 def shown(text):
-    """``text`` as a message quotes it: control and format characters escaped (``\\x1b``,
-    ``\\u202e``), and a text longer than QUOTED_CHARS cut to its start and end."""
-    text = str(text)
-    if len(text) > QUOTED_CHARS:
-        half = QUOTED_CHARS // 2
-        return f"{_escaped(text[:half])}...{_escaped(text[-half:])}"
-    return _escaped(text)
+    """``text`` as a message quotes it: the rule of every hgsim message (C++
+    ``core::excerpt``): terminal controls escaped (``\\x1b``, ``\\u202e``), at most 60
+    characters, then the length."""
+    return _hgsim.excerpt(_utf8(text))
+
+
+def _utf8(text):
+    """``text`` as valid UTF-8 (a file name from the command line may hold lone surrogates,
+    which are written as ``\\udcxx``)."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _shown_message(text, limit=4 * QUOTED_CHARS):
@@ -75,11 +78,8 @@ def _shown_message(text, limit=4 * QUOTED_CHARS):
 
 
 def _escaped(text):
-    """``text`` with its control, format and line-separator characters as ``\\x1b``,
-    ``\\u2028``: nothing a terminal acts on."""
-    return "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zl", "Zp")
-                   else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-                   for c in text)
+    """``text`` with every character a terminal acts on escaped (C++ ``core::escaped``)."""
+    return _hgsim.escaped(_utf8(text))
 
 
 def _label(text):

@@ -318,7 +318,8 @@ def test_shown_escapes_and_cuts():
     assert plots.shown("plain") == "plain"
     assert plots.shown("a\x1b[31m\x07\x00\u202e") == "a\\x1b[31m\\x07\\x00\\u202e"
     long = plots.shown("s" * 30 + "m" * 10**6 + "e" * 30)
-    assert long == "s" * 30 + "..." + "e" * 30
+    assert long == "s" * 30 + "m" * 30 + "... (1000060 characters)"
+    assert plots.shown("bad\udce9name") == "bad\\udce9name"  # a lone surrogate from argv
 
 
 def test_only_the_points_drawn_are_kept(tmp_path, monkeypatch):
