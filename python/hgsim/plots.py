@@ -209,16 +209,21 @@ def _json(value, column, error=_PointError):
     """A JSON column's value parsed; ``error`` naming ``column`` for anything else."""
     if not isinstance(value, bytes):
         raise error(f"{column}: {_what(value)}, not JSON text")
+    return _loads(value, column, error)
+
+
+def _loads(data, where, error):
+    """JSON ``data`` (bytes) parsed; ``error`` naming ``where`` for anything else."""
     try:
-        return json.loads(value.decode())
+        return json.loads(data)
     except RecursionError:
-        raise error(f"{column}: JSON nested too deeply") from None
+        raise error(f"{where}: JSON nested too deeply") from None
     except json.JSONDecodeError as e:
-        raise error(f"{column}: not JSON ({e.msg} at character {e.pos})") from None
+        raise error(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
     except UnicodeDecodeError:
-        raise error(f"{column}: not UTF-8 text") from None
+        raise error(f"{where}: not UTF-8 text") from None
     except ValueError as e:  # an integer of more digits than Python converts
-        raise error(f"{column}: not JSON we read ({_shown_message(str(e))})") from None
+        raise error(f"{where}: not JSON we read ({_shown_message(str(e))})") from None
 
 
 def _what(value):
@@ -529,17 +534,10 @@ def _json_file(path, option):
     where = f"{option} {shown(os.fspath(path))}"
     try:
         with open(path, "rb") as f:
-            return json.load(f)
+            data = f.read()
     except OSError as e:
         raise PlotError(f"{where}: cannot read: {e.strerror or e}") from None
-    except RecursionError:
-        raise PlotError(f"{where}: JSON nested too deeply") from None
-    except json.JSONDecodeError as e:
-        raise PlotError(f"{where}: not JSON ({e.msg} at character {e.pos})") from None
-    except UnicodeDecodeError:
-        raise PlotError(f"{where}: not UTF-8 text") from None
-    except ValueError as e:  # an integer of more digits than Python converts
-        raise PlotError(f"{where}: not JSON we read ({_shown_message(str(e))})") from None
+    return _loads(data, where, PlotError)
 
 
 def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
