@@ -28,23 +28,29 @@ MAX_LIVE_HIDDEN, MAX_LIVE_SEQ = 512, 512
 
 
 def parse_scale(text: str | None) -> dict:
-    """`--scale-model hidden=128,heads=4,ffn_hidden=512,seq_len=64,micro_batch=2`."""
+    """`--scale-model hidden=128,heads=4,ffn_hidden=512,seq_len=64,micro_batch=2`: each key
+    once, each value a positive integer (the live scenario's checks and the memory estimate,
+    `live.check_memory`, bound them)."""
     if not text:
         return {}
+    from .checks import shown
     allowed = {"hidden", "heads", "ffn_hidden", "seq_len", "micro_batch"}
     out = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or key not in allowed:
-            raise LiveError(f"--scale-model: '{item}' is not KEY=VALUE with KEY one of "
+            raise LiveError(f"--scale-model: '{shown(item)}' is not KEY=VALUE with KEY one of "
                             f"{', '.join(sorted(allowed))}")
+        if key in out:
+            raise LiveError(f"--scale-model: {key} is given twice ({key}={out[key]} and "
+                            f"{key}={shown(value)}); give each key once")
         try:
             out[key] = int(value)
         except ValueError:
-            raise LiveError(f"--scale-model: {key}={value}: expected a positive integer") from None
+            out[key] = 0
         if out[key] <= 0:
-            raise LiveError(f"--scale-model: {key}={value}: expected a positive integer")
+            raise LiveError(f"--scale-model: {key}={shown(value)}: expected a positive integer")
     return out
 
 
@@ -87,13 +93,17 @@ def global_batch(plan: dict) -> int:
 def live_run_scenario(scenario: dict, live_model: dict, seq_len: int, plan: dict,
                       compression: dict) -> dict:
     """The scenario a live run is: the scaled model, fp32 (CPU workers), no recomputation (the
-    workers keep every activation), the plan as it runs, with the run's codecs. The job's
+    workers keep every activation), no ZeRO sharding (every dp rank keeps whole weights,
+    gradients and Adam states), the plan as it runs, with the run's codecs. The job's
     placement, segments, buckets and reshard pieces are this scenario's resolved plan
     (`hgsim.resolve`, the simulator's), and validation simulates it."""
     s = copy.deepcopy(scenario)
     s["name"] = s.get("name", "scenario") + "-live"
     s["model"] = {k: live_model[k] for k in MODEL_KEYS}
-    run_plan = dict(copy.deepcopy(plan), recompute="none", compression=compression)
+    run_plan = dict(copy.deepcopy(plan), recompute="none", zero=0)
+    # The codecs once, as the scenario's: a plan's own `compression` would override them, and
+    # a codec in both places would be checked (and refused) twice.
+    run_plan.pop("compression", None)
     s["training"] = dict(s["training"], seq_len=seq_len, precision="fp32", recompute="none",
                          global_batch=global_batch(run_plan))
     s["strategy"] = run_plan
@@ -149,21 +159,27 @@ def default_corpus() -> str:
     return "/usr/share/common-licenses"
 
 
-def corpus_file(source: str, out_dir: str) -> str:
-    """One file of bytes to train on: `source` itself, or its files concatenated."""
+def corpus_file(source: str, out_dir: str, min_bytes: int = 0) -> str:
+    """One file of bytes to train on: `source` itself, or its files concatenated; at least
+    `min_bytes` of them (the workers draw sequences of seq_len + 1 bytes)."""
+    from .checks import input_source, shown
+    input_source("--corpus", source)
     if os.path.isfile(source):
-        return source
-    if not os.path.isdir(source):
-        raise LiveError(f"--corpus {source}: no such file or directory")
-    path = os.path.join(out_dir, "corpus.txt")
-    with open(path, "wb") as out:
-        for name in sorted(os.listdir(source)):
-            full = os.path.join(source, name)
-            if os.path.isfile(full) and not os.path.islink(full):
-                with open(full, "rb") as f:
-                    out.write(f.read())
-    if os.path.getsize(path) < 4096:
-        raise LiveError(f"--corpus {source}: less than 4 KiB of text")
+        path = source
+    else:
+        path = os.path.join(out_dir, "corpus.txt")
+        with open(path, "wb") as out:
+            for name in sorted(os.listdir(source)):
+                full = os.path.join(source, name)
+                if os.path.isfile(full) and not os.path.islink(full):
+                    with open(full, "rb") as f:
+                        out.write(f.read())
+        if os.path.getsize(path) < 4096:
+            raise LiveError(f"--corpus '{shown(source)}': less than 4 KiB of text")
+    size = os.path.getsize(path)
+    if size < min_bytes:
+        raise LiveError(f"--corpus '{shown(source)}': {size} bytes; the workers draw sequences "
+                        f"of seq_len + 1 bytes and need at least {min_bytes}")
     return path
 
 

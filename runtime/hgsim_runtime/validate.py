@@ -27,7 +27,6 @@ simulator gives each GPU its own processor): the command refuses plans with more
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import multiprocessing
@@ -39,24 +38,42 @@ import tempfile
 import hgsim
 from hgsim.files import atomic_open
 
+from . import checks
 from . import live
 from . import wan
 from . import profile as profiling
 from .plan import LiveError
-from .supervisor import WorkerFailed
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> checks.Parser:
     p = live.build_parser("hgsim validate live")
     p.description = "Simulate a plan and run it live on this machine; compare."
     p.set_defaults(steps=6)
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--cores", default=os.cpu_count() or 1,
                    help="CPU cores the workers may use at once (default: all)")
     p.add_argument("--allow-shared-cores", action="store_true",
                    help="run even when more workers than cores compute at once")
-    p.add_argument("--repeats", type=int, default=profiling.REPEATS,
-                   help="profiler repetitions per shape")
+    p.add_argument("--repeats", default=profiling.REPEATS,
+                   help=f"profiler repetitions per shape (default {profiling.REPEATS})")
     return p
+
+
+def check_arguments(args) -> None:
+    """The options `hgsim live` takes (live.check_arguments) and validation's own, before
+    anything is profiled or started: the live profile needs a step after the first (step 0
+    warms up and is not timed), and `hgsim live`'s options that do something else than
+    validating are refused rather than ignored."""
+    for flag, given in (("--prepare-only", args.prepare_only), ("--summarise", args.summarise),
+                        ("--inject-failure", args.inject_failure)):
+        if given:
+            raise LiveError(f"{flag} is an option of `hgsim live`, not of `hgsim validate live`")
+    args.steps = checks.integer("--steps", args.steps, 2,
+                                why="step 0 warms up; the profile and the times come from the "
+                                    "steps after it")
+    args.repeats = checks.integer("--repeats", args.repeats, 1)
+    args.cores = checks.integer("--cores", args.cores, 1, os.cpu_count() or 1,
+                                why="the cores of this machine")
+    live.check_arguments(args)
 
 
 def rel_error(sim: float, live_value: float) -> float | None:
@@ -111,24 +128,27 @@ def _pingpong(rank: int, port: int, sizes: list[int], repeats: int, queue):
 
 def _result_of(children, queue, timeout_s: float, what: str):
     """The first result a child puts on `queue`; LiveError at once when every child has
-    ended without one, or after `timeout_s`, instead of waiting out the timeout."""
+    ended without one, or after `timeout_s`, instead of waiting out the timeout. The children
+    are killed when this ends otherwise (Ctrl-C included)."""
     import queue as queues
     import time
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            return queue.get(timeout=0.5)
-        except queues.Empty:
-            pass
-        dead = [c for c in children if not c.is_alive()]
-        if len(dead) == len(children) or any(c.exitcode for c in dead):
-            codes = ", ".join(str(c.exitcode) for c in dead)
-            for c in children:
-                c.kill()
-            raise LiveError(f"{what} ended without a result (exit status {codes})")
-    for c in children:
-        c.kill()
-    raise LiveError(f"{what} gave no result within {timeout_s:.0f} s")
+    try:
+        while time.monotonic() < deadline:
+            try:
+                return queue.get(timeout=0.5)
+            except queues.Empty:
+                pass
+            dead = [c for c in children if not c.is_alive()]
+            if len(dead) == len(children) or any(c.exitcode for c in dead):
+                codes = ", ".join(str(c.exitcode) for c in dead)
+                raise LiveError(f"{what} ended without a result (exit status {codes})")
+        raise LiveError(f"{what} gave no result within {timeout_s:.0f} s")
+    except BaseException:
+        for c in children:
+            c.kill()
+            c.join(timeout=5)
+        raise
 
 
 def measure_loopback(repeats: int = 20) -> dict:
@@ -275,15 +295,15 @@ def sim_wan_bytes(sim: dict) -> float:
 
 
 def run(args, echo) -> dict:
+    check_arguments(args)
     job = live.prepare(args)
-    job["corpus"] = args.corpus
-    job["steps"] = args.steps
     workers = len(job["ranks"])
     if workers > args.cores and not args.allow_shared_cores:
-        raise LiveError(f"the plan has {workers} workers and this machine {args.cores} cores: "
+        raise LiveError(f"the plan has {workers} workers and --cores {args.cores}: "
                         "the simulator gives every GPU its own processor, so more workers "
                         "than cores computing at once would not compare (--allow-shared-cores "
                         "to run anyway)")
+    live.check_run(job)
     out_dir = args.out or tempfile.mkdtemp(prefix="hgsim-validate-")
     os.makedirs(out_dir, exist_ok=True)
     echo(f"profiling the live model's layers on this CPU, alone ({args.repeats} repeats per "
@@ -426,22 +446,20 @@ def print_result(r: dict, echo=print):
     echo(f"outputs: {r['live']['out_dir']} (validation.json, traces, layer profile)")
 
 
+def _run(args) -> int:
+    echo = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    result = run(args, echo)
+    with live.standard_output():
+        if args.json:
+            print(json.dumps(result, indent=1))
+        else:
+            print_result(result)
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    echo = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    try:
-        result = run(args, echo)
-    except (LiveError, hgsim.Error, wan.WanSetupError) as e:
-        print(f"hgsim validate live: error: {e}", file=sys.stderr)
-        return 1
-    except WorkerFailed as e:
-        print(f"hgsim validate live: the live run failed: {e}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print_result(result)
-    return 0
+    return live.run_command("hgsim validate live", args, _run)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ job's output folder.
 
 from __future__ import annotations
 
-import argparse
+import datetime
 import json
 import os
 import sys
@@ -39,10 +39,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from . import checks
 from . import comm
 from .comm import ACTIVITY, TAG_ACTIVATIONS, TAG_GRADIENTS, TAG_KIND, TAG_RING, Wire, now
 from .model import GptConfig, StageModule, TensorParallel
 from .outer import OuterSync
+from .plan import LiveError
 from .trace import Discard, Recorder
 
 
@@ -66,6 +68,13 @@ def schedule_ops(schedule: str, stages: int, stage: int, micro_batches: int) -> 
         ops += [("F", warmup + k), ("B", k)]
     ops += [("B", k) for k in range(m - warmup, m)]
     return ops
+
+
+def data_seed(seed: int, step: int) -> int:
+    """The seed of a step's batch offsets. Modulo 2^63 - 1, as model._generator's: every seed
+    up to checks.MAX_SEED gives one torch takes (the seeds of the runs before were below the
+    modulus and draw what they always drew)."""
+    return (seed * 7919 + step) % (2**63 - 1)
 
 
 class Worker:
@@ -143,7 +152,7 @@ class Worker:
         global batch draws its sequences at random offsets (seeded by step), in the order
         pipelines, replicas, micro-batches, sequences."""
         job, me = self.job, self.me
-        g = torch.Generator().manual_seed(job["seed"] * 7919 + step)
+        g = torch.Generator().manual_seed(data_seed(job["seed"], step))
         n = sum(p["replicas"] * p["micro_batches"] for p in job["pipelines"]) * self.micro_batch
         offsets = torch.randint(0, self.corpus.numel() - self.cfg.seq_len - 1, (n,), generator=g)
         base = sum(p["replicas"] * p["micro_batches"]
@@ -457,39 +466,51 @@ def watchdog(stall_s: float):
             reported = since
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="hgsim_runtime.worker")
+def setup(argv=None) -> tuple[dict, int, str, str]:
+    """The job, this worker's rank and rank 0's address and port, from the command line and
+    the torch.distributed environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), each
+    checked before anything starts: LiveError saying which and why."""
+    parser = checks.Parser(prog="hgsim_runtime.worker")
     parser.add_argument("--job", required=True)
-    parser.add_argument("--rank", type=int, default=None,
-                        help="this worker's rank (default: $RANK)")
+    parser.add_argument("--rank", default=None, help="this worker's rank (default: $RANK)")
     args = parser.parse_args(argv)
-    if args.rank is None:
-        if "RANK" not in os.environ:
-            parser.error("--rank or the RANK environment variable is required")
-        args.rank = int(os.environ["RANK"])
-    with open(args.job) as f:
-        job = json.load(f)
+    job = checks.read_job(args.job)
+    world = len(job["ranks"])
+    rank = None if args.rank is None else checks.integer("--rank", args.rank, 0, world - 1)
+    rank, address, port = checks.worker_environment(os.environ, world, rank)
+    if not isinstance(job.get("out_dir"), str):
+        raise LiveError(f"'{checks.shown(args.job)}': not a job a worker can run: no "
+                        "out_dir (written by `hgsim live --prepare-only`)")
+    job["timeout_s"] = checks.seconds("the job's timeout_s", job.get("timeout_s"))
+    address = address or job.get("master_addr", "127.0.0.1")
+    port = port or checks.integer("the job's master_port", job.get("master_port", 29500), 1,
+                                  checks.MAX_PORT)
+    os.makedirs(job["out_dir"], exist_ok=True)
+    return job, rank, address, str(port)
+
+
+def main(argv=None):
+    try:
+        job, rank, addr, port = setup(argv)
+    except LiveError as e:
+        raise SystemExit(f"hgsim_runtime.worker: error: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"hgsim_runtime.worker: error: '{checks.shown(e.filename)}': "
+                         f"{e.strerror}") from None
     torch.set_num_threads(1)
     world = len(job["ranks"])
-    if int(os.environ.get("WORLD_SIZE", world)) != world:
-        raise SystemExit(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but the job has {world} ranks")
-    if not 0 <= args.rank < world:
-        raise SystemExit(f"rank {args.rank} is not in 0..{world - 1}")
-    os.makedirs(job["out_dir"], exist_ok=True)
     if job.get("pin_cores"):
         cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[args.rank % len(cores)]})
-    addr = os.environ.get("MASTER_ADDR", job.get("master_addr", "127.0.0.1"))
-    port = os.environ.get("MASTER_PORT", str(job.get("master_port", 29500)))
-    print(f"rank {args.rank}/{world} joining tcp://{addr}:{port} "
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
+    print(f"rank {rank}/{world} joining tcp://{addr}:{port} "
           f"(iface {os.environ.get('GLOO_SOCKET_IFNAME', 'default')})", flush=True)
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=args.rank,
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=world,
-                            timeout=__import__("datetime").timedelta(seconds=job["timeout_s"]))
+                            timeout=datetime.timedelta(seconds=job["timeout_s"]))
     if job.get("stall_s"):
         import threading
         threading.Thread(target=watchdog, args=(job["stall_s"] / 2,), daemon=True).start()
-    worker = Worker(job, args.rank)
+    worker = Worker(job, rank)
     worker.build()
     worker.run()
     dist.destroy_process_group()

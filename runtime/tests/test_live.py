@@ -297,7 +297,8 @@ def test_sequence_parallelism_needs_tp_to_divide_seq_len_the_simulators_check():
     message = "with sequence_parallel, tp 2 must divide training.seq_len 15"
     with pytest.raises(hgsim.Error, match=message):
         live.job_from(hgsim.resolve(uneven))
-    with pytest.raises(hgsim.Error, match=message):
+    with pytest.raises(LiveError, match="the scenario of the live run .*--scale-model seq_len=15"
+                       rf"[^\n]*is refused:\n.*{message}"):
         job_of(plan, scale={"seq_len": 15})
 
 
@@ -469,3 +470,273 @@ def test_a_wan_bound_plan_is_refused_where_links_are_not_shaped(tmp_path):
     share = re.search(r"(\d+)% of the iteration", message)
     assert share and int(share.group(1)) > 50, message
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["layer-profile-isolated.json"]
+
+
+# ---- hostile input: refused before any worker starts ---------------------------------------
+#
+# Every bad value is one line naming the option and the value, exit status 1, no traceback,
+# nothing created (checks.py). These run the command in this process (no worker starts).
+
+COMPUTE_BOUND = LIVE_SCENARIOS / "compute-bound-1f1b.yaml"
+
+
+def refused(capsys, *args, command=live.main):
+    """Runs the command, which must refuse its input; returns its stderr, checked to be one
+    line (the usage line of argparse aside) without a traceback."""
+    try:
+        status = command([str(a) for a in args])
+    except SystemExit as e:  # argparse's usage errors
+        status = e.code
+    out, err = capsys.readouterr()
+    assert status == 1, (out, err)
+    assert "Traceback" not in err and "Warning" not in err, err
+    lines = [line for line in err.splitlines() if not line.startswith((" ", "usage:"))]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("flag,value,expected", [
+    ("--timeout", "nan", "a positive finite number of seconds"),
+    ("--timeout", "inf", "a positive finite number of seconds"),
+    ("--timeout", "-1", "a positive finite number of seconds"),
+    ("--timeout", "0", "a positive finite number of seconds"),
+    ("--stall", "-5", "a positive finite number of seconds"),
+    ("--stall", "nan", "a positive finite number of seconds"),
+    ("--lr", "nan", "a positive finite learning rate"),
+    ("--lr", "inf", "a positive finite learning rate"),
+    ("--lr", "-1", "a positive finite learning rate"),
+    ("--seed", "99999999999999999999999", "an integer from 0 to 9223372036854775807"),
+    ("--seed", "-1", "an integer from 0 to"),
+    ("--steps", "0", "an integer of at least 1"),
+    ("--steps", "abc", "an integer of at least 1"),
+    ("--max-workers", "0", "an integer of at least 1"),
+])
+def test_bad_numbers_are_refused_naming_the_option_and_the_value(capsys, tmp_path, flag, value,
+                                                                  expected):
+    out = tmp_path / "out"
+    line = refused(capsys, COMPUTE_BOUND, flag, value, "--out", out)
+    assert line == f"hgsim live: error: {flag}: expected {expected}" + line.split(expected)[1]
+    assert line.endswith(f"found '{value}'")
+    assert not out.exists()
+
+
+def test_the_largest_seed_is_a_seed_every_generator_takes():
+    from hgsim_runtime import checks
+    from hgsim_runtime.model import _generator
+    from hgsim_runtime.worker import data_seed
+    assert data_seed(1234, 3) == 1234 * 7919 + 3  # the runs before draw what they drew
+    torch.Generator().manual_seed(data_seed(checks.MAX_SEED, 10**6))
+    _generator(checks.MAX_SEED, 1, 3)
+    torch.manual_seed(checks.MAX_SEED)
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--steps", "1"], "--steps: expected an integer of at least 2, found '1' (step 0 warms up"),
+    (["--repeats", "0"], "--repeats: expected an integer of at least 1, found '0'"),
+    (["--repeats", "-2"], "--repeats: expected an integer of at least 1, found '-2'"),
+    (["--cores", "0"], f"--cores: expected an integer from 1 to {os.cpu_count()}, found '0'"),
+    (["--cores", "1000000"], f"--cores: expected an integer from 1 to {os.cpu_count()}"),
+    (["--summarise"], "--summarise is an option of `hgsim live`, not of `hgsim validate live`"),
+    (["--inject-failure", "0:1:crash"], "--inject-failure is an option of `hgsim live`"),
+])
+def test_validate_refuses_its_bad_options_before_profiling(capsys, tmp_path, args, expected):
+    out = tmp_path / "out"
+    line = refused(capsys, COMPUTE_BOUND, *args, "--out", out, command=validate.main)
+    assert line.startswith(f"hgsim validate live: error: {expected}"), line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("[1,2]", "expected a JSON object such as '{\"wan_activations\": \"int8\"}', found a list"),
+    ('"int8"', "found a string"),
+    ("[" * 60000 + "]" * 60000, "nests too deep"),
+    ("{nope", "not JSON"),
+    ('{"nope": "int8"}', "--compression: unknown key 'nope'; valid: wan_activations, "
+                         "wan_gradients"),
+    ('{"wan_activations": "nope"}', "--compression: wan_activations: unknown codec 'nope'"),
+    ('{"wan_activations": "int8\\u001b[2J"}', "unknown codec 'int8\\x1b[2J'"),
+])
+def test_compression_must_be_a_json_object_of_the_scenarios_codecs(capsys, text, expected):
+    line = refused(capsys, COMPUTE_BOUND, "--compression", text, "--prepare-only")
+    assert expected in line and "\x1b" not in line
+    assert len(line) < 400  # the 120 000 characters of the nested one are not echoed
+
+
+def test_paths_are_checked_before_the_run_and_nothing_is_left_behind(capsys, tmp_path):
+    from hgsim_runtime.checks import shown  # a path is quoted as any input: 60 characters
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    new = tmp_path / "new" / "deeper"
+    trace = tmp_path / "none" / "t.json"
+    cases = [
+        (["--out", a_file], f"--out '{shown(a_file)}': not a folder (it is a regular file)"),
+        (["--out", a_file / "sub"], f"--out '{shown(a_file / 'sub')}': cannot create the "
+                                    f"folder: '{shown(a_file)}' is a regular file, not a folder"),
+        (["--out", new, "--trace", tmp_path], f"--trace '{shown(tmp_path)}': it is a folder"),
+        (["--out", new, "--trace", trace],
+         f"--trace '{shown(trace)}': no folder '{shown(trace.parent)}'"),
+        (["--corpus", "/dev/null"], "--corpus '/dev/null': not a regular file or a folder of "
+                                    "text files (it is a character device)"),
+        (["--corpus", tmp_path / "missing"], "--corpus '"),
+    ]
+    for args, expected in cases:
+        line = refused(capsys, COMPUTE_BOUND, *args)
+        assert line.startswith(f"hgsim live: error: {expected}"), line
+        assert not (tmp_path / "new").exists()  # the folder made to check --out is gone
+    # A path that is not UTF-8 (a byte \xff from the command line) is said so, not a
+    # UnicodeEncodeError; its byte is shown escaped.
+    for args in ([os.fsdecode(b"/nonexistent/\xff.yaml")],
+                 [COMPUTE_BOUND, "--out", os.fsdecode(b"/nonexistent/\xff")]):
+        line = refused(capsys, *args)
+        assert "is not UTF-8" in line and "\\xff" in line, line
+
+
+def test_scale_model_keys_once_and_a_model_that_cannot_fit_is_refused(capsys, tmp_path):
+    with pytest.raises(LiveError, match="hidden is given twice"):
+        planning.parse_scale("hidden=64,hidden=32")
+    # The simulator's memory estimate (models/) of every worker, against what is available.
+    plan = PLANS["two stages 1f1b"]
+    job_of(plan, scale={"seq_len": 64})  # fits in 1 GB: no error
+    live.check_memory(job_of(plan, scale={"seq_len": 64}), available=1e9)
+    with pytest.raises(LiveError, match=r"needs about [\d.]+ GiB for its 2 workers, more than "
+                                        r"the 0\.9 GiB .* seq_len 8192.*--scale-model"):
+        live.check_memory(job_of(plan, scale={"seq_len": 8192}), available=1e9)
+    out = tmp_path / "out"
+    line = refused(capsys, COMPUTE_BOUND, "--scale-model", "seq_len=100000", "--out", out)
+    assert "needs about" in line and "seq_len 100000" in line
+    assert not out.exists()
+
+
+def test_an_injected_failure_must_name_a_rank_and_a_step_of_the_run(capsys):
+    line = refused(capsys, COMPUTE_BOUND, "--inject-failure", "9:1:crash", "--prepare-only")
+    assert line.endswith("--inject-failure 9:1:crash: rank 9 is not one of the plan's ranks "
+                         "0..1")
+    line = refused(capsys, COMPUTE_BOUND, "--steps", 1, "--inject-failure", "0:5:crash",
+                   "--prepare-only")
+    assert line.endswith("step 5 is past the run's steps 0..0 (--steps 1)")
+
+
+def test_a_zero_stage_is_noted_and_not_simulated_by_validation():
+    job = job_of(dict(PLANS["dp2 -> tp2 resharded"], zero=2))
+    assert any(n.startswith("ZeRO stage 2 is not executed live") for n in job["notes"])
+    assert hgsim.resolve(job["live_scenario"])["choices"]["zero"] == 0
+    assert not any("ZeRO" in n for n in job_of(PLANS["dp2 -> tp2 resharded"])["notes"])
+
+
+def test_warnings_are_plain_lines_said_once_and_errors_once(capsys, tmp_path):
+    """hgsim's warnings as the command line prints them (not Python's UserWarning with a line
+    of source), once; the scenario's strategy's left out when --plan replaces it; an error
+    with one 'error:' and reported once."""
+    idle = dict(PLANS["two stages 1f1b"])
+    path = tmp_path / "idle.json"
+    path.write_text(json.dumps(scenario(idle)))  # 1 of the 4 GPUs of each cluster
+    assert live.main([str(path), "--prepare-only", "--out", str(tmp_path / "job")]) == 0
+    err = capsys.readouterr().err
+    assert "UserWarning" not in err and "resolve(" not in err
+    lines = err.splitlines()
+    assert len(lines) == 2 and all(re.match(rf"{re.escape(str(path))}: warning: "
+                                            "strategy.pipelines: the plan uses 1 of the 4 GPUs",
+                                            line) for line in lines), err
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(dict(idle, pipelines=[
+        dict(p, stages=[dict(s, dp=4) for s in p["stages"]]) for p in idle["pipelines"]])))
+    assert live.main([str(path), "--plan", str(plan), "--prepare-only", "--out",
+                      str(tmp_path / "job2")]) == 0
+    assert capsys.readouterr().err == ""
+    line = refused(capsys, path, "--plan", plan, "--compression", '{"wan_gradients": "nope"}')
+    assert line.count("error:") == 1 and line.count("nope") == 1
+
+
+def write_run(folder: Path, job: dict, steps_done: dict[int, int]):
+    """The files a run's workers leave: every rank's step records and spans."""
+    for role in job["ranks"]:
+        rank = role["rank"]
+        records = [{"step": s, "rank": rank, "start": s, "end": s + 0.1, "loss_sum": 5.0 * 16,
+                    "tokens": 16, "compute_s": 0.05, "wan_raw_bytes": 0, "wan_wire_bytes": 0}
+                   for s in range(steps_done[rank])]
+        (folder / f"rank{rank}.steps.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in records))
+        (folder / f"rank{rank}.spans.json").write_text(
+            json.dumps([["forward", "forward", 0, 0.0, 0.01, None]]))
+
+
+def test_summarise_refuses_what_is_not_a_finished_run(capsys, tmp_path):
+    not_a_job = tmp_path / "not-a-job"
+    not_a_job.mkdir()
+    (not_a_job / "job.json").write_text("[]")
+    line = refused(capsys, not_a_job, "--summarise")
+    assert line.endswith("': job.json: not a job: a list, not an object")
+    run = tmp_path / "run"
+    assert live.main([str(COMPUTE_BOUND), "--steps", "3", "--prepare-only", "--out",
+                      str(run)]) == 0
+    capsys.readouterr()
+    job = json.loads((run / "job.json").read_text())
+    # A worker killed at its step 2 of 3: the run did not finish, nothing is summarised.
+    write_run(run, job, {0: 3, 1: 2})
+    line = refused(capsys, run, "--summarise")
+    assert line.endswith("': the run did not finish: rank 1 recorded 2 of 3 steps (the rank "
+                         "logs say why); a summary needs every rank's steps")
+    assert not (run / "summary.json").exists() and not (run / "loss.csv").exists()
+    # Finished, but the trace cannot be written: the results are, and the message says where.
+    write_run(run, job, {0: 3, 1: 3})
+    if os.path.exists("/dev/full"):
+        line = refused(capsys, run, "--summarise", "--trace", "/dev/full")
+        assert line == (f"hgsim live: error: --trace '/dev/full': cannot write it: No space left "
+                        f"on device; loss.csv and summary.json are in {run}")
+        assert json.loads((run / "summary.json").read_text())["steps"] == 3
+        assert len((run / "loss.csv").read_text().splitlines()) == 4
+    assert live.main([str(run), "--summarise", "--trace", str(tmp_path / "t.json")]) == 0
+    assert json.loads((run / "summary.json").read_text())["trace"] == str(tmp_path / "t.json")
+
+
+def test_a_worker_started_by_hand_checks_its_environment(tmp_path):
+    from hgsim_runtime import checks
+    bad = [({"WORLD_SIZE": "abc"}, "WORLD_SIZE: expected an integer of at least 1, found 'abc'"),
+           ({"WORLD_SIZE": "3"}, "WORLD_SIZE=3 but the job has 2 ranks"),
+           ({"RANK": "2"}, "RANK: expected an integer from 0 to 1, found '2'"),
+           ({"RANK": "0", "MASTER_PORT": "99999"},
+            "MASTER_PORT: expected an integer from 1 to 65535, found '99999'"),
+           ({"RANK": "0", "MASTER_ADDR": ""}, "MASTER_ADDR: an empty address"),
+           ({}, "--rank or the RANK environment variable is required")]
+    for environ, message in bad:
+        with pytest.raises(LiveError, match=re.escape(message)):
+            checks.worker_environment(environ, 2, None)
+    assert checks.worker_environment({"RANK": "1", "MASTER_PORT": "29500"}, 2, None) == \
+        (1, None, 29500)
+    # The command: one line, exit status 1, for a bad variable and for a file not a job.
+    (tmp_path / "job.json").write_text('{"ranks": 3}')
+    for env, job, message in [({"RANK": "0", "WORLD_SIZE": "abc"}, "", "WORLD_SIZE: expected"),
+                              ({"RANK": "0"}, tmp_path / "job.json",
+                               "not a job: 'ranks' is missing or not a list")]:
+        if not job:
+            assert live.main([str(COMPUTE_BOUND), "--prepare-only", "--out",
+                              str(tmp_path / "job")]) == 0
+            job = tmp_path / "job" / "job.json"
+        worker = subprocess.run([sys.executable, "-m", "hgsim_runtime.worker", "--job", str(job)],
+                                env=dict(os.environ, **env), capture_output=True, text=True,
+                                timeout=60)
+        assert worker.returncode == 1 and "Traceback" not in worker.stderr, worker.stderr
+        assert worker.stderr.startswith("hgsim_runtime.worker: error: ") and message in \
+            worker.stderr and len(worker.stderr.splitlines()) == 1, worker.stderr
+
+
+def test_ctrl_c_ends_the_run_in_one_line_with_status_130(tmp_path):
+    """Ctrl-C: every worker and namespace removed, one line, exit status 130 (128 + SIGINT)."""
+    import signal
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "hgsim_runtime.live", str(COMPUTE_BOUND),
+                             "--steps", "1000", "--out", str(tmp_path)],
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "step 1/" not in proc.stdout.readline() and time.monotonic() < deadline:
+            pass
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "hgsim live: interrupted" and "Traceback" not in err
+    assert worker_processes(tmp_path) == [] and namespaces_of(proc.pid) == []
