@@ -125,7 +125,10 @@ class Warnings:
     def __enter__(self):
         self._catcher = warnings.catch_warnings()
         self._catcher.__enter__()
-        warnings.simplefilter("always")
+        # hgsim's are UserWarnings: each one is shown here, repeats are left out below (the
+        # default filter would also hide a warning repeated from the same line by another
+        # command run in this process).
+        warnings.filterwarnings("always", category=UserWarning)
         warnings.showwarning = self.show
         return self
 
@@ -307,6 +310,11 @@ def compression_override(text: str | None) -> dict:
     if text is None:
         return {}
     example = """'{"wan_activations": "int8"}'"""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LiveError(f"--compression '{shown(text)}': not UTF-8 text; expected a JSON "
+                        f"object such as {example}") from None
     try:
         value = json.loads(text)
     except RecursionError:

@@ -555,6 +555,7 @@ def test_validate_refuses_its_bad_options_before_profiling(capsys, tmp_path, arg
                          "wan_gradients"),
     ('{"wan_activations": "nope"}', "--compression: wan_activations: unknown codec 'nope'"),
     ('{"wan_activations": "int8\\u001b[2J"}', "unknown codec 'int8\\x1b[2J'"),
+    (os.fsdecode(b'{"wan_activations": "\xff"}'), r""""\xff"}': not UTF-8 text"""),
 ])
 def test_compression_must_be_a_json_object_of_the_scenarios_codecs(capsys, text, expected):
     line = refused(capsys, COMPUTE_BOUND, "--compression", text, "--prepare-only")
