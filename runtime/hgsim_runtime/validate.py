@@ -97,8 +97,17 @@ UNSHAPED_WAN_SHARE_LIMIT = 0.05
 
 # ---- the loopback the workers use inside a cluster ----------------------------------------
 
+def _ignore_ctrl_c():
+    """In a measuring child: Ctrl-C reaches the whole process group, and the parent, which
+    kills its children on the way out (`_result_of`), says it once; the child would print a
+    traceback."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _pingpong(rank: int, port: int, sizes: list[int], repeats: int, queue):
     import time
+    _ignore_ctrl_c()
 
     import torch
     import torch.distributed as dist
@@ -175,6 +184,7 @@ def measure_loopback(repeats: int = 20) -> dict:
 # ---- the layer profile, measured where the workers would run ------------------------------
 
 def _profile_child(job, repeats, queue):
+    _ignore_ctrl_c()
     lines = []
     result = profiling.profile_job(job, repeats=repeats, echo=lines.append)
     queue.put((result, lines))
