@@ -15,6 +15,7 @@
 #include "compress/codec.hpp"
 #include "compress/codec_spec.hpp"
 #include "core/limits.hpp"
+#include "core/units.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -102,6 +103,16 @@ CLI::App* add_codecs_command(CLI::App& app, CodecsOptions& options) {
   return cmd;
 }
 
+namespace {
+
+// Three fp32 copies of the tensor and an encoded buffer of at most 4 bytes an element (and
+// the codecs' scratch, well below that).
+constexpr double kBytesPerElement = 16;
+
+int measure_codecs(const CodecsOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace
+
 int run_codecs_command(const CodecsOptions& options, std::ostream& out, std::ostream& err) {
   const std::int64_t n = options.size;
   if (n < 1 || n > core::limits().codec_elements) {
@@ -112,6 +123,31 @@ int run_codecs_command(const CodecsOptions& options, std::ostream& out, std::ost
         << "\n";
     return kBadInput;
   }
+  // The command may take what one simulation may (HGSIM_MAX_MEMORY_BYTES), checked before
+  // anything is allocated.
+  const core::Bytes needed(kBytesPerElement * static_cast<double>(n));
+  const double memory_limit = core::limits().memory_bytes;
+  if (needed.value() > memory_limit) {
+    err << "hgsim codecs: --size " << n << ": needs about " << core::human_size(needed)
+        << " of memory (16 bytes an element: three fp32 copies and the encoded buffer), more "
+           "than "
+        << core::human_size(core::Bytes(memory_limit)) << "; use a smaller --size, or "
+        << core::limit_hint("HGSIM_MAX_MEMORY_BYTES", memory_limit) << "\n";
+    return kBadInput;
+  }
+  try {
+    return measure_codecs(options, out, err);
+  } catch (const std::bad_alloc&) {
+    err << "hgsim codecs: --size " << n << ": out of memory: this machine cannot hold "
+        << core::human_size(needed) << " (16 bytes an element); use a smaller --size\n";
+    return kBadInput;
+  }
+}
+
+namespace {
+
+int measure_codecs(const CodecsOptions& options, std::ostream& out, std::ostream& err) {
+  const std::int64_t n = options.size;
   const std::uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -206,5 +242,7 @@ int run_codecs_command(const CodecsOptions& options, std::ostream& out, std::ost
       << ". Random data has no low-rank structure: PowerSGD's error here is its worst case.\n";
   return kSuccess;
 }
+
+}  // namespace
 
 }  // namespace hgsim::apps

@@ -695,6 +695,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (const auto exit_code = parse_command_line(app, argc, argv, out, err)) return *exit_code;
   try {
     return run_command(commands, args, out, err);
+  } catch (const std::bad_alloc&) {
+    // Not a bug: an input that needs more memory than the machine gives (each command
+    // checks what it can foresee against README "Limits" first).
+    err << "hgsim: out of memory: the machine could not give what this input needs; make it "
+           "smaller, or run it on a machine with more memory\n";
+    return kBadInput;
   } catch (const std::exception& e) {
     err << "hgsim: internal error: " << e.what() << "\n";
     return kInternalError;

@@ -51,63 +51,6 @@ std::string Node::describe() const {
   return quoted ? "the text \"" + excerpt(text) + "\"" : "'" + excerpt(text) + "'";
 }
 
-namespace {
-
-// Escapes the character at text[i] when a terminal would act on it, advancing i past it:
-// C0 controls and DEL as \xNN, C1 controls (U+0080-U+009F) and the bidirectional and
-// line-separator marks (U+200E/F, U+2028/9, U+202A-E, U+2066-9: text that reads in another
-// order than it runs) as \uNNNN. False when the character is plain.
-bool escape_at(std::string_view text, std::size_t& i, std::string& out) {
-  static const char* hex = "0123456789abcdef";
-  const auto byte = [&](std::size_t k) {
-    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u;
-  };
-  const unsigned c = byte(i);
-  auto u = [&](unsigned cp, std::size_t length) {
-    out += "\\u";
-    for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
-    i += length - 1;
-    return true;
-  };
-  if (c < 0x20 || c == 0x7F) {
-    out += "\\x";
-    out += hex[c >> 4];
-    out += hex[c & 15];
-    return true;
-  }
-  if (c == 0xC2 && byte(i + 1) >= 0x80 && byte(i + 1) <= 0x9F) return u(byte(i + 1), 2);
-  if (c == 0xE2 && (byte(i + 1) & 0xC0) == 0x80 && (byte(i + 2) & 0xC0) == 0x80) {
-    const unsigned cp = ((c & 0x0F) << 12) | ((byte(i + 1) & 0x3F) << 6) | (byte(i + 2) & 0x3F);
-    if (cp == 0x200E || cp == 0x200F || cp == 0x2028 || cp == 0x2029 ||
-        (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
-      return u(cp, 3);
-  }
-  return false;
-}
-
-}  // namespace
-
-std::string escaped(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i)
-    if (!escape_at(text, i, out)) out += text[i];
-  return out;
-}
-
-std::string excerpt(std::string_view text) {
-  constexpr std::size_t kShown = 60;
-  std::string out;
-  std::size_t i = 0;
-  // Never cut inside a UTF-8 sequence: the cut is at a byte that starts a character.
-  auto continuation = [&](std::size_t k) {
-    return k < text.size() && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80;
-  };
-  for (; i < text.size() && (i < kShown || continuation(i)); ++i)
-    if (!escape_at(text, i, out)) out += text[i];
-  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " characters)";
-  return out;
-}
-
 // ---- text after escapes are decoded -------------------------------------------------------
 
 namespace {
@@ -156,6 +99,11 @@ SourceLocation location_of(const YAML::Mark& mark, const std::string& file) {
 // anchored value, so a document can be a graph: an alias inside its own anchor is a cycle,
 // and aliases of aliases grow exponentially when expanded. Both are bounded here: the depth
 // (ancestors) and the number of values made (budget) are limits.
+// yaml-cpp's parser refuses documents nested past 500 of its levels (YAML::DeepRecursion;
+// measured: a flow list of 500 levels, a block mapping of 499). A little below, so that
+// every document it refuses is reported as past the reader.
+constexpr int kYamlReaderDepth = 490;
+
 struct Expansion {
   std::int64_t budget;
   bool reported = false;
@@ -389,12 +337,19 @@ std::optional<Node> parse_yaml(std::string_view text, const std::string& file, D
     if (n.is_null()) n.where = {file, 1, 1};
     return n;
   } catch (const YAML::DeepRecursion& e) {
-    // yaml-cpp stops at its own depth (hundreds of levels), far past ours, and says only
-    // "bad file": the same message as a document our depth check sees whole.
-    diags.error(
-        location_of(e.mark, file), "",
-        "lists and mappings nest more than " + std::to_string(limits().document_depth) + " deep",
-        limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", limits().document_depth));
+    // yaml-cpp stops at its own depth and says only "bad file". Below it, the same message
+    // as a document our depth check sees whole; past it, raising our limit would not help.
+    const int depth = limits().document_depth;
+    if (depth < kYamlReaderDepth)
+      diags.error(location_of(e.mark, file), "",
+                  "lists and mappings nest more than " + std::to_string(depth) + " deep",
+                  limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", depth));
+    else
+      diags.error(location_of(e.mark, file), "",
+                  "lists and mappings nest deeper than the YAML reader goes (yaml-cpp stops "
+                  "at about 500 levels)",
+                  "write the document as JSON, which may nest up to HGSIM_MAX_DOCUMENT_DEPTH (" +
+                      std::to_string(depth) + ")");
     return std::nullopt;
   } catch (const YAML::Exception& e) {
     diags.error(location_of(e.mark, file), "", "not valid YAML: " + e.msg);
@@ -741,8 +696,8 @@ std::optional<std::string> as_name(const Node& n, const std::string& path, Diagn
     d.error(n.where, path, "a name may not be empty");
     return std::nullopt;
   }
-  if (n.text.size() > 200) {
-    d.error(n.where, path, "a name of " + std::to_string(n.text.size()) + " characters",
+  if (const std::size_t length = utf8_length(n.text); length > 200) {
+    d.error(n.where, path, "a name of " + std::to_string(length) + " characters",
             "names are at most 200 characters");
     return std::nullopt;
   }

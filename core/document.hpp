@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/diagnostics.hpp"
+#include "core/text.hpp"
 
 namespace hgsim::core {
 
@@ -41,13 +42,6 @@ struct Node {
   // "a mapping", "a sequence", "the number 3", "the text 'abc'", "nothing"
   std::string describe() const;
 };
-
-// At most 60 characters of `text`, escaped as `escaped` does, with the length when cut: what
-// a message may quote of the user's input (Python's hgsim.plots quotes through it too).
-std::string excerpt(std::string_view text);
-// `text` with every character a terminal would act on escaped: C0 controls and DEL as \xNN,
-// C1 controls and the bidirectional and line-separator marks as \uNNNN.
-std::string escaped(std::string_view text);
 
 // Parses YAML text; syntax errors and duplicate keys go to `diags` with their position.
 // Refused with their position too: text that is not UTF-8, a second document, aliases

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace hgsim::core {
 
@@ -24,13 +25,23 @@ struct Limits {
   std::int64_t codec_elements;  // HGSIM_MAX_CODEC_ELEMENTS: elements one encoded buffer holds
 };
 
+// The most HGSIM_MAX_DOCUMENT_DEPTH may be: what the readers' recursion takes on the
+// default 8 MB stack with a wide margin (measured in core/limits.cpp).
+constexpr int kMaxDocumentDepth = 5000;
+
 // The limits in force: the defaults, with every HGSIM_MAX_* / HGSIM_MIN_* variable that
-// is set applied (read once). An override that is not a positive number is ignored, with
-// one warning on stderr naming it.
+// is set applied (read once). Each variable has a range (a whole number from 1 to 10^9 for
+// most counts; README "Limits"); a value outside it, or not a number, is ignored with one
+// warning on stderr naming the variable, the value, why and the range.
 const Limits& limits();
 Limits default_limits();
 
-// The hint every limit error ends with: "the limit is N; set NAME=... to raise it".
+// Why `text` is not a value `variable` may be set to ("too large; expected a whole number
+// from 1 to 5000"), or nullopt when it is one: the rule limits() applies.
+std::optional<std::string> limit_refusal(const char* variable, std::string_view text);
+
+// The hint every limit error ends with: "the limit is N; set NAME to raise it", or, at the
+// most NAME may be, "the limit is N, the most NAME may be".
 std::string limit_hint(const char* variable, double limit);
 
 // Checked arithmetic for counts that multiply (GPUs, micro-batches, replicas): nullopt

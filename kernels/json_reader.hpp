@@ -38,9 +38,9 @@ class JsonReader {
     for (char c : text)
       if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7F)
         fail(join(path, key), "a control character in " + quote(v));
-    if (text.size() > 4096)
+    if (const std::size_t length = core::utf8_length(text); length > 4096)
       fail(join(path, key),
-           "a text of " + std::to_string(text.size()) + " characters; at most 4096: " + quote(v));
+           "a text of " + std::to_string(length) + " characters; at most 4096: " + quote(v));
     return text;
   }
   double number(const Json& object, const std::string& path, const char* key, bool positive) const {

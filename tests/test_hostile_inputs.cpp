@@ -688,8 +688,39 @@ TEST(HostileScenarioFollowOns, ExcerptsEscapeWhatATerminalWouldActOn) {
   EXPECT_EQ(core::excerpt("line\xe2\x80\xa8two \xe2\x81\xa6x"), "line\\u2028two \\u2066x");
   EXPECT_EQ(core::excerpt("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // plain text
   const std::string long_text = std::string(59, 'x') + "\xc3\xa9" + std::string(100, 'y');
-  EXPECT_EQ(core::excerpt(long_text), std::string(59, 'x') + "\xc3\xa9... (161 characters)");
+  EXPECT_EQ(core::excerpt(long_text), std::string(59, 'x') + "\xc3\xa9... (160 characters)");
   EXPECT_EQ(core::escaped(std::string(1000, 'z') + "\x07"), std::string(1000, 'z') + "\\x07");
+  // Characters are code points: 60 'é' are shown whole, 61 are cut with their count.
+  std::string e60, e61;
+  for (int i = 0; i < 60; ++i) e60 += "\xc3\xa9";
+  e61 = e60 + "\xc3\xa9";
+  EXPECT_EQ(core::excerpt(e60), e60);
+  EXPECT_EQ(core::excerpt(e61), e60 + "... (61 characters)");
+  EXPECT_EQ(core::utf8_length(e61), 61u);
+  // Bytes that are not UTF-8 (a Latin-1 name, a stray continuation byte, a truncated or
+  // overlong sequence, a surrogate) are shown as \xNN, never passed to the terminal.
+  EXPECT_EQ(core::escaped("caf\xe9"), "caf\\xe9");
+  EXPECT_EQ(core::escaped("\xff\x80"), "\\xff\\x80");
+  EXPECT_EQ(core::escaped("a\xe2\x82"), "a\\xe2\\x82");
+  EXPECT_EQ(core::escaped("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(core::escaped("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(core::escaped("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // an emoji is text
+}
+
+// A length stated in characters counts characters (code points), not bytes: 150 'é' (300
+// bytes) is a name of 150 characters, 201 'é' is refused as 201.
+TEST(HostileScenarioFollowOns, NamesAreCountedInCharactersNotBytes) {
+  TempDir dir;
+  const std::string accented = repeat("\xc3\xa9", 150);
+  CliResult r = cli(
+      {"check", dir.write("ok.yaml", replaced(kBase, "name: t\n", "name: " + accented + "\n"))});
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = cli({"check", dir.write("long.yaml", replaced(kBase, "name: t\n",
+                                                    "name: " + repeat("\xc3\xa9", 201) + "\n"))});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("name: a name of 201 characters; names are at most 200 characters"),
+            std::string::npos)
+      << r.err;
 }
 
 // A refused value is reported once: no second error quotes the default or the zero left
@@ -1225,6 +1256,128 @@ TEST(HgsimProcess, LimitsAreSetInTheEnvironment) {
   p = run_binary({"check", scenario}, {"HGSIM_MAX_GPUS=lots"});
   EXPECT_EQ(p.status, 0) << p.err;
   EXPECT_NE(p.err.find("ignoring HGSIM_MAX_GPUS='lots'"), std::string::npos) << p.err;
+}
+
+// Each limit variable is a whole number (HGSIM_MIN_TRACE_STEP_S: a number) within a range of
+// its own; anything else is ignored with a warning that names the variable, the value (quoted
+// as any input is), why and the range. Spaces around the number do not matter.
+TEST(Limits, EachVariableIsReadWholeAndWithinItsRange) {
+  auto refusal = [](const char* variable, const char* text) {
+    return core::limit_refusal(variable, text).value_or("accepted");
+  };
+  EXPECT_EQ(refusal("HGSIM_MAX_DOCUMENT_DEPTH", "1e10"),
+            "too large; expected a whole number from 1 to 5000");
+  EXPECT_EQ(refusal("HGSIM_MAX_DOCUMENT_DEPTH", "5001"),
+            "too large; expected a whole number from 1 to 5000");
+  EXPECT_EQ(refusal("HGSIM_MAX_DOCUMENT_DEPTH", "5000"), "accepted");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "0.5"),
+            "not a whole number; expected a whole number from 1 to 1000000000");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "1.5").substr(0, 18), "not a whole number");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "1e30").substr(0, 9), "too large");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "99999999999999999999999").substr(0, 9), "too large");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "inf").substr(0, 12), "not a number");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "nan").substr(0, 12), "not a number");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "0x10").substr(0, 12), "not a number");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "5 5").substr(0, 12), "not a number");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "-3").substr(0, 12), "not positive");
+  EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", "0").substr(0, 12), "not positive");
+  for (const char* spaced : {" 5", "5 ", " 5\n", "\t5", "1e3"})
+    EXPECT_EQ(refusal("HGSIM_MAX_SWEEP_POINTS", spaced), "accepted") << spaced;
+  // Below 64 MiB SimGrid's own start-up allocations fail (it aborts instead of reporting).
+  EXPECT_EQ(refusal("HGSIM_MAX_MEMORY_BYTES", "1"),
+            "too small; expected a whole number from 67108864 to 1125899906842624");
+  EXPECT_EQ(refusal("HGSIM_MAX_CODEC_ELEMENTS", "9e18").substr(0, 9), "too large");
+  EXPECT_EQ(refusal("HGSIM_MAX_CODEC_ELEMENTS", "1099511627776"), "accepted");  // 2^40
+  EXPECT_EQ(refusal("HGSIM_MIN_TRACE_STEP_S", "0.0005"), "accepted");
+  EXPECT_EQ(refusal("HGSIM_MIN_TRACE_STEP_S", "1e-12"),
+            "too small; expected a number from 1e-09 to 86400");
+  // At the most a variable may be, the hint does not offer to raise it.
+  EXPECT_EQ(core::limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", 5000),
+            "the limit is 5000, the most HGSIM_MAX_DOCUMENT_DEPTH may be (README: Limits)");
+  EXPECT_EQ(core::limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", 64),
+            "the limit is 64; set HGSIM_MAX_DOCUMENT_DEPTH to raise it (README: Limits)");
+}
+
+TEST(HgsimProcess, ALimitOutsideItsRangeIsIgnoredWithAWarning) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  struct Case {
+    std::string setting;
+    std::string warning;
+  };
+  const std::vector<Case> cases = {
+      {"HGSIM_MAX_DOCUMENT_DEPTH=1e10",
+       "hgsim: warning: ignoring HGSIM_MAX_DOCUMENT_DEPTH='1e10': too large; expected a whole "
+       "number from 1 to 5000; the default 64 stays"},
+      {"HGSIM_MAX_DOCUMENT_DEPTH=0.5", "HGSIM_MAX_DOCUMENT_DEPTH='0.5': not a whole number"},
+      {"HGSIM_MAX_SWEEP_POINTS=1e30", "HGSIM_MAX_SWEEP_POINTS='1e30': too large"},
+      {"HGSIM_MAX_MEMORY_BYTES=1", "HGSIM_MAX_MEMORY_BYTES='1': too small"},
+      {"HGSIM_MAX_GPUS=3\x1b[2J" + std::string(100, 'x'), "HGSIM_MAX_GPUS='3\\x1b[2J"},
+  };
+  for (const Case& c : cases) {
+    Process p = run_binary({"check", scenario}, {c.setting});
+    EXPECT_EQ(p.status, 0) << c.setting << "\n" << p.err;
+    EXPECT_NE(p.err.find(c.warning), std::string::npos) << c.setting << "\n" << p.err;
+    EXPECT_EQ(p.err.find('\x1b'), std::string::npos) << p.err;
+    EXPECT_LT(p.err.find('\n'), 300u) << p.err;
+  }
+  // Spaces around a number are read alike on either side.
+  for (const std::string spaced : {"HGSIM_MAX_GPUS= 3", "HGSIM_MAX_GPUS=3 "}) {
+    Process p = run_binary({"check", scenario}, {spaced});
+    EXPECT_EQ(p.status, 1) << spaced;
+    EXPECT_NE(p.err.find("the clusters hold 4 GPUs"), std::string::npos) << spaced << p.err;
+  }
+  // HGSIM_MAX_MEMORY_BYTES at its floor still runs a simulation (SimGrid starts).
+  Process p = run_binary({"run", scenario}, {"HGSIM_MAX_MEMORY_BYTES=67108864"});
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_EQ(p.err.find("CRITICAL"), std::string::npos) << p.err;
+}
+
+// hgsim codecs takes 16 bytes an element: a --size past HGSIM_MAX_MEMORY_BYTES is refused
+// before anything is allocated, naming the size and the limit (it was std::bad_alloc, an
+// "internal error", exit 2).
+TEST(HgsimProcess, CodecsRefuseASizeThatDoesNotFitInTheMemoryLimit) {
+  Process p = run_binary({"codecs", "--size", "1000000000000"}, {"HGSIM_MAX_CODEC_ELEMENTS=1e12"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("hgsim codecs: --size 1000000000000: needs about 14.55 TiB of memory"),
+            std::string::npos)
+      << p.err;
+  EXPECT_NE(p.err.find("HGSIM_MAX_MEMORY_BYTES"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("internal error"), std::string::npos) << p.err;
+  // A value past HGSIM_MAX_CODEC_ELEMENTS's range leaves its default in force.
+  p = run_binary({"codecs", "--size", "1000000000000"}, {"HGSIM_MAX_CODEC_ELEMENTS=9e18"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("HGSIM_MAX_CODEC_ELEMENTS='9e18': too large"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("--size: must be an integer from 1 to 268435456"), std::string::npos)
+      << p.err;
+}
+
+// Documents nested as deep as the depth limit may be set are read without exhausting the
+// stack (the readers recurse once a level) and refused for what they are; YAML deeper than
+// yaml-cpp reads is said to be so, without offering a limit that would not help.
+TEST(HgsimProcess, TheDeepestDocumentTheLimitAllowsIsReadSafely) {
+  TempDir dir;
+  const std::string deep = std::string(4999, '[') + std::string(4999, ']');
+  std::string json = "{\"name\": \"t\", \"extra\": " + deep + "}";
+  const std::string scenario = dir.write("deep.json", json);
+  Process p = run_binary({"check", scenario}, {"HGSIM_MAX_DOCUMENT_DEPTH=5000"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("unknown key 'extra'"), std::string::npos) << p.err.substr(0, 500);
+  p = run_binary({"check", dir.write("deeper.json", "[[" + deep + "]]")},
+                 {"HGSIM_MAX_DOCUMENT_DEPTH=5000"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("nest more than 5000 deep; the limit is 5000, the most"), std::string::npos)
+      << p.err.substr(0, 500);
+  const std::string yaml = dir.write("deep.yaml", std::string(600, '[') + std::string(600, ']'));
+  p = run_binary({"check", yaml}, {"HGSIM_MAX_DOCUMENT_DEPTH=5000"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("nest deeper than the YAML reader goes"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("write the document as JSON"), std::string::npos) << p.err;
+  p = run_binary({"check", yaml});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("nest more than 64 deep; the limit is 64; set HGSIM_MAX_DOCUMENT_DEPTH"),
+            std::string::npos)
+      << p.err;
 }
 
 // fidelity: auto keeps full fidelity while the full graph fits its node budget (the lower of

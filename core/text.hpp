@@ -1,0 +1,26 @@
+// The quoting rule for every message that repeats what a user wrote (a value, a name, a
+// path, a flag), C++ and Python alike: escaped so that a terminal shows it rather than
+// acts on it, and cut so that one message stays one readable line.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace hgsim::core {
+
+// At most 60 characters (code points) of `text`, escaped as `escaped` does, with its length
+// in characters when cut: what a message may quote of the user's input (Python's
+// hgsim.plots quotes through it too).
+std::string excerpt(std::string_view text);
+// `text` with every character a terminal would act on escaped: C0 controls, DEL and bytes
+// that are not UTF-8 as \xNN, C1 controls and the bidirectional and line-separator marks as
+// \uNNNN.
+std::string escaped(std::string_view text);
+
+// Characters of UTF-8 `text`, counted as code points (what a limit stated "in characters"
+// counts: 150 'é' are 150 characters, 300 bytes). A byte that does not start a sequence
+// (not UTF-8) counts as one, as escaped() shows it.
+std::size_t utf8_length(std::string_view text);
+
+}  // namespace hgsim::core
