@@ -263,7 +263,7 @@ int cmd_check(const std::string& path, bool json, bool summary, std::ostream& ou
     print_summary(points->front(), points->size(), out);
     return kSuccess;
   }
-  out << "# " << path << ": valid";
+  out << "# " << core::path_excerpt(path) << ": valid";
   if (points->size() > 1) out << ", " << points->size() << " sweep points";
   out << "; the scenario with every default filled in:\n";
   core::Scenario s = points->front().checked.scenario;
@@ -455,7 +455,7 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
     diags.error(points->front().checked.scenario.where("sweep"), "sweep",
                 "the scenario has a sweep of " + std::to_string(points->size()) +
                     " points; hgsim run simulates one",
-                "use hgsim sweep " + path + " to run every point");
+                "use hgsim sweep " + core::path_excerpt(path) + " to run every point");
     return report_bad_input(diags, json, out, err);
   }
   // The figure's WAN time series comes from the trace: unless --trace, a temporary one of
@@ -629,6 +629,82 @@ void add_python_commands(CLI::App& app) {
       ->prefix_command();
 }
 
+// ---- usage errors ------------------------------------------------------------------------
+
+// `message` with every argument it repeats that a terminal would act on, or that is long
+// (control characters, bytes that are not UTF-8, past 60 characters), quoted as any input is
+// (core::excerpt): CLI11 repeats values and flag names as they were typed. The one place a
+// usage error is made printable.
+std::string quote_arguments(std::string message, int argc, const char* const* argv) {
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    words.emplace_back(arg);
+    // "--flag=value" is repeated as its parts.
+    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      words.emplace_back(arg.substr(0, eq));
+      words.emplace_back(arg.substr(eq + 1));
+    }
+  }
+  std::sort(words.begin(), words.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const std::string& word : words) {
+    const std::string shown = core::excerpt(word);
+    if (word.empty() || shown == word) continue;
+    const std::string quoted = "'" + shown + "'";
+    for (auto at = message.find(word); at != std::string::npos;
+         at = message.find(word, at + quoted.size()))
+      message.replace(at, word.size(), quoted);
+  }
+  // Whatever else: escaped, and one line of bounded length.
+  message = core::escaped(message);
+  constexpr std::size_t kLongest = 400;
+  if (message.size() > kLongest) message = message.substr(0, kLongest) + "...";
+  return message;
+}
+
+// The first word of the command line that is neither an option nor a known subcommand of
+// the command that wants one: "hgsim frobnicate", "hgsim validate nosuch". Nullopt when the
+// command was not given any.
+std::optional<std::string> unknown_subcommand(const CLI::App& command, int argc,
+                                              const char* const* argv) {
+  int i = 1;
+  if (command.get_parent() != nullptr) {
+    while (i < argc && argv[i] != command.get_name()) ++i;
+    ++i;
+  }
+  for (; i < argc; ++i)
+    if (argv[i][0] != '-') return std::string(argv[i]);
+  return std::nullopt;
+}
+
+// "hgsim", "hgsim validate", "hgsim validate live".
+std::string command_name(const CLI::App& command) {
+  if (command.get_parent() == nullptr) return "hgsim";
+  return command_name(*command.get_parent()) + " " + command.get_name();
+}
+
+// What a usage error says: CLI11's message, but a missing or unknown subcommand named with
+// the subcommands there are, and every repeated argument quoted (quote_arguments).
+std::string usage_error(const CLI::ParseError& e, const CLI::App& failed, int argc,
+                        const char* const* argv) {
+  std::string message = e.what();
+  if (e.get_name() == "RequiredError" && failed.get_require_subcommand_min() > 0 &&
+      failed.get_subcommands().empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : failed.get_subcommands([](const CLI::App*) { return true; }))
+      names.push_back(sub->get_name());
+    const std::string command = command_name(failed);
+    if (const auto word = unknown_subcommand(failed, argc, argv))
+      return "unknown subcommand '" + core::excerpt(*word) + "' of " + command + "; " +
+             core::did_you_mean(*word, names);
+    message = (failed.get_parent() == nullptr ? "a subcommand is required"
+                                              : command + " needs a subcommand") +
+              "; " + core::did_you_mean("", names);
+  }
+  return quote_arguments(message, argc, argv);
+}
+
 // Parses the command line; an exit code when parsing ends the run (--help, --version, a
 // usage error), else nothing.
 std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv,
@@ -644,12 +720,16 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
     out << app.help();
     return kSuccess;
   } catch (const CLI::ParseError& e) {
-    err << "hgsim: " << e.what() << "\n";
     CLI::App* failed = &app;
-    for (CLI::App* sub : app.get_subcommands())
-      if (sub->parsed()) failed = sub;
-    err << "run '" << (failed == &app ? "hgsim" : "hgsim " + failed->get_name())
-        << " --help' for usage\n";
+    for (CLI::App* sub = &app; sub != nullptr;) {
+      CLI::App* next = nullptr;
+      for (CLI::App* s : sub->get_subcommands())
+        if (s->parsed()) next = s;
+      if (next != nullptr) failed = next;
+      sub = next;
+    }
+    err << "hgsim: " << usage_error(e, *failed, argc, argv) << "\n";
+    err << "run '" << command_name(*failed) << " --help' for usage\n";
     return kBadInput;
   }
   return std::nullopt;

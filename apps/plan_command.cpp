@@ -329,8 +329,8 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
                 : "\n");
   }
   if (!options.out_file.empty())
-    out << "\n  plan written to " << options.out_file << " (hgsim run " << path << " --plan "
-        << options.out_file << ")\n";
+    out << "\n  plan written to " << core::path_excerpt(options.out_file) << " (hgsim run "
+        << core::path_excerpt(path) << " --plan " << core::path_excerpt(options.out_file) << ")\n";
   return out.str();
 }
 
@@ -418,7 +418,8 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
              std::ostream& err) {
   if (!options.evaluate_file.empty() && !options.out_file.empty()) {
     err << "hgsim plan: --out writes the plan a search finds; --evaluate plays the plan in "
-        << options.evaluate_file << " as it is (drop --out, or --evaluate to search)\n";
+        << core::path_excerpt(options.evaluate_file)
+        << " as it is (drop --out, or --evaluate to search)\n";
     return kBadInput;
   }
   core::Diagnostics diags;

@@ -12,6 +12,7 @@
 
 #include "apps/commands.hpp"
 #include "core/document.hpp"
+#include "core/files.hpp"
 #include "core/units.hpp"
 
 namespace hgsim::apps {
@@ -294,10 +295,11 @@ CLI::App* add_results_command(CLI::App& app, ResultsOptions& o) {
 
 int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream& err) {
   std::error_code ec;
+  const std::string named = "'" + core::path_excerpt(o.db) + "'";
   if (!std::filesystem::is_regular_file(o.db, ec)) {
-    const bool exists = std::filesystem::exists(o.db, ec);
-    err << "hgsim results: " << shown(o.db)
-        << (exists ? ": not a regular file (a directory, FIFO or device)" : ": no such file")
+    const auto kind = core::special_file_kind(o.db);
+    err << "hgsim results: " << named
+        << (kind ? " is " + *kind + ", not a regular file" : std::string(": no such file"))
         << "\n  hgsim sweep SCENARIO writes "
         << "SCENARIO's sweep database (<name>.sweep.sqlite beside it, or --db FILE)\n";
     return kBadInput;
@@ -305,17 +307,17 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
   try {
     ResultsDb db(o.db, false);
     if (!db.is_sweep_db()) {
-      err << "hgsim results: " << o.db
+      err << "hgsim results: " << named
           << " is not a sweep database (no points table; hgsim sweep writes them)\n";
       return kBadInput;
     }
     const auto info = db.sweep();
     std::vector<std::string> axes;
     if (info) {
-      const Json a = stored_json(info->axes, o.db, "sweep.axes");
+      const Json a = stored_json(info->axes, named, "sweep.axes");
       if (!a.is_array() ||
           !std::all_of(a.begin(), a.end(), [](const Json& x) { return x.is_string(); }))
-        throw DbError("sweep database " + o.db + ": sweep.axes: expected a list of key paths");
+        throw DbError("sweep database " + named + ": sweep.axes: expected a list of key paths");
       axes = a.get<std::vector<std::string>>();
     }
     WhereSql where;
@@ -331,9 +333,9 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       Json sweep = nullptr;
       if (info)
         sweep = {{"scenario_file", info->scenario_file},
-                 {"scenario", stored_json(info->scenario, o.db, "sweep.scenario")},
+                 {"scenario", stored_json(info->scenario, named, "sweep.scenario")},
                  {"hgsim_version", info->hgsim_version},
-                 {"options", stored_json(info->options, o.db, "sweep.options")},
+                 {"options", stored_json(info->options, named, "sweep.options")},
                  {"axes", axes},
                  {"points", info->points},
                  {"started_at", info->started_at}};
@@ -343,7 +345,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
         auto opt = [](const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); };
         auto parsed = [&](const std::string& t, const char* column) {
-          return t.empty() ? Json(nullptr) : stored_json(t, o.db, point_column(r.point, column));
+          return t.empty() ? Json(nullptr) : stored_json(t, named, point_column(r.point, column));
         };
         Json j{{"point", r.point},
                {"settings", parsed(r.settings, "settings")},
@@ -369,7 +371,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       for (const auto& a : axes) out << "," << csv_cell(a);
       out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
-        const Json settings = stored_json(r.settings, o.db, point_column(r.point, "settings"));
+        const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
         out << r.point;
         for (const auto& a : axes)
           out << "," << csv_cell(settings.contains(a) ? value_text(settings[a]) : "");
@@ -382,9 +384,9 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     }
     std::size_t rows = 0;
     db.for_each(where.sql, where.params, [&](const PointRow& r) {
-      const Json settings = stored_json(r.settings, o.db, point_column(r.point, "settings"));
+      const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
       if (!settings.is_object())
-        throw DbError("sweep database " + o.db + ": " + point_column(r.point, "settings") +
+        throw DbError("sweep database " + named + ": " + point_column(r.point, "settings") +
                       ": expected an object of axis values");
       out << std::setw(5) << r.point << "  ";
       for (const auto& [k, v] : settings.items())

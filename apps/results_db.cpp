@@ -1,11 +1,17 @@
 #include "apps/results_db.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 
 #include "core/document.hpp"
+#include "core/files.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -89,7 +95,13 @@ std::string utc_now() {
   return text;
 }
 
-ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
+ResultsDb::ResultsDb(const std::string& path, bool create)
+    : path_(path), named_("'" + core::path_excerpt(path) + "'") {
+  // A folder or a device (/dev/full) would fail later as "disk I/O error" or pass for an
+  // empty database.
+  if (const auto kind = core::special_file_kind(path))
+    throw DbError("the sweep database " + named_ + " is " + *kind +
+                  ", not a regular file; name a file with --db");
   // Without create the database is only read (hgsim results): opened read-only, so that
   // reading never changes the file (its journal mode included).
   const int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
@@ -97,7 +109,7 @@ ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
-    throw DbError("cannot open the sweep database " + path + ": " + why);
+    throw DbError("cannot open the sweep database " + named_ + ": " + why);
   }
   sqlite3_busy_timeout(db_, 10000);
   // WAL: a commit is one append, and a process killed at any moment leaves every committed
@@ -111,10 +123,26 @@ ResultsDb::ResultsDb(const std::string& path, bool create) : path_(path) {
 
 ResultsDb::~ResultsDb() {
   sqlite3_close(db_);
+  // After SQLite's own descriptors: closing a descriptor of the file while SQLite holds
+  // its (POSIX, per-process) locks would drop them.
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void ResultsDb::lock_for_writing() {
+  // flock() is apart from SQLite's fcntl() locks: it marks the whole sweep, not a commit.
+  lock_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (lock_fd_ < 0) fail("cannot open it to lock it");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int error = errno;
+  if (error == EWOULDBLOCK)
+    throw DbError("the sweep database " + named_ +
+                  " is being written by another hgsim sweep (it holds the database's lock); "
+                  "wait for it to end, or write another with --db FILE");
+  throw DbError("the sweep database " + named_ + ": cannot lock it: " + std::strerror(error));
 }
 
 void ResultsDb::fail(const std::string& what) {
-  throw DbError("sweep database " + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  throw DbError("sweep database " + named_ + ": " + what + ": " + sqlite3_errmsg(db_));
 }
 
 void ResultsDb::exec(const char* sql) {
@@ -122,7 +150,7 @@ void ResultsDb::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
     const std::string why = message ? message : "unknown error";
     sqlite3_free(message);
-    throw DbError("sweep database " + path_ + ": " + why +
+    throw DbError("sweep database " + named_ + ": " + why +
                   (why.find("not a database") != std::string::npos
                        ? " (is it a sweep database written by hgsim sweep?)"
                        : ""));
@@ -239,7 +267,7 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
       if (type == SQLITE_NULL) return std::nullopt;
       const double v = sqlite3_column_double(st.get(), column);
       if ((type != SQLITE_INTEGER && type != SQLITE_FLOAT) || !std::isfinite(v))
-        throw DbError("sweep database " + path_ + ": point " + std::to_string(row.point) + ": " +
+        throw DbError("sweep database " + named_ + ": point " + std::to_string(row.point) + ": " +
                       name + " holds '" + core::excerpt(st.text(column)) +
                       "', not a finite number");
       return v;

@@ -72,6 +72,11 @@ class ResultsDb {
   ResultsDb& operator=(const ResultsDb&) = delete;
 
   const std::string& path() const { return path_; }
+  // The path as messages quote it (escaped, a long one cut by its ends).
+  const std::string& named() const { return named_; }
+  // Takes the database for one writer (an exclusive flock() until this closes): a second
+  // hgsim sweep on it is refused (DbError saying so) instead of running the same points.
+  void lock_for_writing();
   // False for a file that is not a sweep database (no `points` table).
   bool is_sweep_db();
   std::optional<SweepInfo> sweep();
@@ -93,7 +98,9 @@ class ResultsDb {
   void exec(const char* sql);
   [[noreturn]] void fail(const std::string& what);
   std::string path_;
+  std::string named_;
   sqlite3* db_ = nullptr;
+  int lock_fd_ = -1;
 };
 
 // UTC now, ISO 8601 ("2026-01-02T03:04:05Z").

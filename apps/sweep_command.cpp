@@ -279,9 +279,41 @@ std::unique_ptr<ResultsDb> open_for_sweep(const std::string& path) {
   if (exists) {
     auto db = std::make_unique<ResultsDb>(path, false);
     if (!db->is_sweep_db())
-      throw DbError(path + " is an SQLite database, but not a sweep database (no points table)");
+      throw DbError(db->named() +
+                    " is an SQLite database, but not a sweep database (no points table)");
   }
-  return std::make_unique<ResultsDb>(path, true);
+  auto db = std::make_unique<ResultsDb>(path, true);
+  db->lock_for_writing();
+  return db;
+}
+
+// The scenario's name in a sweep table's scenario (its canonical JSON), "" when it has none.
+std::string scenario_name(const std::string& scenario_json) {
+  try {
+    const Json scenario = Json::parse(scenario_json);
+    if (scenario.contains("name") && scenario["name"].is_string()) return scenario["name"];
+  } catch (const Json::exception&) {
+  }
+  return {};
+}
+
+// Why `db`, which already holds points, may not take this scenario's points (--resume,
+// --point): it holds the sweep of a scenario of another name. A scenario edited or moved
+// keeps its name, and --resume reruns exactly its changed points; another scenario's
+// results would be replaced point by point, silently. Nullopt when they may mix.
+std::optional<std::string> foreign_sweep(ResultsDb& db, const core::Node& document,
+                                         const std::string& scenario_path) {
+  const auto info = db.sweep();
+  if (!info) return std::nullopt;
+  const core::Node* name = document.find("name");
+  const std::string ours = name != nullptr && name->is_scalar() ? name->text : "";
+  const std::string theirs = scenario_name(info->scenario);
+  if (theirs == ours) return std::nullopt;
+  return db.named() + " holds the sweep of scenario '" + core::excerpt(theirs) + "' (" +
+         core::path_excerpt(info->scenario_file) + ", " + std::to_string(info->points) +
+         " points), not of '" + core::excerpt(ours) + "' (" + core::path_excerpt(scenario_path) +
+         "): its points would be replaced\n  --db FILE writes this sweep into another "
+         "database; remove the database to start over";
 }
 
 }  // namespace
@@ -414,8 +446,8 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   if (o.point && *o.point >= total) {
     if (rank0)
       err << "hgsim sweep: --point " << *o.point << ": the sweep has " << total << " point"
-          << (total == 1 ? "" : "s") << " (0 to " << total - 1 << "; hgsim sweep " << o.scenario
-          << " --list shows them)\n";
+          << (total == 1 ? "" : "s") << " (0 to " << total - 1 << "; hgsim sweep "
+          << core::path_excerpt(o.scenario) << " --list shows them)\n";
     return kBadInput;
   }
   SweepJob job{&points, o.run};
@@ -433,12 +465,17 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
     db = open_for_sweep(db_path);
     const long long rows = db->point_count();
     if (rows > 0 && !o.resume && !o.point) {
-      err << "hgsim sweep: " << db_path << " already holds " << rows << " point"
+      err << "hgsim sweep: " << db->named() << " already holds " << rows << " point"
           << (rows == 1 ? "" : "s")
           << " of a sweep\n  --resume continues it (the points already ok for the same "
              "scenario are skipped), --db FILE writes another, or remove it to start over\n";
       return kBadInput;
     }
+    if (rows > 0)
+      if (const auto why = foreign_sweep(*db, *document, o.scenario)) {
+        err << "hgsim sweep: " << *why << "\n";
+        return kBadInput;
+      }
     std::vector<bool> have(static_cast<std::size_t>(total), false);
     if (o.resume)
       for (const auto& [k, hash] : db->ok_hashes())
@@ -468,7 +505,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   Progress progress(err, terminal, todo.size(), std::max(jobs, 1));
   if (skipped > 0)
     err << "hgsim sweep: " << skipped << " point" << (skipped == 1 ? "" : "s") << " already ok in "
-        << db_path << " (skipped); " << todo.size() << " to run\n";
+        << core::path_excerpt(db_path) << " (skipped); " << todo.size() << " to run\n";
   std::vector<long long> failed;
   const auto started = Clock::now();
   const std::vector<std::string> axes = points.axis_paths();
@@ -523,7 +560,8 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   for (std::size_t i = 0; i < failed.size() && i < 10; ++i)
     err << (i == 0 ? " (point " : ", ") << failed[i];
   if (!failed.empty()) err << (failed.size() > 10 ? ", ...)" : ")");
-  err << "; results in " << db_path << " (hgsim results " << db_path << ")\n";
+  err << "; results in " << core::path_excerpt(db_path) << " (hgsim results "
+      << core::path_excerpt(db_path) << ")\n";
   return failed.empty() ? kSuccess : kBadInput;
 }
 

@@ -1,5 +1,7 @@
 #include "core/diagnostics.hpp"
 
+#include "core/text.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <numeric>
@@ -39,7 +41,7 @@ int Diagnostics::warning_count() const {
 std::string format_diagnostic(const Diagnostic& d) {
   std::string out;
   if (!d.where.file.empty()) {
-    out += d.where.file;
+    out += path_excerpt(d.where.file);
     if (d.where.line > 0)
       out += ":" + std::to_string(d.where.line) + ":" + std::to_string(d.where.column);
     out += ": ";

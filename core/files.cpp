@@ -10,6 +10,7 @@
 
 #include "core/limits.hpp"
 #include "core/process.hpp"
+#include "core/text.hpp"
 #include "core/units.hpp"
 
 namespace hgsim::core {
@@ -34,11 +35,17 @@ struct Fd {
 
 }  // namespace
 
+std::optional<std::string> special_file_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return std::nullopt;
+  return kind_of(st.st_mode);
+}
+
 std::optional<std::string> read_input_file(const std::string& path, std::string_view what,
                                            Diagnostics& diags, SourceLocation where,
                                            const std::string& key_path) {
   if (where.file.empty()) where = {path, 0, 0};
-  const std::string named = std::string(what) + " '" + path + "'";
+  const std::string named = std::string(what) + " '" + path_excerpt(path) + "'";
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
   if (file.fd < 0) {
@@ -179,7 +186,7 @@ void AtomicFile::fail(const std::string& why) {
     temp_.clear();
   }
   committed_ = true;  // nothing left to clean up
-  throw WriteError("cannot write '" + path_ + "': " + why);
+  throw WriteError("cannot write '" + path_excerpt(path_) + "': " + why);
 }
 
 void AtomicFile::commit() {

@@ -20,6 +20,12 @@ std::optional<std::string> read_input_file(const std::string& path, std::string_
                                            Diagnostics& diags, SourceLocation where = {},
                                            const std::string& key_path = {});
 
+// What `path` is when it exists but is not a regular file ("a directory", "a character
+// device", ...), followed through symbolic links; nullopt for a regular file or none at all.
+// For files hgsim keeps state in (a sweep database), where /dev/full or a folder would fail
+// later with a confusing error.
+std::optional<std::string> special_file_kind(const std::string& path);
+
 // The first byte sequence that is not UTF-8 in `text`, as a 1-based line and column
 // (columns count bytes); nullopt when all of it is UTF-8.
 std::optional<SourceLocation> first_invalid_utf8(std::string_view text, const std::string& file);

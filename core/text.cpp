@@ -1,5 +1,7 @@
 #include "core/text.hpp"
 
+#include <algorithm>
+
 namespace hgsim::core {
 
 namespace {
@@ -77,6 +79,23 @@ std::string excerpt(std::string_view text) {
     append_shown(text, i, out);
   if (i < text.size()) out += "... (" + std::to_string(utf8_length(text)) + " characters)";
   return out;
+}
+
+std::string path_excerpt(std::string_view path) {
+  constexpr std::size_t kWhole = 200, kHead = 60, kTail = 100;  // characters
+  const std::size_t length = utf8_length(path);
+  if (length <= kWhole) return escaped(path);
+  std::string head, tail;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < path.size(); ++i, ++n) {
+    if (n < kHead)
+      append_shown(path, i, head);
+    else if (n >= length - kTail)
+      append_shown(path, i, tail);
+    else
+      i += std::max<std::size_t>(sequence_length(path, i), 1) - 1;
+  }
+  return head + "..." + tail + " (" + std::to_string(length) + " characters)";
 }
 
 std::size_t utf8_length(std::string_view text) {

@@ -17,6 +17,10 @@ std::string excerpt(std::string_view text);
 // that are not UTF-8 as \xNN, C1 controls and the bidirectional and line-separator marks as
 // \uNNNN.
 std::string escaped(std::string_view text);
+// A path as a message shows it: escaped as `escaped` does, and past 200 characters cut to its
+// first 60 and last 100 (where the file's name is) with its length. A real path is seldom
+// that long; a 100 kB argument is not a path anyone wants to read back.
+std::string path_excerpt(std::string_view path);
 
 // Characters of UTF-8 `text`, counted as code points (what a limit stated "in characters"
 // counts: 150 'é' are 150 characters, 300 bytes). A byte that does not start a sequence

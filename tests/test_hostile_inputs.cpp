@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "apps/commands.hpp"
+#include "apps/results_db.hpp"
 #include "apps/validate.hpp"
 #include "compress/codec.hpp"
 #include "core/document.hpp"
@@ -1148,6 +1149,93 @@ TEST(AtomicFile, ReportsEveryWriteError) {
   EXPECT_EQ(core::write_file_atomically("/dev/null", "x"), std::nullopt);
 }
 
+// ---- sweep databases ---------------------------------------------------------------------
+
+// A database must be a regular file: a folder or a device is named for what it is (it was
+// "disk I/O error", or /dev/full taken for an SQLite database), for every command that opens
+// one.
+TEST(HostileDatabase, ADatabaseThatIsNotARegularFileIsSaidToBeSo) {
+  TempDir dir;
+  const std::string scenario =
+      dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 10Gbps]\n");
+  CliResult r = cli({"sweep", scenario, "--db", dir.dir().string(), "-j", "1"});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("the sweep database '" + dir.dir().string() +
+                       "' is a directory, not a regular file"),
+            std::string::npos)
+      << r.err;
+  r = cli({"results", dir.dir().string()});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("is a directory, not a regular file"), std::string::npos) << r.err;
+  if (fs::exists("/dev/full")) {
+    r = cli({"sweep", scenario, "--db", "/dev/full", "-j", "1"});
+    EXPECT_EQ(r.status, apps::kBadInput);
+    EXPECT_NE(r.err.find("'/dev/full' is a character device, not a regular file"),
+              std::string::npos)
+        << r.err;
+  }
+  // A path a terminal would act on is quoted escaped.
+  r = cli({"results", dir.path("x\x1b[2J.sqlite")});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("x\\x1b[2J.sqlite': no such file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}
+
+// --resume (or --point) into a database that holds another scenario's sweep is refused, the
+// database and both scenarios named: its points would have been replaced one by one. The
+// same scenario, edited, resumes as before.
+TEST(HostileDatabase, AnotherScenariosSweepIsNotResumedOver) {
+  TempDir dir;
+  const std::string grid = "sweep:\n  wan[*].bandwidth: [1Gbps, 10Gbps]\n";
+  const std::string first = dir.write("a.yaml", kBase + grid);
+  const std::string other =
+      dir.write("b.yaml", replaced(kBase, "name: t\n", "name: other\n") + grid);
+  const std::string db = dir.path("a.sqlite");
+  CliResult r = cli({"sweep", first, "--db", db, "-j", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const auto& flag : std::vector<std::vector<std::string>>{{"--resume"}, {"--point", "0"}}) {
+    std::vector<std::string> words{"sweep", other, "--db", db, "-j", "1"};
+    words.insert(words.end(), flag.begin(), flag.end());
+    r = cli(words);
+    EXPECT_EQ(r.status, apps::kBadInput) << flag[0];
+    EXPECT_NE(r.err.find("'" + db + "' holds the sweep of scenario 't' (" + first +
+                         ", 2 points), not of 'other' (" + other + ")"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("--db FILE"), std::string::npos) << r.err;
+  }
+  r = cli({"results", db, "--csv"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;  // header, 2 points
+  // The same scenario, edited (its name kept), resumes: the changed points run again.
+  const std::string edited =
+      dir.write("a.yaml", replaced(kBase, "latency: 15ms", "latency: 20ms") + grid);
+  r = cli({"sweep", edited, "--db", db, "-j", "1", "--resume"});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// One writer at a time: a second hgsim sweep on a database another is writing is refused,
+// instead of running the same points side by side.
+TEST(HostileDatabase, ASecondWriterIsRefused) {
+  TempDir dir;
+  const std::string scenario =
+      dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 10Gbps]\n");
+  const std::string db = dir.path("s.sqlite");
+  ASSERT_EQ(cli({"sweep", scenario, "--db", db, "-j", "1"}).status, 0);
+  {
+    apps::ResultsDb writer(db, true);
+    writer.lock_for_writing();
+    const CliResult r = cli({"sweep", scenario, "--db", db, "-j", "1", "--resume"});
+    EXPECT_EQ(r.status, apps::kBadInput);
+    EXPECT_NE(r.err.find("the sweep database '" + db + "' is being written by another hgsim sweep"),
+              std::string::npos)
+        << r.err;
+    // Readers are not writers.
+    EXPECT_EQ(cli({"results", db}).status, 0);
+  }
+  EXPECT_EQ(cli({"sweep", scenario, "--db", db, "-j", "1", "--resume"}).status, 0);
+}
+
 // ---- the hgsim process -------------------------------------------------------------------
 
 struct Process {
@@ -1649,5 +1737,65 @@ TEST_P(HostileFlags, AreRefusedBeforeAnyWork) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileFlags, ::testing::ValuesIn(kFlagCases));
+
+// Usage errors repeat what was typed (a value, a flag, a subcommand, a path) quoted as any
+// input is: escaped, cut to 60 characters, never raw bytes a terminal acts on, and a
+// subcommand that does not exist is named with the ones that do.
+const FlagCase kUsageCases[] = {
+    {{"frobnicate"},
+     "hgsim: unknown subcommand 'frobnicate' of hgsim; valid: check, models, gpus, run"},
+    {{"chek", "s.yaml"}, "unknown subcommand 'chek' of hgsim; did you mean 'check'?"},
+    {{"\xff"}, "unknown subcommand '\\xff' of hgsim"},
+    {{"validate", "nosuch"}, "unknown subcommand 'nosuch' of hgsim validate; valid: live"},
+    {{"validate"}, "hgsim validate needs a subcommand; valid: live"},
+    {{}, "hgsim: a subcommand is required; valid: check, models"},
+    {{"run", "s.yaml", "--fidelity", "a\x1b[2Jb"}, "--fidelity: 'a\\x1b[2Jb' not in"},
+    {{"run", "s.yaml", "--fidelity=\xff"}, "--fidelity: '\\xff' not in"},
+    {{"run", "s.yaml", "--fidelity", std::string(100000, 'f')},
+     "--fidelity: '" + std::string(60, 'f') + "... (100000 characters)' not in"},
+    {{"check", "s.yaml",
+      "--a\x1b"
+      "b"},
+     "'--a\\x1b"
+     "b'"},
+    {{"check", "s.yaml", "--" + std::string(100000, 'a')}, "... (100002 characters)'"},
+    {{"check", "s.yaml",
+      "\xe2\x80\xae"
+      "txt"},
+     "'\\u202etxt'"},
+};
+
+class UsageErrors : public ::testing::TestWithParam<FlagCase> {};
+
+TEST_P(UsageErrors, QuoteWhatTheyRepeat) {
+  const FlagCase& c = GetParam();
+  const CliResult r = cli(c.words);
+  EXPECT_EQ(r.status, apps::kBadInput) << r.err;
+  EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err.substr(0, 1000);
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) EXPECT_LT(line.size(), 500u) << line;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, UsageErrors, ::testing::ValuesIn(kUsageCases));
+
+// A path from the command line is shown escaped, and a long one by its ends, wherever a
+// message repeats it (the file:line: prefix, "cannot open file '...'").
+TEST(UsageErrorPaths, AreShownEscapedAndByTheirEnds) {
+  CliResult r = cli({"check", "/nonexistent-hgsim/x\x1b[2J\xff.yaml"});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("/nonexistent-hgsim/x\\x1b[2J\\xff.yaml: error: cannot open file "
+                       "'/nonexistent-hgsim/x\\x1b[2J\\xff.yaml'"),
+            std::string::npos)
+      << r.err;
+  r = cli({"check", std::string(100000, 'a') + "-end.yaml"});
+  EXPECT_EQ(r.status, apps::kBadInput);
+  EXPECT_NE(r.err.find("-end.yaml (100009 characters): error: cannot open"), std::string::npos)
+      << r.err.substr(0, 1000);
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) EXPECT_LT(line.size(), 600u) << line;
+}
 
 }  // namespace
