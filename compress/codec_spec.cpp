@@ -1,4 +1,5 @@
 #include "compress/codec_spec.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -176,7 +177,8 @@ std::optional<CodecSpec> resolve_codec(const core::CodecConfig& config, const co
   if (!kind) {
     const bool short_form = config.params.empty();
     std::string where_path = short_form ? path : core::child_path(path, "codec");
-    diags.error(s.where(where_path), where_path, "unknown codec '" + config.codec + "'",
+    diags.error(s.where(where_path), where_path,
+                "unknown codec '" + core::excerpt(config.codec) + "'",
                 core::did_you_mean(config.codec, codec_names()));
     return std::nullopt;
   }
@@ -187,7 +189,9 @@ std::optional<CodecSpec> resolve_codec(const core::CodecConfig& config, const co
   for (const auto& [key, value] : config.params) {
     if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
       std::string p = core::child_path(path, key);
-      diags.error(s.where(p), p, "codec '" + config.codec + "' has no parameter '" + key + "'",
+      diags.error(s.where(p), p,
+                  "codec '" + core::excerpt(config.codec) + "' has no parameter '" +
+                      core::excerpt(key) + "'",
                   accepted.empty() ? "it takes none" : core::did_you_mean(key, accepted));
       continue;
     }

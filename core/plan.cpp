@@ -10,6 +10,7 @@
 #include "core/enum_names.hpp"
 #include "core/limits.hpp"
 #include "core/scenario.hpp"
+#include "core/text.hpp"
 
 namespace hgsim::core {
 namespace {
@@ -216,7 +217,7 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
       if (c == nullptr) {
         if (!st.cluster.empty())
           d.error(at(child_path(spath, "cluster")), child_path(spath, "cluster"),
-                  "unknown cluster '" + st.cluster + "'", did_you_mean(st.cluster, names));
+                  "unknown cluster '" + excerpt(st.cluster) + "'", did_you_mean(st.cluster, names));
         continue;
       }
       if (st.tp > c->gpus_per_node && c->gpus_per_node > 0) {
@@ -284,11 +285,11 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
               (wanted == INT64_MAX ? std::string("more than 2^63 GPUs") : plural(wanted, "GPU")) +
               " of cluster '" + c.name + "', which has " + std::to_string(c.gpu_count()) + " (" +
               std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + ")",
-          "count replicas x tp x dp x cp of every stage in '" + c.name + "'");
+          "count replicas x tp x dp x cp of every stage in '" + excerpt(c.name) + "'");
     } else if (n < c.gpu_count() && !plan.pipelines.empty()) {
       d.warning(at(pipelines_path), pipelines_path,
                 "the plan uses " + std::to_string(n) + " of the " + std::to_string(c.gpu_count()) +
-                    " GPUs of '" + c.name + "'; the rest stay idle");
+                    " GPUs of '" + excerpt(c.name) + "'; the rest stay idle");
     }
   }
 
@@ -326,7 +327,7 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
     for (std::size_t k = 1; k < used.size(); ++k)
       if (component.at(used[k]) != component.at(used[0])) {
         d.error(s.where("wan"), "wan",
-                "no WAN path joins clusters '" + used[0] + "' and '" + used[k] +
+                "no WAN path joins clusters '" + excerpt(used[0]) + "' and '" + excerpt(used[k]) +
                     "', but the plan uses both",
                 "add a wan link (between: [" + used[0] + ", " + used[k] +
                     "]) or a path through other clusters");

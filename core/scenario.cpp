@@ -5,6 +5,7 @@
 #include "core/enum_names.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -426,7 +427,7 @@ void ScenarioReader::read_clusters(const Node& n) {
       auto [it, fresh] = first_path_of_name.emplace(c.name, path);
       if (!fresh)
         d_.error(f.optional("name")->where, f.path_of("name"),
-                 "duplicate cluster name '" + c.name + "'",
+                 "duplicate cluster name '" + excerpt(c.name) + "'",
                  "already used by " + it->second + "; cluster names must be unique");
     }
     s_.clusters.push_back(c);
@@ -486,7 +487,7 @@ void ScenarioReader::read_wan(const Node& n) {
     auto [it, fresh] = first_path_of_pair.emplace(pair, path);
     if (!fresh)
       d_.error(n.items[i].where, path + ".between",
-               "a second WAN link between '" + w.from + "' and '" + w.to + "'",
+               "a second WAN link between '" + excerpt(w.from) + "' and '" + excerpt(w.to) + "'",
                "already joined by " + it->second +
                    "; one link per pair of clusters (reverse_bandwidth makes it asymmetric)");
   }
@@ -513,8 +514,9 @@ void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {
                    "unknown cluster '" + excerpt(*name) + "'", did_you_mean(*name, names));
       }
       if (!link.from.empty() && link.from == link.to)
-        d_.error(between->where, bpath,
-                 "a WAN link joins two different clusters, found '" + link.from + "' twice");
+        d_.error(
+            between->where, bpath,
+            "a WAN link joins two different clusters, found '" + excerpt(link.from) + "' twice");
     }
   }
   set_required(f, "bandwidth", link.bandwidth, bandwidth());
@@ -550,7 +552,7 @@ void ScenarioReader::read_trace(WanLink& link, const Node& n, const std::string&
   const int errors_before = d_.error_count();
   link.trace_steps = parse_bandwidth_trace(*text, csv, path, d_);
   if (link.trace_steps.empty() && d_.error_count() == errors_before)
-    d_.error(n.where, path, "bandwidth trace '" + csv + "' has no rows");
+    d_.error(n.where, path, "bandwidth trace '" + path_excerpt(csv) + "' has no rows");
 }
 
 void ScenarioReader::read_simulation(const Node& n) {

@@ -8,6 +8,7 @@
 
 #include "core/limits.hpp"
 #include "core/scenario.hpp"
+#include "core/text.hpp"
 
 namespace hgsim::core {
 namespace {
@@ -67,7 +68,7 @@ bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const N
   const Segment& seg = segments[i];
   if (!n.is_mapping()) {
     if (!n.is_null()) {
-      why = "'" + seg.key + "' is looked up in something that is not a mapping";
+      why = "'" + excerpt(seg.key) + "' is looked up in something that is not a mapping";
       return false;
     }
     n.kind = Node::Kind::mapping;
@@ -75,7 +76,7 @@ bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const N
   Node* child = n.find(seg.key);
   if (child == nullptr) {
     if (seg.index != Segment::Index::none) {
-      why = "the scenario has no list '" + seg.key + "'";
+      why = "the scenario has no list '" + excerpt(seg.key) + "'";
       return false;
     }
     n.entries.emplace_back(seg.key, Node{});
@@ -86,7 +87,7 @@ bool apply(Node& n, const std::vector<Segment>& segments, std::size_t i, const N
   if (seg.index == Segment::Index::none) {
     targets.push_back(child);
   } else if (!child->is_sequence()) {
-    why = "'" + seg.key + "' is not a list";
+    why = "'" + excerpt(seg.key) + "' is not a list";
     return false;
   } else if (seg.index == Segment::Index::all) {
     for (Node& item : child->items) targets.push_back(&item);
@@ -144,7 +145,7 @@ SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
         return false;
       }
     if (segments->front().key == "sweep" || segments->front().key == "name") {
-      diags.error(at, key_path, "'" + segments->front().key + "' cannot be swept");
+      diags.error(at, key_path, "'" + excerpt(segments->front().key) + "' cannot be swept");
       return false;
     }
     if (!values.is_sequence() || values.items.empty()) return false;  // the scenario reader says
@@ -172,11 +173,11 @@ SweepGrid::SweepGrid(const Node& document, Diagnostics& diags)
       if (dim.axes.empty()) dim.length = values.items.size();
       if (values.items.size() != dim.length) {
         diags.error(group.key_locations[i], key_path,
-                    "a zip group's axes vary together, so they need as many values each: '" + path +
-                        "' has " + std::to_string(values.items.size()) + ", '" +
-                        dim.axes.front().path + "' has " + std::to_string(dim.length),
-                    "give every axis of the group the same number of values, or move '" + path +
-                        "' out of the zip group to combine it with every value");
+                    "a zip group's axes vary together, so they need as many values each: '" +
+                        excerpt(path) + "' has " + std::to_string(values.items.size()) + ", '" +
+                        excerpt(dim.axes.front().path) + "' has " + std::to_string(dim.length),
+                    "give every axis of the group the same number of values, or move '" +
+                        excerpt(path) + "' out of the zip group to combine it with every value");
         ok = false;
         continue;
       }

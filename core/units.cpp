@@ -232,7 +232,7 @@ std::string explain_unit(std::string_view text, std::string_view unit, std::stri
   if (find_unit(kDurationUnits, unit)) return t + " is a duration, not " + std::string(wanted);
   if (find_unit_ignoring_case(kComputeRateUnits, unit))
     return t + " is a compute rate, not " + std::string(wanted);
-  return t + " has an unknown unit '" + std::string(unit) + "'";
+  return t + " has an unknown unit '" + excerpt(unit) + "'";
 }
 
 }  // namespace

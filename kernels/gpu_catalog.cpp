@@ -233,7 +233,8 @@ void check_precision(const core::Scenario& s, const core::Cluster& cluster, cons
                      Diagnostics& diags) {
   const Precision precision = s.training.precision;
   const std::optional<MathRate> rate = math_rate(gpu, precision);
-  const std::string in_cluster = "cluster '" + cluster.name + "' (" + gpu.name + "): ";
+  const std::string in_cluster =
+      "cluster '" + core::excerpt(cluster.name) + "' (" + gpu.name + "): ";
   if (!rate) {
     diags.error(s.where(kPrecisionPath), kPrecisionPath,
                 in_cluster + core::to_string(precision) + " training needs " +
@@ -265,7 +266,8 @@ void check_intra_node_bandwidth(const core::Scenario& s, const std::string& clus
                                      gigabytes_per_second(limit) + " per direction";
   diags.warning(s.where(path), path,
                 "nvlink bandwidth " + gigabytes_per_second(cluster.nvlink.bandwidth) +
-                    " of cluster '" + cluster.name + "' is more than the hardware has: " + what,
+                    " of cluster '" + core::excerpt(cluster.name) +
+                    "' is more than the hardware has: " + what,
                 "nvlink.bandwidth is per GPU and per direction; at most " +
                     gigabytes_per_second(limit) + " for " + gpu.name);
 }
@@ -398,8 +400,8 @@ void check_calibration(const core::Scenario& s, std::size_t index, const GpuSpec
     }
     const std::string path = core::child_path(core::index_path("clusters", index), "calibration");
     diags.error(s.where(path), path,
-                "cluster '" + cluster.name + "' calibrates " + gpu.name +
-                    " differently from cluster '" + other.name + "'",
+                "cluster '" + core::excerpt(cluster.name) + "' calibrates " + gpu.name +
+                    " differently from cluster '" + core::excerpt(other.name) + "'",
                 "a calibration describes a GPU type; give it once, or the same figures");
   }
 }
@@ -416,7 +418,7 @@ void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
     const GpuSpec* gpu = find_gpu(cluster.gpu);
     if (gpu == nullptr) {
       const std::string path = core::child_path(cluster_path, "gpu");
-      diags.error(s.where(path), path, "unknown GPU '" + cluster.gpu + "'",
+      diags.error(s.where(path), path, "unknown GPU '" + core::excerpt(cluster.gpu) + "'",
                   core::did_you_mean(cluster.gpu, names));
       continue;
     }
@@ -425,8 +427,8 @@ void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
     check_calibration(s, i, *gpu, diags);
     if (s.training.flash_version == 3 && kernel_costs_for(gpu->architecture).attention_version < 3)
       diags.error(s.where("training.flash_version"), "training.flash_version",
-                  "FlashAttention-3 runs on Hopper GPUs only, but cluster '" + cluster.name +
-                      "' has " + gpu->name,
+                  "FlashAttention-3 runs on Hopper GPUs only, but cluster '" +
+                      core::excerpt(cluster.name) + "' has " + gpu->name,
                   "flash_version: 2, or leave it out for each GPU's own");
   }
 }

@@ -1,4 +1,5 @@
 #include "kernels/layer_ops.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -116,7 +117,7 @@ OpCall make_op(const std::string& op, std::vector<double> shape, double e) {
     // fp32 master weights and moments, fp32 gradient: read 4 arrays, write 3.
     c.bytes = 4.0 * 7 * s[0];
   } else {
-    throw std::invalid_argument("unknown op '" + op + "'");
+    throw std::invalid_argument("unknown op '" + core::excerpt(op) + "'");
   }
   return c;
 }

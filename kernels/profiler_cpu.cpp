@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "core/text.hpp"
 #include "kernels/ops_cpu.hpp"
 #include "kernels/profiler.hpp"
 #include "models/transformer.hpp"
@@ -123,7 +124,9 @@ std::vector<OpCall> sweep_ops(const CpuSweep& sweep) {
   } else {
     for (const std::string& name : sweep.models) {
       const models::ZooEntry* e = models::find_model(name);
-      if (!e) throw std::invalid_argument("unknown model '" + name + "' (hgsim models lists them)");
+      if (!e)
+        throw std::invalid_argument("unknown model '" + core::excerpt(name) +
+                                    "' (hgsim models lists them)");
       configs.push_back(e->config);
     }
   }
@@ -249,7 +252,7 @@ std::function<void()> op_on_buffers(const OpCall& call, unsigned seed, Buffers* 
     float* v = buffer(double(n), 0, 1);
     return [=] { cpu::fast::adam(n, cpu::AdamSettings{}, p, g, m, v); };
   }
-  throw std::invalid_argument("no CPU runner for op '" + op + "'");
+  throw std::invalid_argument("no CPU runner for op '" + core::excerpt(op) + "'");
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ void check_unique_names(const std::vector<ZooEntry>& entries, const std::string&
       const std::string key = lowercase(name);
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
         diags.error({file, 0, 0}, core::index_path("models", i),
-                    "the name '" + name + "' is used twice");
+                    "the name '" + core::excerpt(name) + "' is used twice");
       seen.push_back(key);
     }
   }
@@ -248,7 +248,7 @@ std::optional<ModelConfig> model_from_zoo(const std::string& name, const core::S
                                           Diagnostics& diags) {
   if (const ZooEntry* entry = find_model(name)) return entry->config;
   const std::vector<std::string> names = model_names();
-  diags.error(s.where("model"), "model", "unknown model '" + name + "'",
+  diags.error(s.where("model"), "model", "unknown model '" + core::excerpt(name) + "'",
               core::did_you_mean(name, names) +
                   " (or describe the model inline: a mapping with layers, hidden, heads, vocab)");
   return std::nullopt;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/text.hpp"
 #include "core/units.hpp"
 #include "sim/collectives.hpp"
 
@@ -219,8 +220,8 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
     for (std::size_t b = a + 1; b < s.clusters.size(); ++b)
       if (used[a] && used[b] && !p.connected[a][b])
         diags.error(s.where("wan"), "wan",
-                    "no WAN path joins clusters '" + s.clusters[a].name + "' and '" +
-                        s.clusters[b].name + "', but the plan uses both",
+                    "no WAN path joins clusters '" + core::excerpt(s.clusters[a].name) + "' and '" +
+                        core::excerpt(s.clusters[b].name) + "', but the plan uses both",
                     "add a wan link (between: [" + s.clusters[a].name + ", " + s.clusters[b].name +
                         "]) or a path through other clusters");
   return p;

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "core/text.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
 
@@ -150,7 +151,8 @@ std::optional<std::vector<PlacedGroup>> place_groups(const core::Scenario& s,
           const std::string path = core::child_path(stage_path(plan_path, i, st), "cluster");
           if (r == 0 && known)
             diags.error(plan_where(s, plan_path, path), path,
-                        "unknown cluster '" + stage.cluster + "': the stage cannot be placed");
+                        "unknown cluster '" + core::excerpt(stage.cluster) +
+                            "': the stage cannot be placed");
           known = false;
           continue;
         }

@@ -724,6 +724,47 @@ TEST(HostileScenarioFollowOns, NamesAreCountedInCharactersNotBytes) {
       << r.err;
 }
 
+// Every message that names what it did not find (a codec, a GPU, a model, a cluster, a key,
+// a unit, a sweep path) quotes at most 60 characters of it: a 100 000-character name is
+// one short line, not 100 kB.
+TEST(HostileScenarioFollowOns, UnknownNamesAreQuotedShort) {
+  // Names are at most 200 characters and YAML keys 1024, so those are as long as may be;
+  // a codec name is any text.
+  const std::string text(100000, 'q'), key(1000, 'k'), name(200, 'n');
+  auto cut = [](const std::string& s) {
+    return s.substr(0, 60) + "... (" + std::to_string(s.size()) + " characters)";
+  };
+  struct Case {
+    std::string from, to, says;
+  };
+  const std::string last = "  grad_sync: {algorithm: ring, bucket: 25MB}\n";
+  const std::vector<Case> all = {
+      {last, last + "compression:\n  wan_activations: " + text + "\n",
+       "unknown codec '" + cut(text) + "'"},
+      {last, last + "compression:\n  wan_activations: {codec: int8, " + key + ": 1}\n",
+       "has no parameter '" + cut(key) + "'"},
+      {"gpu: A100-80GB-SXM", "gpu: " + name, "unknown GPU '" + cut(name) + "'"},
+      {"model: {name: tiny, layers: 4, hidden: 256, heads: 4, vocab: 1000}", "model: " + name,
+       "unknown model '" + cut(name) + "'"},
+      {"{cluster: east, tp: 1, layers: 2}", "{cluster: " + name + ", tp: 1, layers: 2}",
+       "unknown cluster '" + cut(name) + "'"},
+      {"  seq_len: 128\n", "  seq_len: 128\n  " + key + ": 1\n", "unknown key '" + cut(key) + "'"},
+      {"between: [east, west]", "between: [east, " + name + "]", cut(name)},
+      {"bandwidth: 10Gbps", "bandwidth: 10" + text, "unknown unit '" + cut(text) + "'"},
+      {last, last + "sweep:\n  wan[0]." + key + "[*]: [1, 2]\n", cut(key)},
+  };
+  TempDir dir;
+  for (const Case& c : all) {
+    const std::string file = dir.write("s.yaml", replaced(kBase, c.from, c.to));
+    const CliResult r = cli({"check", file});
+    EXPECT_EQ(r.status, apps::kBadInput) << c.says;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err.substr(0, 2000);
+    std::istringstream lines(r.err);
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_LT(line.size(), 1200u) << line.substr(0, 300);
+  }
+}
+
 // A refused value is reported once: no second error quotes the default or the zero left
 // in its place (ffn_hidden = 4 x a refused hidden, a cluster of 0 x 2 GPUs).
 TEST(HostileScenarioFollowOns, ARefusedValueIsReportedOnce) {
