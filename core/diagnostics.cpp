@@ -49,10 +49,9 @@ std::string format_diagnostic(const Diagnostic& d) {
   out += d.severity == Severity::error ? "error: " : "warning: ";
   if (!d.key_path.empty()) {
     // A path through a hostile document (a 1000-character key, 64 levels of [0]) is
-    // shown by its ends.
-    constexpr std::size_t kShown = 200;
-    const std::string& k = d.key_path;
-    out += (k.size() <= kShown ? k : k.substr(0, 120) + "..." + k.substr(k.size() - 60)) + ": ";
+    // shown by its ends; a key a terminal would act on (from a dict given to the Python
+    // module, which no reader checked) escaped.
+    out += ends_excerpt(d.key_path, 120, 60) + ": ";
   }
   out += d.message;
   if (!d.hint.empty()) out += "; " + d.hint;

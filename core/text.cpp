@@ -81,21 +81,27 @@ std::string excerpt(std::string_view text) {
   return out;
 }
 
+std::string ends_excerpt(std::string_view text, std::size_t head, std::size_t tail) {
+  const std::size_t length = utf8_length(text);
+  if (length <= head + tail) return escaped(text);
+  std::string first, last;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < text.size(); ++i, ++n) {
+    if (n < head)
+      append_shown(text, i, first);
+    else if (n >= length - tail)
+      append_shown(text, i, last);
+    else
+      i += std::max<std::size_t>(sequence_length(text, i), 1) - 1;
+  }
+  return first + "..." + last;
+}
+
 std::string path_excerpt(std::string_view path) {
   constexpr std::size_t kWhole = 200, kHead = 60, kTail = 100;  // characters
   const std::size_t length = utf8_length(path);
   if (length <= kWhole) return escaped(path);
-  std::string head, tail;
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < path.size(); ++i, ++n) {
-    if (n < kHead)
-      append_shown(path, i, head);
-    else if (n >= length - kTail)
-      append_shown(path, i, tail);
-    else
-      i += std::max<std::size_t>(sequence_length(path, i), 1) - 1;
-  }
-  return head + "..." + tail + " (" + std::to_string(length) + " characters)";
+  return ends_excerpt(path, kHead, kTail) + " (" + std::to_string(length) + " characters)";
 }
 
 std::size_t utf8_length(std::string_view text) {

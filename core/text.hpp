@@ -17,6 +17,10 @@ std::string excerpt(std::string_view text);
 // that are not UTF-8 as \xNN, C1 controls and the bidirectional and line-separator marks as
 // \uNNNN.
 std::string escaped(std::string_view text);
+// `text` escaped as `escaped` does; when longer than `head` + `tail` characters, only its
+// first `head` and last `tail`, joined by "...".
+std::string ends_excerpt(std::string_view text, std::size_t head, std::size_t tail);
+
 // A path as a message shows it: escaped as `escaped` does, and past 200 characters cut to its
 // first 60 and last 100 (where the file's name is) with its length. A real path is seldom
 // that long; a 100 kB argument is not a path anyone wants to read back.

@@ -39,8 +39,14 @@ struct Document {
 };
 // Raises hgsim.Error when the file cannot be read, TypeError for anything else.
 Document read_document(py::handle source, const char* what);
-// os.fspath(path) as text; Error for an empty path or one holding a NUL character.
+// A path (str, bytes or os.PathLike) as the file system names it (os.fsencode: a str
+// holding escaped bytes, '\udcff', names the file of that byte); Error for an empty path,
+// one holding a NUL character, or a surrogate that is not an escaped byte.
 std::string path_text(py::handle path);
+// str(object) as UTF-8 bytes for a message, never raising on a lone surrogate (an escaped
+// byte becomes that byte, which core::excerpt then shows as \xNN). Quote it through
+// core::excerpt.
+std::string text_of(py::handle object);
 
 void bind_scenario(py::module_& m);
 void bind_codecs(py::module_& m);

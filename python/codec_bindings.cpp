@@ -15,6 +15,7 @@
 
 #include "compress/codec.hpp"
 #include "compress/codec_spec.hpp"
+#include "core/limits.hpp"
 #include "python/bindings.hpp"
 
 namespace hgsim::python {
@@ -24,7 +25,7 @@ using compress::CodecError;
 using compress::DType;
 
 std::string type_name(py::handle object) {
-  return py::str(object.get_type().attr("__name__"));
+  return core::excerpt(text_of(object.get_type().attr("__name__")));
 }
 
 compress::CodecSpec codec_spec(py::handle codec) {
@@ -43,7 +44,7 @@ DType dtype_of_name(const std::string& name) {
   if (name == "fp32" || name == "float32") return DType::fp32;
   if (name == "fp16" || name == "float16") return DType::fp16;
   if (name == "bf16" || name == "bfloat16") return DType::bf16;
-  throw CodecError("dtype '" + name + "': expected 'fp32', 'fp16' or 'bf16'");
+  throw CodecError("dtype '" + core::excerpt(name) + "': expected 'fp32', 'fp16' or 'bf16'");
 }
 
 compress::Shape shape_of(py::handle shape) {
@@ -58,6 +59,17 @@ compress::Shape shape_of(py::handle shape) {
   }
   compress::element_count(out);  // CodecError for a negative or too large shape
   return out;
+}
+
+// A tensor (not an encoded buffer) of more elements than one encoded buffer may hold
+// (HGSIM_MAX_CODEC_ELEMENTS) is refused before anything is copied or allocated for it: a broadcast
+// view of one float claims terabytes that numpy would try to make contiguous.
+void check_elements(std::uint64_t count, const char* what) {
+  const auto limit = static_cast<std::uint64_t>(core::limits().codec_elements);
+  if (count <= limit) return;
+  throw CodecError(std::string(what) + " has " + std::to_string(count) +
+                   " elements, more than one encoded buffer may hold; " +
+                   core::limit_hint("HGSIM_MAX_CODEC_ELEMENTS", static_cast<double>(limit)));
 }
 
 // An array's memory as the codecs see it. `owner` keeps the memory alive: the caller's
@@ -99,20 +111,21 @@ bool is_torch_tensor(py::handle object) {
 }
 
 View torch_view(py::handle tensor, Use use, const char* what) {
-  const std::string device = py::str(tensor.attr("device").attr("type"));
+  const std::string device = text_of(tensor.attr("device").attr("type"));
   if (device != "cpu")
-    throw CodecError(std::string(what) + " is a torch tensor on '" + device +
+    throw CodecError(std::string(what) + " is a torch tensor on '" + core::excerpt(device) +
                      "': the codecs take CPU tensors (call .cpu())");
   static const std::map<std::string, std::string> dtypes{{"torch.float32", "fp32"},
                                                          {"torch.float16", "fp16"},
                                                          {"torch.bfloat16", "bf16"},
                                                          {"torch.uint8", "uint8"}};
-  const std::string dtype = py::str(tensor.attr("dtype"));
+  const std::string dtype = text_of(tensor.attr("dtype"));
   const auto found = dtypes.find(dtype);
   if (found == dtypes.end())
-    throw CodecError(std::string(what) + " has dtype " + dtype +
+    throw CodecError(std::string(what) + " has dtype " + core::excerpt(dtype) +
                      "; expected torch.float32, torch.float16 or torch.bfloat16 (torch.uint8 "
                      "for an encoded buffer)");
+  if (found->second != "uint8") check_elements(tensor.attr("numel")().cast<std::uint64_t>(), what);
   py::object owner = py::reinterpret_borrow<py::object>(tensor);
   if (!owner.attr("is_contiguous")().cast<bool>()) {
     if (use == Use::output)
@@ -139,9 +152,10 @@ View numpy_view(py::array array, Use use, const char* what) {
   if (kind == 'f' && dt.itemsize() == 2) dtype = "fp16";
   if (kind == 'u' && dt.itemsize() == 1) dtype = "uint8";
   if (dtype.empty() || order == ">")
-    throw CodecError(std::string(what) + " has dtype " + std::string(py::str(dt.attr("name"))) +
+    throw CodecError(std::string(what) + " has dtype " + core::excerpt(text_of(dt.attr("name"))) +
                      "; expected float32 or float16 (uint8 for an encoded buffer), native byte "
                      "order (convert with .astype(numpy.float32))");
+  if (dtype != "uint8") check_elements(static_cast<std::uint64_t>(array.size()), what);
   if (!(array.flags() & py::array::c_style)) {
     if (use == Use::output)
       throw CodecError(std::string(what) +

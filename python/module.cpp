@@ -27,7 +27,8 @@ namespace {
 py::object json_default(py::handle value) {
   if (py::hasattr(value, "__fspath__")) return py::module_::import("os").attr("fspath")(value);
   if (py::hasattr(value, "item")) return value.attr("item")();
-  throw py::type_error("cannot write a " + std::string(py::str(value.get_type().attr("__name__"))) +
+  throw py::type_error("cannot write a " +
+                       core::excerpt(text_of(value.get_type().attr("__name__"))) +
                        " into a scenario, plan or codec: use numbers, strings, lists and dicts");
 }
 
@@ -44,7 +45,7 @@ std::string json_text(py::handle object) {
     // allow_nan=False: JSON, and so the scenario language, has no NaN or infinity.
     if (e.matches(PyExc_ValueError))
       throw Error("a float NaN or infinity cannot be a value of a scenario, plan or codec (" +
-                  std::string(py::str(e.value())) + ")");
+                  core::excerpt(text_of(e.value())) + ")");
     throw;
   }
 }
@@ -67,8 +68,38 @@ py::object from_json(const core::Json& json) {
   return py::module_::import("json").attr("loads")(json.dump());
 }
 
+std::string text_of(py::handle object) {
+  const py::str text(object);
+  // A lone surrogate cannot be UTF-8: an escaped byte (surrogateescape, how Python reads a
+  // file name that is not UTF-8) becomes that byte again, any other is written as \udXXX.
+  PyObject* bytes = PyUnicode_AsEncodedString(text.ptr(), "utf-8", "surrogateescape");
+  if (bytes == nullptr) {
+    PyErr_Clear();
+    bytes = PyUnicode_AsEncodedString(text.ptr(), "utf-8", "backslashreplace");
+  }
+  if (bytes == nullptr) throw py::error_already_set();
+  const py::bytes owned = py::reinterpret_steal<py::bytes>(bytes);
+  return owned;
+}
+
 std::string path_text(py::handle path) {
-  const std::string text = py::str(py::module_::import("os").attr("fspath")(path));
+  // os.fspath: str, bytes or os.PathLike (TypeError for anything else). A str is encoded as
+  // the file system encodes it (os.fsencode): a name read from a directory that is not UTF-8
+  // ('\udcff', surrogateescape) names the same file again.
+  const py::object os = py::module_::import("os");
+  const py::object fs_path = os.attr("fspath")(path);
+  std::string text;
+  if (py::isinstance<py::bytes>(fs_path)) {
+    text = fs_path.cast<std::string>();
+  } else {
+    PyObject* bytes = PyUnicode_EncodeFSDefault(fs_path.ptr());
+    if (bytes == nullptr) {
+      PyErr_Clear();
+      throw Error("the path '" + core::excerpt(text_of(fs_path)) +
+                  "' cannot be a file name: it holds a surrogate that is not an escaped byte");
+    }
+    text = py::reinterpret_steal<py::bytes>(bytes);
+  }
   // The C library reads a path up to its first NUL: "s.yaml\0x" would open s.yaml.
   if (text.find('\0') != std::string::npos)
     throw Error("the path '" + core::excerpt(text) + "' holds a NUL character");
@@ -78,7 +109,8 @@ std::string path_text(py::handle path) {
 
 Document read_document(py::handle source, const char* what) {
   if (py::isinstance<py::dict>(source)) return {node_of_dict(source), ""};
-  if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
+  if (py::isinstance<py::str>(source) || py::isinstance<py::bytes>(source) ||
+      py::hasattr(source, "__fspath__")) {
     const std::string path = path_text(source);
     core::Diagnostics diags;
     auto node = core::load_document(path, diags);
@@ -91,7 +123,7 @@ Document read_document(py::handle source, const char* what) {
   }
   throw py::type_error(std::string("a ") + what +
                        " is a path (str or os.PathLike) to a YAML/JSON file or a dict, not " +
-                       std::string(py::str(source.get_type().attr("__name__"))));
+                       core::excerpt(text_of(source.get_type().attr("__name__"))));
 }
 
 }  // namespace hgsim::python

@@ -128,7 +128,8 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
   const OnePoint point = checked_one(scenario, "simulate");
   apps::RunOptions options;
   options.plan = given_plan(plan);
-  if (py::isinstance<py::str>(profiles) || py::hasattr(profiles, "__fspath__")) {
+  if (py::isinstance<py::str>(profiles) || py::isinstance<py::bytes>(profiles) ||
+      py::hasattr(profiles, "__fspath__")) {
     options.profiles.push_back(path_text(profiles));
   } else if (!profiles.is_none()) {
     for (py::handle p : profiles) options.profiles.push_back(path_text(p));
@@ -139,13 +140,13 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
         "simulate: give profiles or layer_profile, not both (a layer profile costs all "
         "compute)");
   if (!fidelity.is_none()) {
-    options.fidelity = py::str(fidelity);
+    options.fidelity = text_of(fidelity);
     if (options.fidelity != "full" && options.fidelity != "folded" && options.fidelity != "auto")
-      throw Error("simulate: fidelity is 'full', 'folded' or 'auto', not '" + options.fidelity +
-                  "'");
+      throw Error("simulate: fidelity is 'full', 'folded' or 'auto', not '" +
+                  core::excerpt(options.fidelity) + "'");
   }
   if (!trace.is_none()) options.sim.trace_path = path_text(trace);
-  if (!trace_filter.is_none()) options.trace_filter = py::str(trace_filter);
+  if (!trace_filter.is_none()) options.trace_filter = text_of(trace_filter);
   options.sim.allow_oom = allow_oom;
   core::Diagnostics diags;
   std::optional<sim::Results> result;
@@ -188,13 +189,14 @@ py::object plan(py::handle scenario, double time_budget_s, int verify, bool base
 // seconds. The one parser (core/units.hpp), so Python never reads "10Gbps" on its own.
 double parse_quantity(const std::string& text, const std::string& kind) {
   auto check = [&](const auto& parsed) {
-    if (!parsed) throw Error("'" + text + "': " + parsed.error);
+    if (!parsed) throw Error("'" + core::excerpt(text) + "': " + parsed.error);
     return parsed.value->value();
   };
   if (kind == "bytes") return check(core::parse_size(text));
   if (kind == "bandwidth") return check(core::parse_bandwidth(text));
   if (kind == "duration") return check(core::parse_duration(text));
-  throw Error("parse_quantity: kind '" + kind + "' is not bytes, bandwidth or duration");
+  throw Error("parse_quantity: kind '" + core::excerpt(kind) +
+              "' is not bytes, bandwidth or duration");
 }
 
 // The simulator's outer-sync schedule (sim::outer_sync_events), for the live runner: one

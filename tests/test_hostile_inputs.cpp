@@ -706,6 +706,17 @@ TEST(HostileScenarioFollowOns, ExcerptsEscapeWhatATerminalWouldActOn) {
   EXPECT_EQ(core::escaped("\xc0\xaf"), "\\xc0\\xaf");
   EXPECT_EQ(core::escaped("\xed\xa0\x80"), "\\xed\\xa0\\x80");
   EXPECT_EQ(core::escaped("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // an emoji is text
+  // A diagnostic's file and key path are shown the same way (a dict given to the Python
+  // module has keys no reader checked), a long one by its ends.
+  core::Diagnostic d;
+  d.where = {"dir/\x1b[2J.yaml", 3, 4};
+  d.key_path = "codec." + std::string(1000, '\x07');
+  d.message = "m";
+  const std::string shown = core::format_diagnostic(d);
+  EXPECT_EQ(shown.substr(0, 26), "dir/\\x1b[2J.yaml:3:4: erro") << shown;
+  EXPECT_EQ(shown.find('\x07'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_LT(shown.size(), 800u) << shown;
 }
 
 // A length stated in characters counts characters (code points), not bytes: 150 'é' (300

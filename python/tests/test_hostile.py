@@ -152,3 +152,87 @@ def test_codec_shapes_past_two_to_the_forty_raise_codec_error():
         with pytest.raises(hgsim.CodecError) as e:
             hgsim.encoded_bytes("int8", shape)
         assert "more than 2^40 elements" in str(e.value)
+
+
+def _assert_quoted(message, limit=400):
+    """A message that repeats input holds no byte a terminal acts on, and stays short."""
+    assert "\x1b" not in message and "\x07" not in message, message[:200]
+    assert len(message) <= limit, (len(message), message[:200])
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: hgsim.encode("int8\x1b[31m", a),
+    lambda a: hgsim.encode("x" * 10**6, a),
+    lambda a: hgsim.encode({"codec": "x" * 10**5}, a),
+    lambda a: hgsim.encode({"codec": "int8", "\x07" * 40000: 1}, a),
+    lambda a: hgsim.TensorCodec("int8\x1b[31m", (4,)),
+    lambda a: hgsim.TensorCodec("int8", (4,), "q" * 10**5),
+    lambda a: hgsim.encoded_bytes("x" * 10**6, (4,)),
+    lambda a: hgsim.encoded_bytes("int8", (4,), "f\x1b" * 1000),
+    lambda a: hgsim.encode(type("x\x1b" * 100, (), {})(), a),
+], ids=["escape", "megabyte-name", "dict-name", "dict-key", "tensorcodec", "tensorcodec-dtype",
+        "encoded-bytes", "encoded-bytes-dtype", "type-name"])
+def test_codec_errors_quote_what_they_repeat(call):
+    with pytest.raises(hgsim.CodecError) as e:
+        call(np.ones(4, np.float32))
+    # A 40 000-character key of BEL is shown by its ends, each BEL as \x07.
+    _assert_quoted(str(e.value), limit=1200)
+
+
+def test_codec_names_are_cut_to_sixty_characters():
+    with pytest.raises(hgsim.CodecError) as e:
+        hgsim.encode("x" * 10**6, np.ones(4, np.float32))
+    assert "'" + "x" * 60 + "... (1000000 characters)'" in str(e.value)
+    with pytest.raises(hgsim.CodecError) as e:
+        hgsim.encode("int8\x1b[31m", np.ones(4, np.float32))
+    assert "unknown codec 'int8\\x1b[31m'" in str(e.value)
+
+
+def test_an_array_past_the_element_limit_is_refused_before_it_is_copied():
+    # A broadcast view of one float claims 4 TiB: numpy would try to make it contiguous.
+    huge = np.broadcast_to(np.float32(1), (2**40,))
+    with pytest.raises(hgsim.CodecError) as e:
+        hgsim.encode("int8", huge)
+    assert "the array has 1099511627776 elements" in str(e.value)
+    assert "HGSIM_MAX_CODEC_ELEMENTS" in str(e.value)
+    with pytest.raises(hgsim.CodecError):
+        hgsim.TensorCodec("int8", (2**40,)).encode(huge)
+
+
+@pytest.mark.parametrize("function", ["load_scenario", "resolve", "simulate"])
+def test_a_path_that_is_not_utf8_is_a_file_name_not_a_traceback(function, tmp_path):
+    # Python reads a file name that is not UTF-8 with surrogateescape ('\udcff' for byte
+    # 0xff): it names that file again, and a message shows the byte escaped.
+    missing = str(tmp_path) + "/\udcff.yaml"
+    with pytest.raises(hgsim.Error) as e:
+        getattr(hgsim, function)(missing)
+    assert "\\xff.yaml': No such file or directory" in str(e.value)
+    _assert_quoted(str(e.value))
+    with pytest.raises(hgsim.Error) as e:
+        getattr(hgsim, function)(os.fsencode(missing))  # bytes name the same file
+    assert "\\xff.yaml'" in str(e.value)
+    with pytest.raises(hgsim.Error) as e:
+        getattr(hgsim, function)(str(tmp_path) + "/\ud800.yaml")  # not an escaped byte
+    assert "cannot be a file name" in str(e.value)
+
+
+def test_a_scenario_whose_file_name_is_not_utf8_loads(tmp_path):
+    import json
+    name = os.path.join(os.fsencode(str(tmp_path)), b"s\xff.json")
+    with open(name, "w") as f:
+        json.dump(TINY, f)
+    loaded = hgsim.load_scenario(os.fsdecode(name))
+    assert loaded["name"] == "tiny"
+
+
+def test_simulate_options_are_quoted():
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.simulate(TINY, fidelity="x\x1b" * 100)
+    assert "fidelity is 'full', 'folded' or 'auto', not 'x\\x1b" in str(e.value)
+    _assert_quoted(str(e.value))
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.simulate(TINY, fidelity="\udcff")
+    assert "not '\\xff'" in str(e.value)
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.parse_quantity("10", "q\x1b" * 1000)
+    _assert_quoted(str(e.value))
