@@ -372,8 +372,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                    "<name>.sweep.sqlite)")
       ->check(non_empty_path());
   sweep->add_flag("--resume", o.resume,
-                  "continue the database: skip the points already ok for the same resolved "
-                  "scenario and options, run the rest");
+                  "continue the database (a sweep of a scenario of the same name): skip the "
+                  "points already ok for the same resolved scenario and options, run the rest");
   sweep->add_flag("--mpi", o.mpi,
                   "run under MPI (mpirun -n N hgsim sweep ... --mpi): rank 0 owns the database "
                   "and hands out points, the other ranks run them");

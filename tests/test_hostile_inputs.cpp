@@ -1467,10 +1467,20 @@ TEST(HgsimProcess, ALimitOutsideItsRangeIsIgnoredWithAWarning) {
     EXPECT_EQ(p.status, 1) << spaced;
     EXPECT_NE(p.err.find("the clusters hold 4 GPUs"), std::string::npos) << spaced << p.err;
   }
-  // HGSIM_MAX_MEMORY_BYTES at its floor still runs a simulation (SimGrid starts).
+  // HGSIM_MAX_MEMORY_BYTES at its floor still runs a simulation (SimGrid starts; below it,
+  // SimGrid's own first allocation failed and it aborted with a backtrace), and a
+  // simulation that needs more says so, exit 1.
   Process p = run_binary({"run", scenario}, {"HGSIM_MAX_MEMORY_BYTES=67108864"});
   EXPECT_EQ(p.status, 0) << p.err;
   EXPECT_EQ(p.err.find("CRITICAL"), std::string::npos) << p.err;
+  const std::string large =
+      (fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "scale" / "astra-gpt-6.7b-128.yaml").string();
+  p = run_binary({"run", large, "--fidelity", "full"}, {"HGSIM_MAX_MEMORY_BYTES=67108864"});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("the simulation ran out of memory (it may use 64 MiB)"), std::string::npos)
+      << p.err;
+  EXPECT_EQ(p.err.find("CRITICAL"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("a bug in hgsim"), std::string::npos) << p.err;
 }
 
 // hgsim codecs takes 16 bytes an element: a --size past HGSIM_MAX_MEMORY_BYTES is refused
