@@ -1,5 +1,8 @@
 // _hgsim: the hgsim Python module's compiled half (python/hgsim/__init__.py re-exports it).
 // README.md's "Python module" section documents this API.
+#include <cmath>
+#include <vector>
+
 #include <pybind11/pybind11.h>
 
 #include "compress/codec.hpp"
@@ -32,9 +35,96 @@ py::object json_default(py::handle value) {
                        " into a scenario, plan or codec: use numbers, strings, lists and dicts");
 }
 
+// Past this depth the walk below leaves the value to json.dumps, whose recursion limit
+// (1000 by default) reports it as nesting too deep.
+constexpr std::size_t kMaxCheckedDepth = 2000;
+
+// The key path of a value for a message ("wan[0].bandwidth"), from its parts ("wan",
+// "[0]", "bandwidth"); "the value" for the root.
+std::string where_of(const std::vector<std::string>& parts) {
+  if (parts.empty()) return "the value";
+  std::string path;
+  for (const std::string& part : parts)
+    path += (path.empty() || (!part.empty() && part.front() == '[') ? "" : ".") + part;
+  return path;
+}
+
+// A key or text as a message quotes it: a lone surrogate written out (\udcff), as Python
+// writes it.
+std::string surrogates_written(py::handle value) {
+  if (!py::isinstance<py::str>(value)) return text_of(value);
+  PyObject* bytes = PyUnicode_AsEncodedString(value.ptr(), "utf-8", "backslashreplace");
+  if (bytes == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(bytes);
+}
+
+// What json.dumps would report without saying where (a circular reference, an array of
+// more than one value, a lone surrogate that UTF-8 cannot hold, NaN), found with the key
+// path of the value. `open` holds the dicts and lists being walked: meeting one again is a
+// cycle.
+void check_writable(py::handle value, std::vector<std::string>& parts,
+                    std::vector<PyObject*>& open) {
+  if (open.size() > kMaxCheckedDepth) return;
+  if (py::isinstance<py::str>(value)) {
+    PyObject* bytes = PyUnicode_AsUTF8String(value.ptr());
+    if (bytes != nullptr) {
+      Py_DECREF(bytes);
+      return;
+    }
+    PyErr_Clear();
+    throw Error(where_of(parts) + ": not valid UTF-8 text (a lone surrogate, in '" +
+                core::excerpt(surrogates_written(value)) + "')");
+  }
+  if (py::isinstance<py::float_>(value)) {
+    if (!std::isfinite(value.cast<double>()))
+      throw Error(where_of(parts) +
+                  ": a float NaN or infinity cannot be a value of a scenario, plan or codec");
+    return;
+  }
+  if (value.is_none() || py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value))
+    return;
+  const bool is_dict = py::isinstance<py::dict>(value);
+  const bool is_list = py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value);
+  if (!is_dict && !is_list) {
+    if (py::hasattr(value, "__fspath__")) return;
+    // A NumPy scalar (or a 0-d array) is written as its .item(); a larger array is not one
+    // value.
+    if (py::hasattr(value, "item") &&
+        (!py::hasattr(value, "ndim") || value.attr("ndim").cast<int>() == 0))
+      return;
+    throw py::type_error(where_of(parts) + ": cannot write a " +
+                         core::excerpt(text_of(value.get_type().attr("__name__"))) +
+                         " into a scenario, plan or codec: use numbers, strings, lists and "
+                         "dicts" +
+                         (py::hasattr(value, "tolist") ? " (.tolist() makes a list)" : ""));
+  }
+  for (PyObject* seen : open)
+    if (seen == value.ptr()) throw Error("circular reference at " + where_of(parts));
+  open.push_back(value.ptr());
+  if (is_dict) {
+    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value)) {
+      parts.push_back(core::excerpt(surrogates_written(key)));
+      if (py::isinstance<py::str>(key)) check_writable(key, parts, open);
+      check_writable(item, parts, open);
+      parts.pop_back();
+    }
+  } else {
+    std::size_t i = 0;
+    for (py::handle item : value) {
+      parts.push_back("[" + std::to_string(i++) + "]");
+      check_writable(item, parts, open);
+      parts.pop_back();
+    }
+  }
+  open.pop_back();
+}
+
 // json.dumps of the object; a structure nested past Python's recursion limit is an
 // hgsim.Error like any other bad document.
 std::string json_text(py::handle object) {
+  std::vector<std::string> parts;
+  std::vector<PyObject*> open;
+  check_writable(object, parts, open);
   try {
     return py::str(py::module_::import("json").attr("dumps")(
         object, py::arg("default") = py::cpp_function(&json_default),

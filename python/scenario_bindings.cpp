@@ -55,6 +55,40 @@ std::optional<core::Plan> given_plan(py::handle source) {
   return plan;
 }
 
+// The diagnostics with the command line's option names (apps/ reports --trace-filter) as
+// the Python arguments that carry them.
+core::Diagnostics with_argument_names(const core::Diagnostics& diags) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"--trace-filter", "trace_filter"},   {"--trace", "trace"},       {"--profile", "profiles"},
+      {"--layer-profile", "layer_profile"}, {"--fidelity", "fidelity"}, {"--plan", "plan"},
+      {"--allow-oom", "allow_oom"}};
+  // "e.g. --trace-filter cluster=a" in a hint: "e.g. trace_filter=\"cluster=a\"".
+  const auto as_argument = [](std::string text) {
+    const std::string flag = "--trace-filter ";
+    for (auto at = text.find(flag); at != std::string::npos; at = text.find(flag, at)) {
+      auto end = text.find_first_of(" ;)", at + flag.size());
+      if (end == std::string::npos) end = text.size();
+      const std::string value = text.substr(at + flag.size(), end - at - flag.size());
+      const std::string argument = "trace_filter=\"" + value + "\"";
+      text.replace(at, end - at, argument);
+      at += argument.size();
+    }
+    return text;
+  };
+  core::Diagnostics renamed;
+  for (core::Diagnostic d : diags.all()) {
+    for (const auto& [option, argument] : kNames)
+      if (d.key_path == option) d.key_path = argument;
+    d.message = as_argument(d.message);
+    d.hint = as_argument(d.hint);
+    if (d.severity == core::Severity::error)
+      renamed.error(d.where, d.key_path, d.message, d.hint);
+    else
+      renamed.warning(d.where, d.key_path, d.message, d.hint);
+  }
+  return renamed;
+}
+
 // Raises hgsim.Error for a step that failed; `what` when it left no diagnostic.
 [[noreturn]] void fail(const core::Diagnostics& diags, const std::string& what) {
   throw Error(diags.has_errors() ? message_of(diags) : what);
@@ -146,7 +180,18 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
                   core::excerpt(options.fidelity) + "'");
   }
   if (!trace.is_none()) options.sim.trace_path = path_text(trace);
-  if (!trace_filter.is_none()) options.trace_filter = text_of(trace_filter);
+  if (!trace_filter.is_none()) {
+    if (!py::isinstance<py::str>(trace_filter))
+      throw py::type_error(
+          "simulate: trace_filter must be a str (\"cluster=NAME,stage=N,"
+          "kind=KIND\"), not a " +
+          core::excerpt(text_of(trace_filter.get_type().attr("__name__"))));
+    if (trace.is_none())
+      throw Error(
+          "simulate: trace_filter filters the trace written to trace=, and trace is "
+          "None (give trace=FILE.json)");
+    options.trace_filter = text_of(trace_filter);
+  }
   options.sim.allow_oom = allow_oom;
   core::Diagnostics diags;
   std::optional<sim::Results> result;
@@ -154,7 +199,7 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
     py::gil_scoped_release release;
     result = apps::simulate_point(point.checked, options, diags);
   }
-  if (!result) fail(diags, "the simulation gave no result");
+  if (!result) fail(with_argument_names(diags), "the simulation gave no result");
   for (const std::string& w : result->warnings) diags.warning({}, "", w);
   raise_or_warn(diags);
   return from_json(sim::to_json(*result));

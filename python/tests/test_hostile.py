@@ -236,3 +236,53 @@ def test_simulate_options_are_quoted():
     with pytest.raises(hgsim.Error) as e:
         hgsim.parse_quantity("10", "q\x1b" * 1000)
     _assert_quoted(str(e.value))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_dicts_json_cannot_write_are_refused_at_their_key():
+    circular = changed(("name",), None)
+    circular["strategy"]["pipelines"][0]["stages"].append(circular["strategy"])
+    with pytest.raises(hgsim.Error, match=r"^circular reference at strategy.pipelines\[0\]"
+                                          r"\.stages\[2\]$"):
+        hgsim.load_scenario(circular)
+    looped = {}
+    looped["name"] = looped
+    with pytest.raises(hgsim.Error, match="^circular reference at name$"):
+        hgsim.load_scenario(looped)
+    # The same list twice is not a cycle.
+    twice = changed(("name",), "twice")
+    twice["extra"] = [twice["wan"], twice["wan"]]
+    with pytest.raises(hgsim.Error) as e:
+        hgsim.load_scenario(twice)
+    assert "circular" not in str(e.value)
+    with pytest.raises(TypeError, match=r"^wan\[0\]\.latency: cannot write a ndarray .*tolist"):
+        hgsim.load_scenario(changed(("wan", 0, "latency"), np.array([1.0, 2.0])))
+    with pytest.raises(TypeError, match=r"^ratio: cannot write a ndarray"):
+        hgsim.encoded_bytes({"codec": "topk", "ratio": np.array([0.1, 0.2])}, [10])
+    # NumPy scalars (and 0-d arrays) are one value.
+    assert hgsim.load_scenario(changed(("training", "global_batch"), np.int64(8))) \
+        ["training"]["global_batch"] == 8
+    with pytest.raises(hgsim.Error, match=r"^description: not valid UTF-8 text .*\\udcff"):
+        hgsim.load_scenario(changed(("description",), "a\udcffb"))
+    with pytest.raises(hgsim.Error, match=r"^clusters\[0\]\.\\udcff: not valid UTF-8 text"):
+        bad = changed(("name",), "tiny")
+        bad["clusters"][0]["\udcff"] = 1
+        hgsim.load_scenario(bad)
+    with pytest.raises(hgsim.Error, match=r"^strategy\.micro_batch: a float NaN"):
+        hgsim.load_scenario(changed(("strategy", "micro_batch"), float("nan")))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_trace_filter_is_checked_as_the_argument_it_is(tmp_path):
+    trace = str(tmp_path / "t.json")
+    for bad in (["cluster=east"], {"cluster": "east"}, 3):
+        with pytest.raises(TypeError, match="^simulate: trace_filter must be a str .*not a "):
+            hgsim.simulate(TINY, trace=trace, trace_filter=bad)
+    with pytest.raises(hgsim.Error, match="trace_filter filters the trace written to trace="):
+        hgsim.simulate(TINY, trace_filter="cluster=east")
+    for text, message in (("foo=a", "trace_filter: unknown key 'foo'"),
+                          ("cluster=nowhere", "trace_filter: cluster=nowhere: no such cluster")):
+        with pytest.raises(hgsim.Error) as e:
+            hgsim.simulate(TINY, trace=trace, trace_filter=text)
+        assert message in str(e.value)
+        assert "--trace" not in str(e.value)
