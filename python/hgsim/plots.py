@@ -54,8 +54,9 @@ COMPACTED_POINTS = 2**18
 MAX_TICKS = 200
 
 
-class PlotError(ValueError):
-    """A figure that cannot be drawn from what was given (the message says why)."""
+class PlotError(_hgsim.Error):
+    """A figure that cannot be drawn from what was given (the message says why). An
+    :class:`hgsim.Error` (a ``ValueError``), as every problem the module reports."""
 
 
 def shown(text):
@@ -86,6 +87,12 @@ def _label(text):
     """Text of the figure (title, axis names, legend): as a message shows it, with ``$``
     kept from starting matplotlib's mathtext (whose parse errors end the drawing)."""
     return shown(text).replace("$", r"\$")
+
+
+def _lines(*pieces):
+    """A label of several lines: each piece escaped as :func:`_label` does (a newline in a
+    cluster's name shows as ``\\x0a``), joined by real newlines."""
+    return "\n".join(_label(piece) for piece in pieces)
 
 
 def _listed(names):
@@ -464,9 +471,21 @@ def plot_sweep(db, x, y, out, color=None):
 
 def stage_breakdown(result):
     """Per (pipeline, stage): the mean over its GPUs of compute, exposed communication,
-    bubble and idle seconds, and its memory per GPU and capacity."""
+    bubble and idle seconds, and its memory per GPU and capacity. PlotError for a
+    ``result`` that is not what ``hgsim run --json`` prints (``hgsim.simulate`` returns)."""
+    try:
+        return _stages(result)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PlotError(f"result: not hgsim run --json's output ({type(e).__name__} "
+                        f"{shown(e)})") from None
+
+
+def _stages(result):
+    devices = result["devices"]
+    if not isinstance(devices, list) or not devices:
+        raise ValueError("devices: not a list of the GPUs' results")
     stages = {}
-    for d in result["devices"]:
+    for d in devices:
         s = stages.setdefault((d["pipeline"], d["stage"]), {
             "cluster": d["cluster"], "gpu": d["gpu"], "n": 0, "compute_s": 0.0,
             "comm_exposed_s": 0.0, "bubble_s": 0.0, "idle_s": 0.0, "peak_bytes": 0.0,
@@ -481,10 +500,42 @@ def stage_breakdown(result):
     return dict(sorted(stages.items()))
 
 
+# Bins of a WAN time series: a figure 8 inches wide shows no more than a few thousand.
+MAX_BINS = 100_000
+
+
+def _iteration_seconds(value, where):
+    """``value`` as the positive, finite length of an iteration in seconds; PlotError
+    naming ``where`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise PlotError(f"{where}: {_what(value)}, not a positive number of seconds")
+    return float(value)
+
+
+def _bins(bins):
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) \
+            or not 1 <= bins <= MAX_BINS:
+        raise PlotError(f"bins: {_what(bins)}, not a whole number from 1 to {MAX_BINS}")
+    return int(bins)
+
+
 def wan_throughput(trace, iteration_s, bins=200):
     """Each WAN direction's throughput over the iteration from a Chrome trace written by
     hgsim: every message's bytes spread evenly over its time on the link. Returns
-    {link name: (bin centres in s, bytes per second)}."""
+    {link name: (bin centres in s, bytes per second)}. PlotError for an ``iteration_s``
+    that is not a positive number of seconds, ``bins`` not from 1 to MAX_BINS, or a trace
+    that hgsim did not write."""
+    iteration_s = _iteration_seconds(iteration_s, "iteration_s")
+    bins = _bins(bins)
+    try:
+        return _wan_series(trace, iteration_s, bins)
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        raise PlotError(f"trace: not a trace hgsim run wrote ({type(e).__name__} "
+                        f"{shown(e)})") from None
+
+
+def _wan_series(trace, iteration_s, bins):
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     wan_pid = None
     names = {}
@@ -511,6 +562,16 @@ def wan_throughput(trace, iteration_s, bins=200):
             b += 1
     centres = [(b + 0.5) * width for b in range(bins)]
     return {name: (centres, values) for name, values in series.items()}
+
+
+def _wan_bytes(result):
+    """Bytes the result counts on its WAN links (0 when it has none)."""
+    return sum(float(l.get("bytes", 0)) for l in result.get("links", [])
+               if isinstance(l, dict) and l.get("kind") == "wan")
+
+
+def _traced_bytes(series, width):
+    return sum(sum(rate) * width for _, rate in series.values())
 
 
 def wan_capacities(scenario):
@@ -557,18 +618,26 @@ def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
         trace_option = f"--trace {shown(os.fspath(trace))}"
         trace = _json_file(trace, "--trace")
     try:
-        stages = stage_breakdown(result)
-        T = float(result["iteration_time_s"])
-        title = f"{_label(result['scenario'])}: one iteration, {T:.4g} s (simulated)"
+        stages = _stages(result)
+        T = result["iteration_time_s"]
+        title = f"{_label(result['scenario'])}: one iteration"
+        wan_bytes = _wan_bytes(result)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlotError(f"{result_option}: not hgsim run --json's output "
                         f"({type(e).__name__} {shown(e)})") from None
+    T = _iteration_seconds(T, f"{result_option}: iteration_time_s")
+    title += f", {T:.4g} s (simulated)"
+    bins = 200
     try:
-        series = wan_throughput(trace, T) if trace is not None else None
+        series = _wan_series(trace, T, bins) if trace is not None else None
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
         raise PlotError(f"{trace_option}: not a trace hgsim run wrote "
                         f"({type(e).__name__} {shown(e)})") from None
-    labels = [_label(f"p{p} s{s}\n{v['cluster']}") for (p, s), v in stages.items()]
+    # A trace written with a filter (--trace-filter, trace_filter=) may hold only part of
+    # the WAN messages, or none: its series would draw idle links that were not.
+    traced = _traced_bytes(series, T / bins) if series is not None else 0.0
+    partial = series is not None and wan_bytes > 0 and traced < wan_bytes * (1 - 1e-6)
+    labels = [_lines(f"p{p} s{s}", v["cluster"]) for (p, s), v in stages.items()]
     plt = _pyplot()
     fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(8, 10))
 
@@ -583,7 +652,11 @@ def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
     a1.set_title(title)
     a1.legend(fontsize="small", ncol=4, loc="lower right")
 
-    if series is not None:
+    if partial and traced == 0:
+        a2.text(0.5, 0.5, f"the trace filter removed the WAN transfers\n({wan_bytes / 1e6:.4g} "
+                "MB crossed the WAN): no WAN time series", ha="center", va="center",
+                transform=a2.transAxes)
+    elif series is not None:
         capacities = wan_capacities(scenario) if scenario else {}
         for name, (t, rate) in series.items():
             line = a2.plot(t, [r * 8e-9 for r in rate], label=_label(name))[0]
@@ -592,7 +665,9 @@ def plot_run(result, out, trace=None, scenario=None, out_option="--out"):
         a2.set_xlim(0, T)
         a2.set_xlabel("time in the iteration (s)")
         a2.set_ylabel("Gbit/s")
-        a2.set_title("WAN throughput per direction (dashed: the scenario's bandwidth)")
+        a2.set_title("WAN throughput per direction (dashed: the scenario's bandwidth)"
+                     + (f"\nonly {100 * traced / wan_bytes:.3g}% of the WAN bytes: the trace "
+                        "filter removed the rest" if partial else ""))
         if a2.lines:
             a2.legend(fontsize="small")
         else:

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -346,3 +347,87 @@ def test_a_color_axis_of_too_many_values_is_refused(tmp_path, monkeypatch):
     db = crafted_db(tmp_path / "s.sqlite")
     with pytest.raises(plots.PlotError, match=r"--color training.seq_len: more than 1 values"):
         plots.plot_sweep(db, AXES[0], "mfu", tmp_path / "f.png", color=AXES[1])
+
+
+# ---- the run figure's labels, arguments and filtered traces ------------------------------
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory):
+    """wan-sweep.yaml without its sweep, simulated: (scenario path, result, WAN-only trace)."""
+    import hgsim
+    tmp_path = tmp_path_factory.mktemp("run")
+    text = (ROOT / "scenarios" / "examples" / "wan-sweep.yaml").read_text()
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text(text[:text.index("\nsweep:") + 1])
+    trace = tmp_path / "wan.json"
+    with warnings.catch_warnings():  # the scenario's TCP window advice
+        warnings.simplefilter("ignore")
+        result = hgsim.simulate(str(scenario), trace=str(trace), trace_filter="tracks=wan")
+    return scenario, result, trace
+
+
+def stage_labels(monkeypatch, result, out, **kwargs):
+    """The y tick labels of the stage panel plot_run draws."""
+    seen = []
+    monkeypatch.setattr(plots, "_save", lambda fig, *a: seen.append(
+        [t.get_text() for t in fig.get_axes()[0].get_yticklabels()]))
+    plots.plot_run(result, out, **kwargs)
+    return seen[0]
+
+
+def test_stage_labels_are_two_lines_with_the_cluster_escaped(one_run, monkeypatch, tmp_path):
+    _, result, _ = one_run
+    labels = stage_labels(monkeypatch, result, tmp_path / "f.png")
+    assert labels and all("\\x" not in label for label in labels)
+    assert all(label.count("\n") == 1 for label in labels)
+    assert labels[0].split("\n")[1] == result["devices"][0]["cluster"]
+    hostile = {**result, "devices": [{**d, "cluster": "ev\x1bil\nname"} for d in result["devices"]]}
+    labels = stage_labels(monkeypatch, hostile, tmp_path / "f.png")
+    assert all(label.split("\n")[1] == "ev\\x1bil\\x0aname" for label in labels)
+
+
+def test_run_helpers_refuse_bad_arguments_by_name(one_run, tmp_path):
+    import hgsim
+    _, result, trace = one_run
+    events = json.loads(trace.read_text())
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "1", True):
+        with pytest.raises(plots.PlotError, match="^iteration_s: .*not a positive number"):
+            plots.wan_throughput(events, bad)
+    for bins in (0, -1, 1.5, 10**9, None):
+        with pytest.raises(plots.PlotError, match="^bins: "):
+            plots.wan_throughput(events, 1.0, bins=bins)
+    with pytest.raises(plots.PlotError, match="^trace: not a trace hgsim run wrote"):
+        plots.wan_throughput({"events": []}, 1.0)
+    for bad in ({}, {"devices": []}, {"devices": [{}]}, None):
+        with pytest.raises(plots.PlotError, match="^result: not hgsim run --json's output"):
+            plots.stage_breakdown(bad)
+    assert issubclass(plots.PlotError, hgsim.Error) and issubclass(plots.PlotError, ValueError)
+    # The result's iteration time is to blame, not the (good) trace.
+    for bad in (0, -0.5, float("nan")):
+        with pytest.raises(plots.PlotError, match="^--result: iteration_time_s: .*not a positive"):
+            plots.plot_run({**result, "iteration_time_s": bad}, tmp_path / "f.png", trace=events)
+    assert not (tmp_path / "f.png").exists()
+
+
+def wan_panel_texts(monkeypatch, result, trace, scenario, out):
+    seen = []
+    monkeypatch.setattr(plots, "_save", lambda fig, *a: seen.append(fig.get_axes()[1]))
+    plots.plot_run(result, out, trace=trace, scenario=scenario)
+    panel = seen[0]
+    return panel.get_title(), [t.get_text() for t in panel.texts], len(panel.lines)
+
+
+def test_a_filtered_trace_does_not_draw_idle_wan_links(one_run, monkeypatch, tmp_path):
+    import hgsim
+    scenario, result, trace = one_run
+    title, texts, lines = wan_panel_texts(monkeypatch, result, str(trace), str(scenario),
+                                          tmp_path / "f.png")
+    assert lines > 0 and not texts and "filter" not in title
+    # kind=forward keeps no WAN message (the WAN carries the pipeline's sends).
+    filtered = tmp_path / "forward.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = hgsim.simulate(str(scenario), trace=str(filtered), trace_filter="kind=forward")
+    title, texts, lines = wan_panel_texts(monkeypatch, result, str(filtered), str(scenario),
+                                          tmp_path / "f.png")
+    assert lines == 0 and any("the trace filter removed the WAN transfers" in t for t in texts)
