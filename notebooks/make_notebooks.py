@@ -387,9 +387,9 @@ for path in sorted(glob.glob(os.path.join(ROOT, "scenarios", "paper", "dtfm-*.ya
     wan = [(hgsim.parse_quantity(w["bandwidth"], "bandwidth") * 8e-9,
             hgsim.parse_quantity(w["latency"], "duration") * 1e3) for w in s["wan"]]
     settings.append((s["name"], len(s["clusters"]), gpus, wan))
-    lo = min(w[0] for w in wan) if wan else float("nan")
+    slowest = f"{min(w[0] for w in wan):.2f} Gbit/s" if wan else "-"
     print(f"{s['name']:22} {len(s['clusters'])} clusters, {gpus} GPUs, {len(wan)} WAN links, "
-          f"slowest {lo:.2f} Gbit/s")
+          f"slowest {slowest}")
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, _, _, wan in settings:
     if wan:

@@ -7,16 +7,19 @@ notebooks, which carry no outputs).
     PYTHONPATH=build/release/python /usr/bin/python3 notebooks/run_notebooks.py \\
         --out build/release/notebooks notebooks/*.ipynb
 """
-import argparse
+import importlib.util
+import math
 import os
 import sys
 import time
 
-import nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any notebook runs.
+_spec = importlib.util.spec_from_file_location(
+    "script_cli", os.path.join(HERE, "..", "scripts", "script_cli.py"))
+cli = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cli)
 
 
 def figures_missing(book):
@@ -31,7 +34,13 @@ def figures_missing(book):
 
 
 def run(path, out_dir, timeout):
-    book = nbformat.read(path, as_version=4)
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    try:
+        book = nbformat.read(path, as_version=4)
+    except (OSError, ValueError) as e:  # nbformat's NotJSONError and ValidationError too
+        return f"not a notebook ({cli.quoted(e)})", 0.0
     client = NotebookClient(book, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": HERE}})
     start = time.time()
@@ -39,8 +48,9 @@ def run(path, out_dir, timeout):
         client.execute()
     except CellExecutionError as e:
         return f"failed: {e}", time.time() - start
+    except TimeoutError as e:
+        return f"failed: {cli.quoted(e)}", time.time() - start
     finally:
-        os.makedirs(out_dir, exist_ok=True)
         nbformat.write(book, os.path.join(out_dir, os.path.basename(path)))
     missing = figures_missing(book)
     images = sum("image/png" in o.get("data", {}) for c in book.cells if c.cell_type == "code"
@@ -58,11 +68,17 @@ def main():
         os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    parser = argparse.ArgumentParser()
+    parser = cli.Parser(description="Executes notebooks and checks their figures.")
     parser.add_argument("notebooks", nargs="+")
     parser.add_argument("--out", required=True, help="where the executed copies go")
-    parser.add_argument("--timeout", type=float, default=120, help="seconds per cell")
+    parser.add_argument("--timeout", type=cli.positive_float, default=120,
+                        help="seconds per cell (whole seconds: a fraction is rounded up)")
     args = parser.parse_args()
+    # nbclient takes whole seconds.
+    args.timeout = math.ceil(args.timeout)
+    for path in args.notebooks:
+        cli.input_file(path, "")
+    cli.output_folder(args.out, "--out", create=True)
     failed = 0
     for path in args.notebooks:
         problem, wall = run(path, args.out, args.timeout)
@@ -76,4 +92,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))
