@@ -20,6 +20,7 @@ the repository's scenarios/ (so files it writes land there), with 'hgsim' replac
 binary given; stdout and stderr are compared together, stderr first.
 
 Usage: check-readme-outputs.py HGSIM README.md [--show] [--update]
+(every problem: one line 'check-readme-outputs.py: error: ...', exit status 1)
   --show    prints each command's output;
   --update  rewrites each quoted block that differs from today's output in README.md: every
             quoted line becomes the output line it stands for (found by the words it starts
@@ -32,6 +33,8 @@ import shlex
 import subprocess
 import sys
 import tempfile
+
+import script_cli as cli
 
 MARKER = re.compile(r"^<!-- pinned: (.*?) -->\s*$")
 
@@ -48,20 +51,30 @@ def parse(readme):
         command, status, volatile = fields[0], 0, None
         for f in fields[1:]:
             if f.startswith("exit "):
-                status = int(f[5:])
+                try:
+                    status = int(f[5:])
+                except ValueError:
+                    raise cli.ScriptError(f"README.md:{i + 1}: '{cli.quoted(f)}': the exit "
+                                          "status is a whole number") from None
             elif f.startswith("volatile: "):
-                volatile = re.compile(f[len("volatile: "):])
+                try:
+                    volatile = re.compile(f[len("volatile: "):])
+                except re.error as e:
+                    raise cli.ScriptError(f"README.md:{i + 1}: volatile: not a regular "
+                                          f"expression ({e})") from None
             else:
-                raise SystemExit(f"README.md:{i + 1}: unknown field '{f}' in the pinned marker")
+                raise cli.ScriptError(f"README.md:{i + 1}: unknown field '{cli.quoted(f)}' in "
+                                      "the pinned marker")
         if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
-            raise SystemExit(f"README.md:{i + 1}: a pinned marker must be followed by a ``` block")
+            raise cli.ScriptError(f"README.md:{i + 1}: a pinned marker must be followed by a "
+                                  "``` block")
         block = []
         j = i + 2
         while j < len(lines) and not lines[j].startswith("```"):
             block.append(lines[j])
             j += 1
         if j == len(lines):
-            raise SystemExit(f"README.md:{i + 2}: the pinned block is never closed")
+            raise cli.ScriptError(f"README.md:{i + 2}: the pinned block is never closed")
         if block and block[0].startswith("$ "):
             block = block[1:]
         pins.append((i + 1, command, status, volatile, block))
@@ -132,26 +145,44 @@ def updated(block, output, volatile):
 
 
 def main():
-    if len(sys.argv) < 3:
-        raise SystemExit(__doc__)
-    hgsim, readme_path = os.path.abspath(sys.argv[1]), sys.argv[2]
-    show = "--show" in sys.argv[3:]
-    update = "--update" in sys.argv[3:]
+    parser = cli.Parser(description="Checks that the outputs the README quotes are what "
+                        "hgsim prints today.")
+    parser.add_argument("hgsim", help="the hgsim binary")
+    parser.add_argument("readme", help="README.md")
+    parser.add_argument("--show", action="store_true", help="print each command's output")
+    parser.add_argument("--update", action="store_true",
+                        help="rewrite each quoted block that differs from today's output")
+    args = parser.parse_args()
+    hgsim = os.path.abspath(cli.executable(args.hgsim, "HGSIM"))
+    readme_path = cli.input_file(args.readme, "README")
+    if args.update:
+        cli.output_file(readme_path, "README")
+    show, update = args.show, args.update
     updates = {}  # marker line -> the block's new lines
     root = os.path.dirname(os.path.abspath(readme_path))
-    with open(readme_path, encoding="utf-8") as f:
-        pins = parse(f.read())
+    try:
+        with open(readme_path, encoding="utf-8") as f:
+            pins = parse(f.read())
+    except UnicodeDecodeError as e:
+        raise cli.ScriptError(f"{cli.quoted(readme_path)}: not UTF-8 text (byte {e.start})")
     if not pins:
-        raise SystemExit(f"{readme_path}: no pinned outputs found")
+        raise cli.ScriptError(f"{cli.quoted(readme_path)}: no pinned outputs found")
     failures = 0
     for line, command, status, volatile, block in pins:
-        argv = shlex.split(command)
-        if argv[0] != "hgsim":
-            raise SystemExit(f"README.md:{line}: a pinned command must start with hgsim")
+        try:
+            argv = shlex.split(command)
+        except ValueError as e:
+            raise cli.ScriptError(f"README.md:{line}: the pinned command: {e}") from None
+        if not argv or argv[0] != "hgsim":
+            raise cli.ScriptError(f"README.md:{line}: a pinned command must start with hgsim")
         with tempfile.TemporaryDirectory(prefix="hgsim-readme-") as scratch:
             os.symlink(os.path.join(root, "scenarios"), os.path.join(scratch, "scenarios"))
-            r = subprocess.run([hgsim] + argv[1:], cwd=scratch, capture_output=True, text=True,
-                               timeout=600)
+            try:
+                r = subprocess.run([hgsim] + argv[1:], cwd=scratch, capture_output=True,
+                                   text=True, timeout=600)
+            except subprocess.TimeoutExpired:
+                raise cli.ScriptError(f"README.md:{line}: {command}: still running after "
+                                      "600 s") from None
         output = r.stderr + r.stdout
         if show:
             print(f"==== README.md:{line}: {command} (exit {r.returncode})\n{output}")
@@ -185,10 +216,11 @@ def main():
             f.write("\n".join(lines))
         print(f"updated {len(updates)} quoted block(s) in {readme_path}: read the diff")
     if failures:
-        print(f"{failures} of {len(pins)} pinned outputs differ from what hgsim prints; update "
-              "the README (run with --show to see the outputs)")
-        sys.exit(1)
+        raise cli.ScriptError(f"{failures} of {len(pins)} pinned outputs differ from what "
+                              "hgsim prints; update the README (run with --show to see the "
+                              "outputs)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

@@ -10,12 +10,16 @@ left out: those may change on purpose).
 
     scripts/compare-results.py OLD_HGSIM NEW_HGSIM [--fidelity full|folded] SCENARIO...
 
-Exit status 1 when a difference exceeds --tolerance (default 1e-9, relative).
+Exit status 1 when a difference exceeds --tolerance (default 1e-9, relative, a finite
+number of at least 0), and when a scenario could not be compared (either binary failed on
+it, or its output is not JSON): a comparison that did not happen never passes.
 """
 import argparse
 import json
 import subprocess
 import sys
+
+import script_cli as cli
 
 # A difference below this (absolute) is floating-point rounding, not a change: an idle
 # time of 0 s against 1e-15 s.
@@ -41,26 +45,44 @@ def run(binary, scenario, fidelity):
     cmd = [binary, "run", scenario, "--json", "--allow-oom"]
     if fidelity:
         cmd += ["--fidelity", fidelity]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        return None, f"cannot run it ({e.strerror or e})"
     if out.returncode != 0:
-        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"
-    return json.loads(out.stdout), None
+        return None, f"exit {out.returncode}: {cli.why_failed(out)}"
+    try:
+        return json.loads(out.stdout), None
+    except ValueError:
+        return None, "its output is not JSON"
+
+
+def tolerance(text):
+    value = cli.finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{cli.quoted(text)}: must be at least 0")
+    return value
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = cli.Parser(description="Compares the results of two hgsim binaries.")
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("scenarios", nargs="+")
     ap.add_argument("--fidelity", choices=["full", "folded"])
-    ap.add_argument("--tolerance", type=float, default=1e-9)
+    ap.add_argument("--tolerance", type=tolerance, default=1e-9,
+                    help="largest relative difference that passes (default 1e-9)")
     args = ap.parse_args()
+    cli.executable(args.old, "OLD_HGSIM")
+    cli.executable(args.new, "NEW_HGSIM")
     worst_overall = 0.0
+    not_compared = 0
     for scenario in args.scenarios:
         a, why_a = run(args.old, scenario, args.fidelity)
         b, why_b = run(args.new, scenario, args.fidelity)
         if a is None or b is None:
             print(f"{scenario}: not compared (old: {why_a or 'ok'}; new: {why_b or 'ok'})")
+            not_compared += 1
             continue
         na, nb = dict(numbers(a)), dict(numbers(b))
         if na.keys() != nb.keys():
@@ -76,8 +98,14 @@ def main():
         worst_overall = max(worst_overall, worst)
         print(f"{scenario}: {len(na)} numbers, largest relative difference {worst:.3g}"
               + (f" ({where}: {na[where]!r} vs {nb[where]!r})" if worst > 0 else ""))
-    return 1 if worst_overall > args.tolerance else 0
+    if not_compared:
+        raise cli.ScriptError(f"{not_compared} of {len(args.scenarios)} scenarios could not "
+                              "be compared")
+    if worst_overall > args.tolerance:
+        raise cli.ScriptError(f"a difference of {worst_overall:.3g} exceeds the tolerance "
+                              f"{args.tolerance:g}")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

@@ -5,8 +5,11 @@ planner time), with the scenario's WAN codecs and with every codec off.
 
 Usage (from the repository root, after building Release):
     /usr/bin/python3 scripts/reproduce-paper.py [--hgsim build/release/apps/hgsim] [--time-budget 20]
+
+The arguments and the --out folder are checked before any search runs. A row whose plan
+failed quotes hgsim's error; the exit status is 1 when any row failed (the table is still
+written, with the failed rows).
 """
-import argparse
 import glob
 import json
 import os
@@ -14,6 +17,8 @@ import subprocess
 import sys
 import time
 import importlib.util
+
+import script_cli as cli
 
 # hgsim.files.atomic_open (the rule of core/files.hpp's AtomicFile), loaded from the source
 # tree: this script needs only the hgsim binary, not the built Python module.
@@ -34,8 +39,11 @@ def plan(hgsim, scenario, budget, no_compression):
     out = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - start
     if out.returncode != 0:
-        return None, wall, out.stderr.strip().splitlines()[-1:]
-    return json.loads(out.stdout), wall, []
+        return None, wall, [cli.why_failed(out).replace("|", "/")]
+    try:
+        return json.loads(out.stdout), wall, []
+    except ValueError:
+        return None, wall, ["hgsim plan's output is not JSON"]
 
 
 def speedups(result):
@@ -51,14 +59,20 @@ def speedups(result):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = cli.Parser(description="Regenerates validation/paper-table.md.")
     parser.add_argument("--hgsim", default="build/release/apps/hgsim")
-    parser.add_argument("--time-budget", type=float, default=20)
+    parser.add_argument("--time-budget", type=cli.positive_float, default=20,
+                        help="seconds per search (default 20)")
     parser.add_argument("--out", default="validation/paper-table.md")
     args = parser.parse_args()
+    cli.executable(args.hgsim, "--hgsim")
+    cli.output_file(args.out, "--out")
     scenarios = sorted(glob.glob("scenarios/paper/*.yaml"))
+    if not scenarios:
+        raise cli.ScriptError("no scenarios/paper/*.yaml here: run from the repository root")
     rows = []
     notes = []
+    failed = 0
     for scenario in scenarios:
         name = os.path.splitext(os.path.basename(scenario))[0]
         for no_compression in (False, True):
@@ -66,6 +80,7 @@ def main():
                   file=sys.stderr, flush=True)
             result, wall, why = plan(args.hgsim, scenario, args.time_budget, no_compression)
             if result is None:
+                failed += 1
                 rows.append("| %s | %s | no plan: %s |" % (name, "off" if no_compression else "on",
                                                            " ".join(why)))
                 continue
@@ -105,11 +120,14 @@ def main():
             "constants in kernels/kernel_costs.yaml). Time budget per search: %g s." % args.time_budget,
             "",
             header, rule] + rows + ["", "Infeasible baselines:", ""] + ["- " + n for n in notes]
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with _files.atomic_open(args.out) as f:  # whole or not at all
         f.write("\n".join(text) + "\n")
     print("\n".join(text))
+    if failed:
+        raise cli.ScriptError(f"{failed} of {len(rows)} rows have no plan (their reason is in "
+                              f"the table, {cli.quoted(args.out)})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

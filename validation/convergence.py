@@ -23,17 +23,32 @@ the "DiLoCo" section of validation/convergence.md (the rest of the file is kept)
 
 from __future__ import annotations
 
-import argparse
 import csv
+import importlib.util
 import os
 import sys
 import tempfile
 import time
 
-import hgsim
-from hgsim_runtime import live
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
+_cli_spec = importlib.util.spec_from_file_location(
+    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
+cli = importlib.util.module_from_spec(_cli_spec)
+_cli_spec.loader.exec_module(cli)
+
+hgsim = live = None  # imported by main() once the arguments are checked
+
+
+def import_runtime():
+    global hgsim, live
+    try:
+        import hgsim
+        from hgsim_runtime import live
+    except ImportError as e:
+        raise cli.ScriptError(f"cannot import hgsim and hgsim_runtime ({cli.quoted(e)}): run "
+                              "with PYTHONPATH=build/release/python:runtime") from None
 SCENARIO = os.path.join(ROOT, "scenarios", "live", "convergence.yaml")
 DILOCO_SCENARIO = os.path.join(ROOT, "scenarios", "live", "diloco.yaml")
 DILOCO_HEADING = "## DiLoCo against synchronous data parallelism"
@@ -170,23 +185,50 @@ def diloco(args) -> int:
     return 0
 
 
+def chosen_settings(only):
+    """The settings --only names (comma-separated numbers from 0), in its order; all of them
+    without --only. ScriptError for a number that names no setting, or one named twice."""
+    if only is None:
+        return SETTINGS
+    numbers = []
+    for word in only.split(","):
+        word = word.strip()
+        if not word.isdigit() or int(word) >= len(SETTINGS):
+            raise cli.ScriptError(f"--only {cli.quoted(only)}: {cli.quoted(word) or 'nothing'} "
+                                  f"is not a setting number; the settings are 0 to "
+                                  f"{len(SETTINGS) - 1}: "
+                                  + ", ".join(f"{i} {n}" for i, (n, _) in enumerate(SETTINGS)))
+        if int(word) in numbers:
+            raise cli.ScriptError(f"--only {cli.quoted(only)}: setting {word} is named twice")
+        numbers.append(int(word))
+    return [SETTINGS[i] for i in numbers]
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=None,
+    parser = cli.Parser(description="What the WAN codecs cost in accuracy: live loss curves.")
+    parser.add_argument("--steps", type=cli.positive_int, default=None,
                         help="steps per run (default 300; 100 with --diloco)")
-    parser.add_argument("--out", default=os.path.join(ROOT, "validation"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "validation"),
+                        help="the folder of the CSV, figure and table")
     parser.add_argument("--only", help="comma-separated setting numbers (0-based)")
     parser.add_argument("--diloco", action="store_true",
                         help="DiLoCo against synchronous data parallelism instead of codecs")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per setting (--diloco)")
+    parser.add_argument("--seeds", type=cli.positive_int, default=3,
+                        help="seeds per setting (--diloco)")
     args = parser.parse_args(argv)
+    cli.output_folder(args.out, "--out")
     if args.diloco:
+        if args.only is not None:
+            raise cli.ScriptError("--only chooses codec settings; --diloco runs every DiLoCo "
+                                  "setting")
+        import_runtime()
         args.steps = args.steps or 100
         return diloco(args)
+    chosen = chosen_settings(args.only)
+    import_runtime()
     args.steps = args.steps or 300
     kept = keep_diloco_section(os.path.join(args.out, "convergence.md"))
     resolved = hgsim.resolve(SCENARIO)
-    chosen = SETTINGS if not args.only else [SETTINGS[int(i)] for i in args.only.split(",")]
     curves = {}
     for name, compression in chosen:
         started = time.time()
@@ -252,4 +294,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

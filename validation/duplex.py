@@ -14,11 +14,19 @@ independent; a ring of two islands (DiLoCo's outer all-reduce) uses both at once
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import os
 import random
 import sys
 import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
+_cli_spec = importlib.util.spec_from_file_location(
+    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
+cli = importlib.util.module_from_spec(_cli_spec)
+_cli_spec.loader.exec_module(cli)
 
 WORKER = r"""
 import os, sys, time, torch, torch.distributed as dist
@@ -78,12 +86,17 @@ for _ in range(3):
 
 
 def main(argv=None) -> int:
-    from hgsim_runtime.supervisor import WorkerSpec, run_workers
-    from hgsim_runtime.wan import EmulatedWan
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rate", type=float, default=100e6, help="bits per second")
-    parser.add_argument("--bytes", type=int, default=1734144)
+    parser = cli.Parser(description="One gloo connection through an emulated WAN link.")
+    parser.add_argument("--rate", type=cli.positive_float, default=100e6,
+                        help="bits per second")
+    parser.add_argument("--bytes", type=cli.positive_int, default=1734144)
     args = parser.parse_args(argv)
+    try:
+        from hgsim_runtime.supervisor import WorkerSpec, run_workers
+        from hgsim_runtime.wan import EmulatedWan
+    except ImportError as e:
+        raise cli.ScriptError(f"cannot import hgsim_runtime ({cli.quoted(e)}): run with "
+                              "PYTHONPATH=build/release/python:runtime") from None
     folder = tempfile.mkdtemp(prefix="hgsim-duplex-")
     scripts = {}
     for name, text in (("gloo", WORKER), ("TCP socket", SOCKETS)):
@@ -111,4 +124,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

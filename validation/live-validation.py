@@ -12,16 +12,20 @@ it the table says the links were not shaped and the WAN-bound rows mean nothing)
 
 from __future__ import annotations
 
-import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
 import sys
 
-from hgsim_runtime import validate
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
+_cli_spec = importlib.util.spec_from_file_location(
+    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
+cli = importlib.util.module_from_spec(_cli_spec)
+_cli_spec.loader.exec_module(cli)
 SCENARIOS = ["wan-bound-1f1b", "wan-bound-gpipe-int8", "compute-bound-1f1b",
              "compute-bound-gpipe-int8"]
 
@@ -31,20 +35,24 @@ def pct(x):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
+    parser = cli.Parser(description="Simulated against live on the four live scenarios.")
+    parser.add_argument("--steps", type=cli.positive_int, default=20)
     parser.add_argument("--out", default=os.path.join(ROOT, "validation", "live.md"))
     parser.add_argument("--json-out", default=os.path.join(ROOT, "validation", "live.json"))
-    parser.add_argument("--repeat", type=int, default=3,
+    parser.add_argument("--repeat", type=cli.positive_int, default=3,
                         help="validations per scenario, taken in turns (default 3)")
     parser.add_argument("--render-only", action="store_true",
                         help="only write live.md again from the JSON of the last run")
     args = parser.parse_args(argv)
+    cli.output_file(args.out, "--out")
     if args.render_only:
-        with open(args.json_out) as f:
-            results = list(json.load(f).items())
-        args.repeat = len(results[0][1]["repeats"])
-        return render(results, args)
+        return render(read_results(args.json_out), args)
+    cli.output_file(args.json_out, "--json-out")
+    try:
+        from hgsim_runtime import validate
+    except ImportError as e:
+        raise cli.ScriptError(f"cannot import hgsim_runtime ({cli.quoted(e)}): run with "
+                              "PYTHONPATH=build/release/python:runtime") from None
     runs = {name: [] for name in SCENARIOS}
     # In turns (each scenario once, then again), so that a slow phase of the machine does not
     # fall on one scenario's repeats only.
@@ -68,7 +76,35 @@ def main(argv=None) -> int:
     return render(results, args)
 
 
+def read_results(path):
+    """The results a previous run wrote to --json-out, for --render-only; ScriptError when
+    the file is missing or is not what this script writes."""
+    cli.input_file(path, "--json-out")
+    where = f"--json-out {cli.quoted(path)}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            results = list(json.load(f).items())
+        if not results:
+            raise ValueError("no scenarios")
+        for _, r in results:
+            len(r["repeats"])
+    except (ValueError, AttributeError, KeyError, TypeError) as e:
+        raise cli.ScriptError(f"{where}: not the JSON live-validation.py writes "
+                              f"({type(e).__name__} {cli.quoted(e)})") from None
+    return results
+
+
 def render(results, args) -> int:
+    """Writes --out from the results; ScriptError for a result that lacks what it shows."""
+    try:
+        return _render(results, args)
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+        raise cli.ScriptError(f"--json-out: a result lacks what the table shows "
+                              f"({type(e).__name__} {cli.quoted(e)})") from None
+
+
+def _render(results, args) -> int:
+    args.repeat = len(results[0][1]["repeats"])
     load = os.getloadavg()
     lines = [
         "# Simulated vs live",
@@ -177,4 +213,4 @@ def render(results, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

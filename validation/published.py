@@ -13,7 +13,6 @@ stay in the table.
 
 Usage:  /usr/bin/python3 validation/published.py [--hgsim build/release/apps/hgsim]
 """
-import argparse
 import csv
 import json
 import os
@@ -31,6 +30,12 @@ _spec = importlib.util.spec_from_file_location(
     "hgsim_files", os.path.join(ROOT, "python", "hgsim", "files.py"))
 _files = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_files)
+
+# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
+_cli_spec = importlib.util.spec_from_file_location(
+    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
+cli = importlib.util.module_from_spec(_cli_spec)
+_cli_spec.loader.exec_module(cli)
 
 # Datasheet dense bf16/fp16 peaks (kernels/gpus.yaml), for MFU.
 PEAK = {"A100-80GB-SXM": 312e12, "A100-40GB-SXM": 312e12, "H100-80GB-SXM": 989.4e12}
@@ -160,13 +165,63 @@ def predict(row, hgsim):
     raise ValueError("unknown metric " + row["metric"])
 
 
+# The columns every row needs (the others are optional; see scenario_yaml).
+REQUIRED = ("id", "gpus", "gpu", "tp", "pp", "micro_batch", "global_batch", "seq_len", "layers",
+            "hidden", "heads", "vocab", "precision", "recompute", "attention", "schedule",
+            "virtual_stages", "sequence_parallel", "grad_reduce", "metric", "reported",
+            "flop_convention", "source")
+
+
+def read_rows(path):
+    """The CSV's rows; ScriptError naming the line of a row that lacks a column or whose
+    numbers, GPU, metric or FLOP convention this script does not know."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise cli.ScriptError(f"--csv {cli.quoted(path)}: not a CSV file ({e})") from None
+    if not rows:
+        raise cli.ScriptError(f"--csv {cli.quoted(path)}: no rows")
+    for line, row in enumerate(rows, start=2):
+        where = f"--csv {cli.quoted(path)}:{line}"
+        missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
+        if missing and not (missing == ["flop_convention"]
+                            and row.get("metric") in ("tokens_per_gpu_s", "iteration_s")):
+            raise cli.ScriptError(f"{where}: no {', '.join(missing)}")
+        try:
+            for c in ("gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len", "layers",
+                      "virtual_stages"):
+                if int(row[c]) < 1:
+                    raise ValueError(f"{c} is {row[c]}")
+            if not float(row["reported"]) > 0:
+                raise ValueError(f"reported is {row['reported']}")
+        except ValueError as e:
+            raise cli.ScriptError(f"{where}: not a positive whole number ({cli.quoted(e)})") \
+                from None
+        if row["gpu"] not in NODE:
+            raise cli.ScriptError(f"{where}: gpu {cli.quoted(row['gpu'])}: one of "
+                                  + ", ".join(NODE))
+        if row["metric"] not in ("tokens_per_gpu_s", "tflops_per_gpu", "mfu", "iteration_s"):
+            raise cli.ScriptError(f"{where}: metric {cli.quoted(row['metric'])}: one of "
+                                  "tokens_per_gpu_s, tflops_per_gpu, mfu, iteration_s")
+        if row["metric"] in ("tflops_per_gpu", "mfu") and \
+                row["flop_convention"] not in ("narayanan_96", "korthikanti_72"):
+            raise cli.ScriptError(f"{where}: flop_convention "
+                                  f"{cli.quoted(row['flop_convention'])}: narayanan_96 or "
+                                  "korthikanti_72")
+    return rows
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = cli.Parser(description="hgsim against published end-to-end training runs.")
     ap.add_argument("--hgsim", default=os.path.join(ROOT, "build/release/apps/hgsim"))
     ap.add_argument("--csv", default=os.path.join(HERE, "published-runs.csv"))
     ap.add_argument("--out", default=os.path.join(HERE, "published.md"))
     args = ap.parse_args()
-    rows = list(csv.DictReader(open(args.csv)))
+    cli.executable(args.hgsim, "--hgsim")
+    cli.input_file(args.csv, "--csv")
+    cli.output_file(args.out, "--out")
+    rows = read_rows(args.csv)
     lines = []
     errors = {"single-node": [], "multi-node": []}
     for row in rows:
@@ -218,7 +273,8 @@ def main():
         out.write("\n| run | GPUs | metric | reported | hgsim | error | source |\n")
         out.write("|---|---:|---|---:|---:|---:|---|\n")
         out.write("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))
