@@ -2,7 +2,11 @@
 
 #include <simgrid/kernel/ProfileBuilder.hpp>
 #include <simgrid/kernel/Timer.hpp>
+#include <simgrid/kernel/resource/Action.hpp>
+#include <simgrid/kernel/resource/Model.hpp>
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
+#include <xbt/config.hpp>
 
 #include <unistd.h>
 
@@ -11,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <queue>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -123,11 +129,91 @@ struct SimgridPlatform {
   }
 };
 
+// Works around a SimGrid 3.32 bug that let flows run past their links' bandwidth (B1). With lazy
+// updates a flow's solver variable stays disabled while it pays its route's latency; at the end
+// of that latency System::enable_var() marks the constraints to re-solve through
+// update_modified_cnst_set_from_variable(), which starts from the variable's first constraint
+// only (src/kernel/lmm/System.cpp) and adds nothing when that constraint is already marked. When
+// two flows whose routes start on the same link (a device's NIC) end their latency at the same
+// instant, the first marks that NIC while the second is still disabled, and the second's other
+// links (the WAN) are left out of the next solve: a WAN flow ran at its NICs' speed. A flow's
+// Action::set_bound() marks every constraint of its variable (System::update_variable_bound), so
+// setting a flow's bound to itself right after its latency ends, before the next solve
+// (Engine::on_time_advance), marks the links the solve needs. That solve then gives every flow
+// the rates of a correct selective update, the rates a full solve gives: the workaround is exact.
+class LatencyEndRepair {
+ public:
+  explicit LatencyEndRepair(simgrid::kernel::resource::Model* network)
+      : network_(network),
+        precision_(simgrid::config::get_value<double>("surf/precision")),
+        latency_factor_(simgrid::config::get_value<double>("network/latency-factor")) {}
+
+  // A flow just started from src to dst: the last action of the network model.
+  void started(const sg::Comm& comm, const sg::Host* src, const sg::Host* dst) {
+    using simgrid::kernel::resource::ActionHeap;
+    auto* actions = network_->get_started_action_set();
+    if (actions->empty()) return;
+    simgrid::kernel::resource::Action& action = actions->back();
+    if (action.get_activity() != comm.get_impl()) return;
+    if (action.get_type() != ActionHeap::Type::latency) return;
+    // The date SimGrid gave the end of its latency (NetworkCm02Model::comm_action_set_variable):
+    // its start plus the route's latency times the latency factor, computed the same way.
+    pending_.push({action.get_start_time() + route_latency(src, dst) * latency_factor_, &action});
+  }
+
+  // The clock moved to now and SimGrid ended the latencies due (those within its precision).
+  void time_advanced(double now) {
+    using simgrid::kernel::resource::Action;
+    using simgrid::kernel::resource::ActionHeap;
+    while (!pending_.empty() && pending_.top().date < now + precision_) {
+      Action* action = pending_.top().action;
+      if (action->get_type() == ActionHeap::Type::latency) return;  // not yet: later
+      pending_.pop();
+      if (action->get_state() == Action::State::STARTED) action->set_bound(action->get_bound());
+    }
+  }
+
+  bool idle() const { return pending_.empty(); }
+
+ private:
+  struct Pending {
+    double date;
+    simgrid::kernel::resource::Action* action;
+    bool operator>(const Pending& o) const { return date > o.date; }
+  };
+
+  double route_latency(const sg::Host* src, const sg::Host* dst) {
+    auto [it, fresh] = latencies_.try_emplace({src, dst}, 0.0);
+    if (fresh) {
+      std::vector<sg::Link*> links;
+      src->route_to(dst, links, &it->second);
+    }
+    return it->second;
+  }
+
+  struct PairHash {
+    std::size_t operator()(const std::pair<const sg::Host*, const sg::Host*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+
+  simgrid::kernel::resource::Model* network_;
+  double precision_;
+  double latency_factor_;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
+  std::unordered_map<std::pair<const sg::Host*, const sg::Host*>, double, PairHash> latencies_;
+};
+
 class Runner {
  public:
   Runner(const Graph& g, const Platform& p, const SimgridPlatform& simgrid, CompletionSink* sink,
-         double clock_zero)
-      : graph_(g), platform_(p), sink_(sink), simgrid_(simgrid), zero_(clock_zero) {
+         double clock_zero, LatencyEndRepair* repair)
+      : graph_(g),
+        platform_(p),
+        sink_(sink),
+        simgrid_(simgrid),
+        zero_(clock_zero),
+        repair_(repair) {
     times_.start.assign(g.size(), -1);
     times_.end.assign(g.size(), -1);
     pending_ = g.predecessor_counts();
@@ -257,6 +343,7 @@ class Runner {
         auto comm = sg::Comm::sendto_init(simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
         comm->set_payload_size(static_cast<std::uint64_t>(std::llround(n.amount / flows)));
         start(comm, id);
+        if (repair_) repair_->started(*comm, simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
       }
     }
   }
@@ -309,7 +396,8 @@ class Runner {
   const Platform& platform_;
   CompletionSink* sink_;
   const SimgridPlatform& simgrid_;
-  double zero_ = 0;  // the engine's clock when this graph started
+  double zero_ = 0;           // the engine's clock when this graph started
+  LatencyEndRepair* repair_;  // null when SimGrid solves everything at each step (no lazy update)
   NodeTimes times_;
   std::vector<std::uint32_t> pending_;
   std::vector<Slot> slots_;
@@ -350,6 +438,15 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
   sg::Engine::set_config("network/crosstraffic", false);
   sg::Engine::set_config("network/TCP-gamma", 0.0);  // the window is a link of each route
   SimgridPlatform simgrid(platform);
+  auto* network = dynamic_cast<simgrid::kernel::resource::Model*>(
+      engine.get_netzone_root()->get_network_model());
+  std::shared_ptr<LatencyEndRepair> repair;
+  if (network != nullptr && network->is_update_lazy()) {
+    repair = std::make_shared<LatencyEndRepair>(network);
+    sg::Engine::on_time_advance_cb([repair](double) {
+      if (!repair->idle()) repair->time_advanced(sg::Engine::get_clock());
+    });
+  }
   Runner* current = nullptr;
   sg::Activity::on_completion_cb([&current](sg::Activity const& a) {
     if (current) current->on_activity_done(a);
@@ -365,7 +462,7 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
     {
       // The runner's own state (a counter per node) is gone before the results are read.
       Runner runner(*graphs[order[k]], platform, simgrid, k == 0 ? first_phase_sink : nullptr,
-                    sg::Engine::get_clock());
+                    sg::Engine::get_clock(), repair.get());
       current = &runner;
       times = runner.run();
       current = nullptr;
