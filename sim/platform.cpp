@@ -59,7 +59,8 @@ struct WanEdge {
   int to = 0;
   int link = 0;
   double latency = 0;
-  double window = 0;
+  double window = 0;  // 0: simulation.tcp_window
+  int scenario_wan = 0;
 };
 
 // Least-latency paths between clusters over the WAN graph (fewer hops break ties).
@@ -68,6 +69,7 @@ void route_wan(Platform& p, const std::vector<std::vector<WanEdge>>& graph,
   const int n = static_cast<int>(graph.size());
   p.wan_routes.assign(n, std::vector<std::vector<Hop>>(n));
   p.connected.assign(n, std::vector<bool>(n, false));
+  p.wan_tcp.assign(n, std::vector<WanRouteTcp>(n));
   for (int source = 0; source < n; ++source) {
     using Cost = std::pair<double, int>;  // latency, hops
     std::vector<Cost> cost(n, {infinity, 0});
@@ -96,22 +98,32 @@ void route_wan(Platform& p, const std::vector<std::vector<WanEdge>>& graph,
       if (target == source || via_node[target] < 0) continue;
       p.connected[source][target] = true;
       std::vector<Hop> hops;
-      double window = infinity;
+      WanRouteTcp tcp;
+      tcp.window_bytes = infinity;
       for (int v = target; v != source; v = via_node[v]) {
         const WanEdge& edge = graph[via_node[v]][via_edge[v]];
         hops.push_back({edge.link, true});
-        window = std::min(window, edge.window > 0 ? edge.window : default_window);
+        const double window = edge.window > 0 ? edge.window : default_window;
+        tcp.window_bytes = std::min(tcp.window_bytes, window);
+        tcp.wan_links.push_back(edge.link);
+        tcp.scenario_wan.push_back(edge.scenario_wan);
+        tcp.windows.push_back(window);
       }
       std::reverse(hops.begin(), hops.end());
+      std::reverse(tcp.wan_links.begin(), tcp.wan_links.end());
+      std::reverse(tcp.scenario_wan.begin(), tcp.scenario_wan.end());
+      std::reverse(tcp.windows.begin(), tcp.windows.end());
       // Round trip: the WAN path and both clusters' NIC hops, there and back.
-      const double rtt = 2 * (cost[target].first + clusters[source].nic.latency.value() +
+      tcp.round_trip_s = 2 * (cost[target].first + clusters[source].nic.latency.value() +
                               clusters[target].nic.latency.value());
       Link cap;
       cap.name = "tcp:" + clusters[source].name + "->" + clusters[target].name;
       cap.kind = LinkKind::tcp_window;
-      cap.bytes_per_s = window / rtt;
-      hops.push_back({add_link(p, cap), true});
+      cap.bytes_per_s = tcp.flow_cap();
+      tcp.cap_link = add_link(p, cap);
+      hops.push_back({tcp.cap_link, true});
       p.wan_routes[source][target] = std::move(hops);
+      p.wan_tcp[source][target] = std::move(tcp);
     }
   }
 }
@@ -191,7 +203,8 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
 
   // WAN links, one shared link per direction.
   std::vector<std::vector<WanEdge>> graph(s.clusters.size());
-  for (const core::WanLink& w : s.wan) {
+  for (std::size_t k = 0; k < s.wan.size(); ++k) {
+    const core::WanLink& w = s.wan[k];
     const auto from = s.cluster_index(w.from);
     const auto to = s.cluster_index(w.to);
     if (!from || !to)  // the scenario's checks refuse such a link: here it is a bug
@@ -208,8 +221,8 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
         "wan:" + w.to + "->" + w.from, LinkKind::wan, backward, w.latency.value(), false, {}, 0};
     set_trace(there, w, 1.0);
     set_trace(back, w, backward / forward);
-    graph[a].push_back({b, add_link(p, there), w.latency.value(), window});
-    graph[b].push_back({a, add_link(p, back), w.latency.value(), window});
+    graph[a].push_back({b, add_link(p, there), w.latency.value(), window, int(k)});
+    graph[b].push_back({a, add_link(p, back), w.latency.value(), window, int(k)});
   }
   route_wan(p, graph, s.clusters, s.simulation.tcp_window.value());
 
@@ -247,7 +260,7 @@ double Platform::route_bandwidth(int src, int dst) const {
 
 double Platform::flow_cap(int src, int dst) const {
   if (!crosses_wan(src, dst)) return infinity;
-  return links[wan_routes[devices[src].cluster][devices[dst].cluster].back().link].bytes_per_s;
+  return wan_tcp[devices[src].cluster][devices[dst].cluster].flow_cap();
 }
 
 PlatformRoutes platform_routes(const Platform& p) {

@@ -54,6 +54,25 @@ struct Hop {
   bool up = true;  // direction on a split-duplex link: up = out of the device or node
 };
 
+// One TCP flow's cap: at most one window of unacknowledged bytes per round trip. The
+// simulator's per-route cap links and the results' window advice both use it.
+inline double tcp_flow_cap(double window_bytes, double round_trip_s) {
+  return window_bytes / round_trip_s;
+}
+
+// The TCP side of the route between two clusters' gateways. Every flow on it is capped at
+// tcp_flow_cap(window_bytes, round_trip_s) by the route's own cap link, whatever links it
+// shares with other routes: a flow from a to c via b has the RTT of the whole route a-b-c.
+struct WanRouteTcp {
+  double window_bytes = 0;        // the smallest window along the route's WAN links
+  double round_trip_s = 0;        // twice the one-way latency: the WAN path and both NIC hops
+  int cap_link = -1;              // the route's fat-pipe link (LinkKind::tcp_window)
+  std::vector<int> wan_links;     // the route's WAN links, in order
+  std::vector<int> scenario_wan;  // for each, its index in the scenario's wan[]
+  std::vector<double> windows;    // for each, its window (tcp_window, else the default)
+  double flow_cap() const { return tcp_flow_cap(window_bytes, round_trip_s); }
+};
+
 struct Device {
   std::string name;  // "beijing/n0/g3"; folded: "beijing/n0/g0+15"
   int cluster = 0;
@@ -98,6 +117,8 @@ class Platform {
   // TCP-window cap); empty if a == b. connected[a][b] false when no WAN path exists.
   std::vector<std::vector<std::vector<Hop>>> wan_routes;
   std::vector<std::vector<bool>> connected;
+  // wan_tcp[a][b]: the TCP side of wan_routes[a][b] (cap_link -1 when a == b or unjoined).
+  std::vector<std::vector<WanRouteTcp>> wan_tcp;
   core::NetworkModel network_model = core::NetworkModel::flow;
 
   // Every link a transfer from device `src` to device `dst` crosses, in order.

@@ -143,18 +143,34 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   return folded;
 }
 
-// Per link: bytes moved and time busy (means over the iterations); per WAN link also the
-// most one TCP flow can carry (the best route crossing it: window / round-trip time) and
-// the most flows the plan had on it at once.
-std::vector<LinkResult> link_results(const Platform& p, const Totals& totals, int iterations) {
-  std::vector<double> cap(p.links.size(), 0);
-  for (const auto& from : p.wan_routes)
-    for (const auto& route : from) {
-      if (route.empty()) continue;
-      const double one_flow = p.links[route.back().link].bytes_per_s;
-      for (const Hop& h : route)
-        if (p.links[h.link].kind == LinkKind::wan) cap[h.link] = std::max(cap[h.link], one_flow);
+// For every WAN link, the route whose flows its cap and window advice describe: the slowest
+// (lowest per-flow cap) of the routes that carried traffic across it, since a flow's cap is
+// its whole route's (window / that route's round trip), not that of the shortest route
+// crossing the link; for a link no flow crossed, the fastest route crossing it (what one
+// flow could reach there). nullptr for other links.
+std::vector<const WanRouteTcp*> flow_routes(const Platform& p, const Totals& totals) {
+  std::vector<const WanRouteTcp*> slowest_used(p.links.size(), nullptr);
+  std::vector<const WanRouteTcp*> fastest(p.links.size(), nullptr);
+  for (const auto& from : p.wan_tcp)
+    for (const WanRouteTcp& route : from) {
+      if (route.cap_link < 0) continue;
+      const bool used = totals.link_bytes[route.cap_link] > 0;
+      for (int l : route.wan_links) {
+        if (!fastest[l] || route.flow_cap() > fastest[l]->flow_cap()) fastest[l] = &route;
+        if (used && (!slowest_used[l] || route.flow_cap() < slowest_used[l]->flow_cap()))
+          slowest_used[l] = &route;
+      }
     }
+  for (std::size_t l = 0; l < p.links.size(); ++l)
+    if (!slowest_used[l]) slowest_used[l] = fastest[l];
+  return slowest_used;
+}
+
+// Per link: bytes moved and time busy (means over the iterations); per WAN link also the
+// most one TCP flow can carry (flow_routes' route: window / its round trip) and the most
+// flows the plan had on it at once.
+std::vector<LinkResult> link_results(const Platform& p, const Totals& totals, int iterations,
+                                     const std::vector<const WanRouteTcp*>& routes) {
   std::vector<LinkResult> out;
   for (std::size_t l = 0; l < p.links.size(); ++l) {
     const Link& link = p.links[l];
@@ -166,7 +182,7 @@ std::vector<LinkResult> link_results(const Platform& p, const Totals& totals, in
     result.busy_s = totals.link_busy_s[l] / iterations;
     result.bytes_per_s = link.bytes_per_s;
     if (link.kind == LinkKind::wan) {
-      result.flow_cap_bytes_per_s = cap[l];
+      result.flow_cap_bytes_per_s = routes[l] ? routes[l]->flow_cap() : 0;
       result.max_flows = totals.link_max_flows[l];
     }
     out.push_back(result);
@@ -175,35 +191,45 @@ std::vector<LinkResult> link_results(const Platform& p, const Totals& totals, in
 }
 
 // A warning for every WAN link that carried traffic but whose flows, each capped by the TCP
-// window, could not fill it even all at once: the link, the cap, the flows and the window
-// that would fill it.
-std::vector<std::string> window_warnings(const std::vector<LinkResult>& links,
-                                         const core::Scenario& s) {
+// window of its route, could not fill it even all at once: the link, the cap, the flows and
+// the window that would fill it. The window needed is the link's bandwidth times the
+// route's round trip over the flows (tcp_flow_cap solved for the window); every WAN link of
+// the route whose window is below it is named, since the smallest window along a route caps
+// its flows.
+std::vector<std::string> window_warnings(const Platform& p, const std::vector<LinkResult>& links,
+                                         const std::vector<const WanRouteTcp*>& routes) {
   std::vector<std::string> out;
   for (const LinkResult& l : links) {
     if (l.kind != "wan" || l.bytes <= 0 || !l.flow_cap_bytes_per_s || l.max_flows < 1) continue;
     const double cap = *l.flow_cap_bytes_per_s;
     if (l.max_flows * cap >= l.bytes_per_s) continue;
-    // The window this link's flows have, as the scenario sets it.
-    double window = s.simulation.tcp_window.value();
-    std::string setting = "simulation.tcp_window";
-    for (std::size_t k = 0; k < s.wan.size(); ++k) {
-      const auto& w = s.wan[k];
-      if (l.name != "wan:" + w.from + "->" + w.to && l.name != "wan:" + w.to + "->" + w.from)
-        continue;
-      if (w.tcp_window) window = w.tcp_window->value();
-      setting = "wan[" + std::to_string(k) + "].tcp_window";
-    }
+    const auto link = std::find_if(p.links.begin(), p.links.end(),
+                                   [&](const Link& candidate) { return candidate.name == l.name; });
+    const WanRouteTcp* route = routes[link - p.links.begin()];
+    if (!route) continue;
     // Rounded up to three significant digits: a setting to copy, not a 9-digit byte count.
-    const double exact = window * l.bytes_per_s / (cap * l.max_flows);
+    const double exact = l.bytes_per_s * route->round_trip_s / l.max_flows;
     const double step = std::pow(10.0, std::floor(std::log10(exact)) - 2);
     const double needed = std::ceil(exact / step) * step;
-    out.push_back("WAN link " + l.name + " (" +
-                  core::format_bandwidth(core::BytesPerSecond(l.bytes_per_s)) +
-                  ") is not filled: at most " + std::to_string(l.max_flows) + " flow" +
-                  (l.max_flows == 1 ? "" : "s") + " at once, each capped by the TCP window at " +
-                  core::human_bandwidth(core::BytesPerSecond(cap)) + " (window / round trip); " +
-                  setting + ": " + core::format_size(core::Bytes(needed)) + " would fill it");
+    std::vector<std::string> settings;
+    for (std::size_t h = 0; h < route->wan_links.size(); ++h) {
+      const std::string setting = "wan[" + std::to_string(route->scenario_wan[h]) + "].tcp_window";
+      if (route->windows[h] < needed &&
+          std::find(settings.begin(), settings.end(), setting) == settings.end())
+        settings.push_back(setting);
+    }
+    std::sort(settings.begin(), settings.end());
+    std::string setting_text;
+    for (std::size_t i = 0; i < settings.size(); ++i)
+      setting_text += (i == 0 ? "" : i + 1 == settings.size() ? " and " : ", ") + settings[i];
+    const std::string via =
+        route->wan_links.size() > 1 ? " on route " + p.links[route->cap_link].name.substr(4) : "";
+    out.push_back(
+        "WAN link " + l.name + " (" + core::format_bandwidth(core::BytesPerSecond(l.bytes_per_s)) +
+        ") is not filled: at most " + std::to_string(l.max_flows) + " flow" +
+        (l.max_flows == 1 ? "" : "s") + " at once, each capped by the TCP window at " +
+        core::human_bandwidth(core::BytesPerSecond(cap)) + " (window / round trip" + via + "); " +
+        setting_text + ": " + core::format_size(core::Bytes(needed)) + " would fill it");
   }
   return out;
 }
@@ -449,8 +475,9 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   const double T = result.iteration_time_s;
   result.devices = device_results(r, work, totals, iterations, T);
   // Links, and the WAN links the plan's flows cannot fill.
-  result.links = link_results(work.platform, totals, iterations);
-  result.warnings = window_warnings(result.links, s);
+  const auto routes = flow_routes(work.platform, totals);
+  result.links = link_results(work.platform, totals, iterations, routes);
+  result.warnings = window_warnings(work.platform, result.links, routes);
   if (plan.outer_sync.enabled() && iterations < plan.outer_sync.inner_steps)
     result.warnings.push_back(
         "simulation.iterations " + std::to_string(iterations) + " is below the plan's " +
