@@ -18,6 +18,7 @@
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "core/document.hpp"
+#include "core/text.hpp"
 #include "kernels/cuda_devices.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/profiler.hpp"
@@ -84,6 +85,23 @@ int check_layers(const ProfileOptions& o, std::ostream& out, std::ostream& err) 
   kernels::Profile profile;
   if (!o.profile.empty()) {
     profile = kernels::read_profile(o.profile);
+    // The layers run on this machine's CPU: a profile of another device predicts another
+    // device's times, and the comparison would measure the difference between the two.
+    if (profile.device.kind != "cpu" || !profile.device.catalog_gpu.empty()) {
+      err << "hgsim profile: --profile " << core::path_excerpt(o.profile) << " measured "
+          << profile.device.kind << " device '" << core::excerpt(profile.device.name) << "'"
+          << (profile.device.catalog_gpu.empty()
+                  ? std::string()
+                  : " (catalog GPU " + core::excerpt(profile.device.catalog_gpu) + ")")
+          << ", but --check-layers runs the layers on this machine's CPU; give a profile "
+             "'hgsim profile --device cpu' measured here\n";
+      return kBadInput;
+    }
+    if (profile.device.name != kernels::cpu_device_name())
+      err << "hgsim profile: warning: --profile " << core::path_excerpt(o.profile) << " measured '"
+          << core::excerpt(profile.device.name) << "', this machine is '"
+          << kernels::cpu_device_name()
+          << "': the comparison includes the difference between the two CPUs\n";
   } else {
     kernels::CpuSweep sweep;
     sweep.models = names;

@@ -145,6 +145,30 @@ PhaseTimes look_up(const std::vector<LayerEntry>& entries, const char* what, con
   return along_sequences(curve, work.sequences);
 }
 
+// A measured time cannot beat the GPU: the FLOPs one GPU does in `seconds` (the layer's over
+// tp: its matrices are split over tp GPUs) above `gpu`'s datasheet peak for the precision
+// (math_rate, what KernelModel prices with) by more than kPeakMargin (profile.hpp says why
+// 10 %) mean the profile's times are in the wrong unit or not this model's.
+void check_within_peak(const GpuSpec& gpu, const LayerWork& work, core::Flops flops,
+                       core::Seconds seconds, const char* what, const std::string& file) {
+  const auto rate = math_rate(gpu, work.precision);
+  if (!rate || !(seconds.value() > 0)) return;
+  const double per_gpu = flops.value() / std::max(work.tp, 1);
+  const double flops_per_s = per_gpu / seconds.value();
+  if (flops_per_s <= kPeakMargin * rate->rate.value()) return;
+  std::ostringstream out;
+  out.precision(4);
+  out << file << ": the " << what << " time for " << key_text(work.seq_len, work.tp, 0) << ", "
+      << work.sequences << " sequences (" << seconds.value() << " s for " << per_gpu
+      << " FLOPs per GPU) implies " << flops_per_s / 1e12 << " TFLOP/s, above the " << gpu.name
+      << "'s datasheet peak for " << core::to_string(work.precision) << " ("
+      << rate->rate.value() / 1e12
+      << " TFLOP/s) by more than 10 %; a measured time cannot beat the hardware: check that "
+         "the times are in seconds and were measured for this model (hidden "
+      << (work.model ? work.model->hidden : 0) << ")";
+  throw LayerProfileError(out.str());
+}
+
 }  // namespace
 
 LayerProfile parse_layer_profile(const std::string& json_text, const std::string& file) {
@@ -170,8 +194,14 @@ LayerProfileModel::LayerProfileModel(LayerProfile profile) : profile_(std::move(
       [](const OptimizerEntry& a, const OptimizerEntry& b) { return a.parameters < b.parameters; });
 }
 
-PhaseTimes LayerProfileModel::layer(const GpuSpec&, const LayerWork& work) const {
+PhaseTimes LayerProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   PhaseTimes t = look_up(profile_.layers, "layer", work, profile_.file);
+  check_within_peak(gpu, work,
+                    models::layer_forward_flops(*work.model, work.sequences, work.seq_len),
+                    t.forward, "layer forward", profile_.file);
+  check_within_peak(gpu, work,
+                    models::layer_backward_flops(*work.model, work.sequences, work.seq_len),
+                    t.backward, "layer backward", profile_.file);
   // A measured layer has no split: the attention core's part is estimated by its FLOPs.
   const double core_share =
       models::attention_core_forward_flops(*work.model, work.sequences, work.seq_len) /
@@ -189,8 +219,13 @@ PhaseTimes LayerProfileModel::layer(const GpuSpec&, const LayerWork& work) const
   return t;
 }
 
-PhaseTimes LayerProfileModel::logits(const GpuSpec&, const LayerWork& work) const {
+PhaseTimes LayerProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
   PhaseTimes t = look_up(profile_.logits, "logits", work, profile_.file);
+  LayerWork at_logits_precision = work;  // fp8 training keeps the LM head 16-bit
+  at_logits_precision.precision = logits_precision(work.precision);
+  check_within_peak(gpu, at_logits_precision,
+                    models::logits_forward_flops(*work.model, work.sequences, work.seq_len),
+                    t.forward, "logits forward", profile_.file);
   t.recompute = core::Seconds(0);
   return t;
 }

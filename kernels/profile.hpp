@@ -133,16 +133,48 @@ class ProfileModel final : public ComputeModel {
     bool measured = false;
   };
   Source source_for(const GpuSpec& gpu) const;
+  const std::vector<std::unique_ptr<ProfileDatabase>>& databases() const { return databases_; }
 
  private:
   std::vector<std::unique_ptr<ProfileDatabase>> databases_;
   KernelModel fallback_;
 };
 
+// Checks a profile against the datasheet of the GPU it measured (kernels/gpus.yaml, the
+// figures KernelModel prices with): an entry whose FLOPs over its median time beat the
+// GPU's peak for its dtype (math_rate), or whose bytes over its time beat the memory
+// bandwidth for an op too large for any cache, by more than kPeakMargin, is an error naming
+// the file, the entry, its shape and the implied rate against the peak; a profile whose best
+// GEMM reaches under kImplausiblySlowFraction of the peak gets a warning. Profiles of a
+// device outside the catalog (a CPU: its peaks are its own measurements) are not checked.
+void check_profile_against_datasheet(const Profile& profile, core::Diagnostics& diags);
+
+// Margin over the datasheet peak before a measured rate is impossible: the datasheet rates
+// a GPU at the boost clock its peaks assume, and a part may run a few percent above it
+// (H100 SXM: a 1980 MHz maximum against the 1830 MHz its 989 TFLOPS bf16 is counted at,
+// +8 %); timing noise on short kernels adds a little. 10 % covers both, and a time in the
+// wrong unit (microseconds written as seconds) is off by a factor of 10^6.
+inline constexpr double kPeakMargin = 1.10;
+// A real GPU's GEMMs reach tens of percent of its peak (the shipped CPU profile's reach 60 %
+// of the CPU's; cuBLAS on an H100 about 75 %). When even the profile's best GEMM stays under
+// 1 %, its times are most likely in the wrong unit (milliseconds written as seconds) or were
+// measured on another device; it is a warning, not an error, since a slow device is possible.
+inline constexpr double kImplausiblySlowFraction = 0.01;
+
+// Every GPU of `gpu_names` (the scenario's) that a profile of `model` answers for, measured
+// or transferred; a warning for each profile that answers for none of them (a CPU profile
+// on a GPU scenario, a profile of a GPU the scenario lacks while another profile is nearer),
+// naming the profile, what it measured and the scenario's GPUs. Does nothing when `model` is
+// not a ProfileModel. For `--profile` files (the shipped ones are a default, not a request).
+void warn_unused_profiles(const ComputeModel& model, const std::vector<std::string>& gpu_names,
+                          core::Diagnostics& diags);
+
 // The compute model the simulator and planner should use: a ProfileModel over the given
 // profile files, or the KernelModel when the list is empty. A file that cannot be read
 // or is not a valid profile is an error in `diags` (key path = JSON path, file = the
-// profile); then the KernelModel is returned so the caller can still go on if it wants.
+// profile), and so are a profile that fails check_profile_against_datasheet and two
+// profiles of the same device (only the first would ever answer for it); then the
+// KernelModel is returned so the caller can still go on if it wants.
 // `calibrations` (by GPU name, from clusters[].calibration) apply to the GPU types the
 // profiles do not measure: a measured profile is the better calibration.
 std::unique_ptr<ComputeModel> compute_model_for(

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "kernels/profile.hpp"
 
@@ -25,6 +26,15 @@ std::string lower_alnum(const std::string& s) {
 
 bool names_match(const std::string& a, const std::string& b) {
   return !a.empty() && lower_alnum(a) == lower_alnum(b);
+}
+
+const GpuSpec* measured_gpu(const ProfileDevice& device);
+
+// What a profile measured, as source_for matches it: the catalog GPU's name, else the
+// device name (compared without case and punctuation).
+std::string device_key(const ProfileDevice& device) {
+  if (const GpuSpec* gpu = measured_gpu(device)) return gpu->name;
+  return device.name;
 }
 
 const GpuSpec* catalog_gpu_of(const ProfileDatabase& db) {
@@ -67,7 +77,105 @@ std::optional<double> measured_time(const ProfileDatabase& db, const GpuSpec& gp
   return std::nullopt;
 }
 
+// The catalog GPU a profile measured: its catalog_gpu, else a CUDA device named as a catalog
+// GPU; nullptr for a CPU or a device the catalog does not know.
+const GpuSpec* measured_gpu(const ProfileDevice& device) {
+  if (!device.catalog_gpu.empty()) return find_gpu(device.catalog_gpu);
+  return device.kind == "cuda" ? find_gpu(device.name) : nullptr;
+}
+
+std::optional<core::Precision> precision_named(const std::string& dtype) {
+  for (core::Precision p : {core::Precision::fp32, core::Precision::tf32, core::Precision::fp16,
+                            core::Precision::bf16, core::Precision::fp8})
+    if (dtype_name(p) == dtype) return p;
+  return std::nullopt;
+}
+
+std::string shape_text(const std::vector<double>& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+std::string rate_text(double value, const char* unit) {
+  std::ostringstream out;
+  out.precision(value < 10 ? 3 : 4);
+  out << value << ' ' << unit;
+  return out.str();
+}
+
+bool is_gemm(const std::string& op) {
+  return op == "gemm" || op == "gemm_dgrad" || op == "gemm_wgrad";
+}
+
+// Bytes an op must move before its traffic cannot come from a cache: far past any GPU's L2
+// (H100: 50 MB), so its bytes over its time are bounded by the memory bandwidth.
+constexpr double kBeyondAnyCacheBytes = 1024.0 * 1024 * 1024;
+
 }  // namespace
+
+void check_profile_against_datasheet(const Profile& profile, core::Diagnostics& diags) {
+  const GpuSpec* gpu = measured_gpu(profile.device);
+  if (!gpu) return;
+  const std::string hint =
+      "a measured time cannot beat the hardware: check that the times are in seconds "
+      "(median_s) and that device.catalog_gpu names the GPU the profile was measured on";
+  std::size_t impossible = 0;
+  std::string worst;  // the entry furthest past the peak
+  double worst_ratio = 0;
+  double best_gemm_fraction = -1;
+  for (std::size_t i = 0; i < profile.entries.size(); ++i) {
+    const ProfileEntry& e = profile.entries[i];
+    const auto precision = precision_named(e.dtype);
+    const auto rate = precision ? math_rate(*gpu, *precision) : std::nullopt;
+    const std::string where = profile.file + ": entries[" + std::to_string(i) + "] (" + e.op + " " +
+                              e.dtype + " " + shape_text(e.shape) + ")";
+    const double flops_per_s = e.flops / e.median_s;
+    const double bytes_per_s = e.bytes / e.median_s;
+    std::string why;
+    const double flops_ratio = rate ? flops_per_s / rate->rate.value() : 0;
+    const double bytes_ratio =
+        e.bytes >= kBeyondAnyCacheBytes ? bytes_per_s / gpu->memory_bandwidth.value() : 0;
+    if (flops_ratio > kPeakMargin && flops_ratio >= bytes_ratio) {
+      why = where + ": " + rate_text(e.median_s, "s") + " for " + rate_text(e.flops, "FLOPs") +
+            " implies " + rate_text(flops_per_s / 1e12, "TFLOP/s") + ", above the " + gpu->name +
+            "'s datasheet peak for " + e.dtype + " (" +
+            rate_text(rate->rate.value() / 1e12, "TFLOP/s") + ") by more than 10 %";
+    } else if (bytes_ratio > kPeakMargin) {
+      why = where + ": " + rate_text(e.median_s, "s") + " for " + rate_text(e.bytes / 1e9, "GB") +
+            " implies " + rate_text(bytes_per_s / 1e9, "GB/s") + ", above the " + gpu->name +
+            "'s memory bandwidth (" + rate_text(gpu->memory_bandwidth.value() / 1e9, "GB/s") +
+            ") by more than 10 %";
+    }
+    if (!why.empty()) ++impossible;
+    if (!why.empty() && std::max(flops_ratio, bytes_ratio) > worst_ratio) {
+      worst = why;
+      worst_ratio = std::max(flops_ratio, bytes_ratio);
+    }
+    if (rate && is_gemm(e.op) && e.flops > 0)
+      best_gemm_fraction = std::max(best_gemm_fraction, flops_per_s / rate->rate.value());
+  }
+  if (impossible > 0) {
+    if (impossible > 1)
+      worst += " (the furthest of " + std::to_string(impossible) + " such entries in this file)";
+    diags.error({}, "", worst, hint);
+    return;
+  }
+  if (best_gemm_fraction >= 0 && best_gemm_fraction < kImplausiblySlowFraction) {
+    std::ostringstream pct;
+    pct.precision(2);
+    pct << best_gemm_fraction * 100;
+    diags.warning({}, "",
+                  profile.file + ": the profile's fastest GEMM reaches " + pct.str() +
+                      " % of the " + gpu->name +
+                      "'s datasheet peak; a GPU's large GEMMs reach tens of percent, so its "
+                      "times are used as written but look too slow",
+                  "check that the times are in seconds (not milliseconds) and that "
+                  "device.catalog_gpu names the GPU the profile was measured on");
+  }
+}
 
 GpuSpec device_as_gpu(const ProfileDevice& device) {
   GpuSpec g;
@@ -184,6 +292,34 @@ Seconds ProfileModel::optimizer_step(const GpuSpec& gpu, double parameters,
   return ops_time(gpu, {optimizer_op(parameters)}, core::Precision::fp32);
 }
 
+void warn_unused_profiles(const ComputeModel& model, const std::vector<std::string>& gpu_names,
+                          core::Diagnostics& diags) {
+  const auto* profiles = dynamic_cast<const ProfileModel*>(&model);
+  if (!profiles) return;
+  std::vector<const GpuSpec*> gpus;
+  std::string listed;
+  for (const std::string& name : gpu_names) {
+    const GpuSpec* gpu = find_gpu(name);
+    if (!gpu || std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) continue;
+    gpus.push_back(gpu);
+    listed += (listed.empty() ? "" : ", ") + gpu->name;
+  }
+  for (const auto& db : profiles->databases()) {
+    const bool used = std::any_of(gpus.begin(), gpus.end(), [&](const GpuSpec* gpu) {
+      return profiles->source_for(*gpu).database == db.get();
+    });
+    if (used) continue;
+    const ProfileDevice& device = db->profile().device;
+    diags.warning({}, "--profile",
+                  db->profile().file + " measured " + device.kind + " '" + device_key(device) +
+                      "', which is none of the scenario's GPUs (" + listed +
+                      "); it is not used, and they are costed without it",
+                  "a profile answers for the GPU it measured (device.catalog_gpu) and, by "
+                  "datasheet ratios, for GPUs no nearer profile measured; profile these GPUs "
+                  "with 'hgsim profile --device cuda'");
+  }
+}
+
 std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& profile_files,
                                                 core::Diagnostics& diags,
                                                 std::map<std::string, Calibration> calibrations) {
@@ -194,6 +330,16 @@ std::unique_ptr<ComputeModel> compute_model_for(const std::vector<std::string>& 
     } catch (const ProfileError& e) {
       diags.error({}, "", e.what(),  // the message starts with the file and the JSON path
                   "profiles are written by 'hgsim profile' (format hgsim-profile/1)");
+    }
+  }
+  for (std::size_t i = 0; i < profiles.size(); ++i) {
+    check_profile_against_datasheet(profiles[i], diags);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!names_match(device_key(profiles[j].device), device_key(profiles[i].device))) continue;
+      diags.error({}, "--profile",
+                  profiles[i].file + " and " + profiles[j].file + " both measure " +
+                      device_key(profiles[i].device) + ": only the first would ever be used",
+                  "give one profile per device (merge their entries into one file, or drop one)");
     }
   }
   if (profiles.empty() || diags.has_errors())

@@ -68,6 +68,10 @@ Profile profile_cuda(const CudaSweep& sweep,
 Profile profile_cpu(const CpuSweep& sweep,
                     const std::map<std::string, std::string>& conditions = {});
 
+// The name profile_cpu gives this machine's CPU (device.name): its /proc/cpuinfo model name
+// and "(1 core)".
+std::string cpu_device_name();
+
 // The measured matrix peak of one core (FLOP/s, mul+add on the build's vector width, all in
 // registers) and copy bandwidth (bytes read + written per second, memcpy of 64 MiB).
 double measure_cpu_matrix_peak();

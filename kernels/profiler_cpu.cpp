@@ -309,7 +309,7 @@ Profile profile_cpu(const CpuSweep& sweep, const std::map<std::string, std::stri
   };
   Profile p;
   p.device.kind = "cpu";
-  p.device.name = cpu_model_name() + " (1 core)";
+  p.device.name = cpu_device_name();
   p.device.driver = "-";
   p.device.toolkit = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
                      std::to_string(EIGEN_MAJOR_VERSION) + "." +
@@ -505,6 +505,10 @@ std::vector<LayerCheck> check_layers_cpu(const ComputeModel& model, const GpuSpe
       }
     }
   return out;
+}
+
+std::string cpu_device_name() {
+  return cpu_model_name() + " (1 core)";
 }
 
 }  // namespace hgsim::kernels
