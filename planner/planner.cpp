@@ -68,6 +68,14 @@ constexpr double hedge_factor = 1.5;
 // verification took longer than this (a short plan prints nothing but its report).
 constexpr double progress_interval_s = 1.0;
 constexpr double list_verified_after_s = 2.0;
+// The sets of clusters searched as one group (a pipeline path over them): every set of k
+// clusters joined by the WAN, k = 1, 2, ... while all the sets of the next size still fit
+// under this count, and always every single cluster. 1023 is every set of 10 clusters, the
+// most the search of every subset handled (716 MB at its peak; 11 clusters needed more than
+// 5.8 GB and 12 never finished), so scenarios of up to 10 clusters are searched whole, and
+// larger ones drop the longest pipelines across clusters first (said in the result's notes).
+// A cluster set is a vector of indices, not a bitmask, so that no cluster count wraps one.
+constexpr std::size_t max_cluster_sets = 1024;
 // Explaining an infeasible scenario retries the search with full recomputation for at most
 // this long (a hint, not a plan).
 constexpr double recompute_retry_budget_s = 10.0;
@@ -109,6 +117,86 @@ void run_side_by_side(std::size_t n, int threads, const std::function<void(std::
   if (failure) std::rethrow_exception(failure);
 }
 
+// A set of clusters: their indices, highest first, so that sets order as their bitmasks would
+// (the order a search over every bitmask ran them in, which breaks ties between equal plans).
+using ClusterSet = std::vector<int>;
+
+// The sets of clusters the search runs as one group (see max_cluster_sets), in bitmask order.
+struct SearchedSets {
+  std::vector<ClusterSet> sets;
+  int largest = 1;       // clusters in the largest set searched
+  bool limited = false;  // larger sets joined by the WAN exist and were left out
+};
+
+// The sets of up to `size` clusters of `component`, each appended highest index first.
+void sets_of_component(const std::vector<int>& component, std::size_t size, std::size_t from,
+                       ClusterSet& chosen, std::vector<ClusterSet>& out) {
+  if (!chosen.empty()) out.emplace_back(chosen.rbegin(), chosen.rend());
+  if (chosen.size() == size) return;
+  for (std::size_t k = from; k < component.size(); ++k) {
+    chosen.push_back(component[k]);
+    sets_of_component(component, size, k + 1, chosen, out);
+    chosen.pop_back();
+  }
+}
+
+SearchedSets searched_sets(const Context& ctx) {
+  const int n = static_cast<int>(ctx.scenario->clusters.size());
+  // Clusters joined by WAN routes, ascending (a group's pipeline needs a route between its
+  // consecutive clusters: pipeline_orders; a set spanning two components has no order).
+  std::vector<std::vector<int>> components;
+  std::vector<bool> placed(n, false);
+  for (int c = 0; c < n; ++c) {
+    if (placed[c]) continue;
+    std::vector<int> component{c};
+    placed[c] = true;
+    for (std::size_t k = 0; k < component.size(); ++k)
+      for (int d = 0; d < n; ++d)
+        if (!placed[d] && ctx.connected[component[k]][d]) {
+          placed[d] = true;
+          component.push_back(d);
+        }
+    std::sort(component.begin(), component.end());
+    components.push_back(std::move(component));
+  }
+  std::size_t biggest = 0;
+  for (const auto& component : components) biggest = std::max(biggest, component.size());
+  SearchedSets out;
+  double total = 0;  // sets of up to out.largest clusters (double: C(33, 16) overflows int)
+  for (std::size_t k = 1; k <= biggest; ++k) {
+    double of_size = 0;
+    for (const auto& component : components) {
+      double binomial = 1;  // C(|component|, k)
+      for (std::size_t i = 0; i < k; ++i)
+        binomial =
+            binomial * static_cast<double>(component.size() - i) / static_cast<double>(i + 1);
+      of_size += component.size() >= k ? binomial : 0;
+    }
+    if (k > 1 && total + of_size > static_cast<double>(max_cluster_sets)) {
+      out.limited = true;
+      break;
+    }
+    total += of_size;
+    out.largest = static_cast<int>(k);
+  }
+  for (const auto& component : components) {
+    ClusterSet chosen;
+    sets_of_component(component, static_cast<std::size_t>(out.largest), 0, chosen, out.sets);
+  }
+  std::sort(out.sets.begin(), out.sets.end());
+  return out;
+}
+
+// The clusters a plan's stages use, as a set.
+ClusterSet clusters_of(const Context& ctx, const core::Plan& plan) {
+  ClusterSet used;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) used.push_back(ctx.cluster_index(st.cluster));
+  std::sort(used.rbegin(), used.rend());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  return used;
+}
+
 // A group's configuration that costed well on its own, kept for mixtures.
 struct Kept {
   core::Pipeline pipeline;  // replicas set; micro_batches re-shared in a mixture
@@ -130,6 +218,10 @@ bool stages_fit(const Context& ctx, const core::Plan& plan) {
     }
   return true;
 }
+
+// (set of clusters, micro-batch, schedule, ZeRO stage): the best configurations that fit under
+// that stage.
+using KeptMap = std::map<std::tuple<ClusterSet, int, int, int>, std::vector<Kept>>;
 
 // What the units of one search share: the clock and budget, the progress line, and the
 // counts and best time that line shows. Nothing here decides what a unit explores.
@@ -161,45 +253,67 @@ class Search {
   SearchResult run() {
     const auto& s = *ctx_.scenario;
     const int clusters = static_cast<int>(s.clusters.size());
+    const SearchedSets searched = searched_sets(ctx_);
+    largest_group_ = searched.largest;
+    result_.cluster_sets = static_cast<long>(searched.sets.size());
+    if (searched.limited)
+      result_.notes.push_back(
+          "the search tried pipelines across at most " + std::to_string(searched.largest) +
+          " of the " + std::to_string(clusters) + " clusters: every set of up to " +
+          std::to_string(searched.largest) + " clusters joined by the WAN (" +
+          std::to_string(searched.sets.size()) + " sets; at most " +
+          std::to_string(max_cluster_sets) +
+          " are searched, every set of 10 clusters), alone and mixed; a plan with a pipeline "
+          "across more clusters was not searched (hgsim run SCENARIO --plan FILE runs one)");
     struct Unit {
       int b = 0;
-      int mask = 0;  // 0: the mixtures of b
-      std::unique_ptr<Search> search;
+      const ClusterSet* set = nullptr;  // nullptr: the mixtures of b
     };
     std::vector<Unit> units;  // in the order a one-thread search runs them
     for (int b : options_.micro_batches) {
       if (s.training.global_batch % b != 0) continue;
-      for (int mask = 1; mask < (1 << clusters); ++mask) units.push_back({b, mask, nullptr});
-      if (clusters > 1) units.push_back({b, 0, nullptr});
+      for (const ClusterSet& set : searched.sets) units.push_back({b, &set});
+      if (clusters > 1) units.push_back({b, nullptr});
     }
-    auto run_unit = [&](Unit& u) {
-      u.search = std::make_unique<Search>(ctx_, options_, shared_);
+    // Each unit's results are merged as soon as it ends and the unit is dropped, so that only
+    // the units running hold their lists and memos; the merge ranks ties by the units' order
+    // (merge), so that the result is the one-thread search's, whatever order they end in.
+    std::mutex merging;
+    std::map<int, KeptMap> kept_of;  // per micro-batch size: every set's kept configurations
+    auto run_unit = [&](std::size_t k) {
+      const Unit& u = units[k];
+      auto unit = std::make_unique<Search>(ctx_, options_, shared_);
+      unit->largest_group_ = largest_group_;
       const int total = s.training.global_batch / u.b;
-      if (u.mask > 0) {
-        if (!u.search->stop()) u.search->single_groups(u.mask, u.b, total);
-        return;
+      if (u.set) {
+        if (!unit->stop()) unit->single_groups(*u.set, u.b, total);
+      } else {
+        {
+          std::lock_guard<std::mutex> lock(merging);
+          unit->kept_ = std::move(kept_of[u.b]);
+        }
+        unit->mixtures(u.b, total);
       }
-      // The kept configurations of every set of clusters at this micro-batch size.
-      for (const Unit& v : units)
-        if (v.b == u.b && v.mask > 0 && v.search)
-          for (const auto& [key, kept] : v.search->kept_) u.search->kept_.emplace(key, kept);
-      u.search->mixtures(u.b, total);
+      std::lock_guard<std::mutex> lock(merging);
+      merge(*unit, k);
+      if (u.set) kept_of[u.b].merge(unit->kept_);
     };
     std::vector<std::size_t> singles, mixes;
-    for (std::size_t k = 0; k < units.size(); ++k)
-      (units[k].mask > 0 ? singles : mixes).push_back(k);
-    // The units of more clusters first (their paths have more orders and shapes: the longest
-    // units), so that no long one starts last while the other threads idle; the merge below
-    // keeps the one-thread order.
-    std::stable_sort(singles.begin(), singles.end(), [&](std::size_t a, std::size_t b) {
-      return std::popcount(static_cast<unsigned>(units[a].mask)) >
-             std::popcount(static_cast<unsigned>(units[b].mask));
-    });
+    for (std::size_t k = 0; k < units.size(); ++k) (units[k].set ? singles : mixes).push_back(k);
+    // The single clusters first (the cheapest units, and what a time budget should see before
+    // it runs out), then the units of more clusters first (their paths have more orders and
+    // shapes: the longest units), so that no long one starts last while the other threads
+    // idle. The merge does not depend on this order.
+    auto first = [&](std::size_t k) {
+      const std::size_t size = units[k].set->size();
+      return size == 1 ? std::numeric_limits<std::size_t>::max() : size;
+    };
+    std::stable_sort(singles.begin(), singles.end(),
+                     [&](std::size_t a, std::size_t b) { return first(a) > first(b); });
     run_side_by_side(singles.size(), parallel_jobs(options_),
-                     [&](std::size_t k) { run_unit(units[singles[k]]); });
+                     [&](std::size_t k) { run_unit(singles[k]); });
     run_side_by_side(mixes.size(), parallel_jobs(options_),
-                     [&](std::size_t k) { run_unit(units[mixes[k]]); });
-    for (Unit& u : units) merge(*u.search);
+                     [&](std::size_t k) { run_unit(mixes[k]); });
     result_.search_s = seconds_since(shared_.start);
     result_.budget_exhausted = shared_.exhausted;
     // Outer-sync variants may fill the list: the best synchronous plan stays in it (last), so
@@ -246,29 +360,70 @@ class Search {
     return shared_.exhausted;
   }
 
-  // A unit's results into this search's, as if its offers had come here in turn: the ranked
-  // list keeps the best `ranked_kept` distinct plans (ties in offer order), a family's best
-  // and the best synchronous plan are the first of the least time.
-  void merge(const Search& unit) {
-    result_.evaluated += unit.result_.evaluated;
-    result_.rejected_memory += unit.result_.rejected_memory;
-    for (const Candidate& c : unit.ranked_) {
-      if (ranked_.size() >= ranked_kept && c.effective_s() >= ranked_.back().effective_s())
-        continue;
-      if (std::any_of(ranked_.begin(), ranked_.end(),
-                      [&](const Candidate& r) { return r.plan == c.plan; }))
-        continue;
-      ranked_.insert(std::upper_bound(ranked_.begin(), ranked_.end(), c, by_effective), c);
-      if (ranked_.size() > ranked_kept) ranked_.pop_back();
+  // Where a merged candidate stands among equal times: the order of the unit that offered it
+  // (a one-thread search's order) and its place in that unit's list.
+  struct Order {
+    std::size_t unit = 0;
+    std::size_t place = 0;
+    bool operator<(const Order& o) const {
+      return unit < o.unit || (unit == o.unit && place < o.place);
     }
-    if (unit.best_sync_ && (!best_sync_ || unit.best_sync_->analytic_s < best_sync_->analytic_s))
-      best_sync_ = unit.best_sync_;
-    if (unit.best_outer_ &&
-        (!best_outer_ || unit.best_outer_->effective_s() < best_outer_->effective_s()))
-      best_outer_ = unit.best_outer_;
-    for (const auto& [family, c] : unit.families_) {
+  };
+  static bool before(double a_s, Order a, double b_s, Order b) {
+    return a_s < b_s || (a_s == b_s && a < b);
+  }
+
+  // Unit `unit`'s results into this search's, as if every unit's offers had come here in the
+  // units' order, whatever order they are merged in: the ranked list keeps the best
+  // `ranked_kept` distinct plans (ties in the units' order), a family's best and the best
+  // synchronous plan are the first of the least time.
+  void merge(const Search& from, std::size_t unit) {
+    result_.evaluated += from.result_.evaluated;
+    result_.rejected_memory += from.result_.rejected_memory;
+    for (std::size_t i = 0; i < from.ranked_.size(); ++i) {
+      const Candidate& c = from.ranked_[i];
+      const Order order{unit, i};
+      if (ranked_.size() >= ranked_kept &&
+          !before(c.effective_s(), order, ranked_.back().effective_s(), ranked_order_.back()))
+        continue;
+      const auto same = std::find_if(ranked_.begin(), ranked_.end(),
+                                     [&](const Candidate& r) { return r.plan == c.plan; });
+      if (same != ranked_.end()) {
+        const std::size_t at = static_cast<std::size_t>(same - ranked_.begin());
+        if (!before(c.effective_s(), order, same->effective_s(), ranked_order_[at])) continue;
+        ranked_.erase(same);
+        ranked_order_.erase(ranked_order_.begin() + static_cast<std::ptrdiff_t>(at));
+      }
+      std::size_t at = 0;
+      while (at < ranked_.size() &&
+             before(ranked_[at].effective_s(), ranked_order_[at], c.effective_s(), order))
+        ++at;
+      ranked_.insert(ranked_.begin() + static_cast<std::ptrdiff_t>(at), c);
+      ranked_order_.insert(ranked_order_.begin() + static_cast<std::ptrdiff_t>(at), order);
+      if (ranked_.size() > ranked_kept) {
+        ranked_.pop_back();
+        ranked_order_.pop_back();
+      }
+    }
+    const Order first{unit, 0};
+    if (from.best_sync_ && (!best_sync_ || before(from.best_sync_->analytic_s, first,
+                                                  best_sync_->analytic_s, best_sync_order_))) {
+      best_sync_ = from.best_sync_;
+      best_sync_order_ = first;
+    }
+    if (from.best_outer_ &&
+        (!best_outer_ || before(from.best_outer_->effective_s(), first, best_outer_->effective_s(),
+                                best_outer_order_))) {
+      best_outer_ = from.best_outer_;
+      best_outer_order_ = first;
+    }
+    for (const auto& [family, c] : from.families_) {
       auto [it, fresh] = families_.try_emplace(family, c);
-      if (!fresh && c.effective_s() < it->second.effective_s()) it->second = c;
+      auto [order, unseen] = family_order_.try_emplace(family, first);
+      if (!fresh && before(c.effective_s(), first, it->second.effective_s(), order->second)) {
+        it->second = c;
+        order->second = first;
+      }
     }
   }
 
@@ -303,10 +458,7 @@ class Search {
       if (shared_.best_s.compare_exchange_weak(best, effective)) break;
     // The best of each family (the set of clusters a plan uses), so that verification can
     // hedge against the model being biased against one family.
-    int family = 0;
-    for (const auto& p : c.plan.pipelines)
-      for (const auto& st : p.stages) family |= 1 << ctx_.cluster_index(st.cluster);
-    auto [it, fresh] = families_.try_emplace(family, c);
+    auto [it, fresh] = families_.try_emplace(clusters_of(ctx_, c.plan), c);
     if (!fresh && effective < it->second.effective_s()) it->second = c;
     // Keep the best `ranked_kept` distinct plans.
     if (ranked_.size() >= ranked_kept && effective >= ranked_.back().effective_s()) return;
@@ -343,16 +495,12 @@ class Search {
     ++shared_.evaluated;
   }
 
-  // Every configuration of one group over the clusters of `mask`, alone.
-  void single_groups(int mask, int b, int total) {
+  // Every configuration of one group over the clusters of `cluster_set`, alone.
+  void single_groups(const ClusterSet& cluster_set, int b, int total) {
     const auto& s = *ctx_.scenario;
-    std::vector<int> members;
-    int min_gpus = std::numeric_limits<int>::max();  // the mask is never empty
-    for (std::size_t c = 0; c < s.clusters.size(); ++c)
-      if (mask & (1 << c)) {
-        members.push_back(static_cast<int>(c));
-        min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
-      }
+    const std::vector<int> members(cluster_set.rbegin(), cluster_set.rend());  // ascending
+    int min_gpus = std::numeric_limits<int>::max();  // the set is never empty
+    for (int c : members) min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
     const int L = ctx_.model->layers;
     const bool long_path = members.size() > long_path_clusters;
     const int orders = long_path ? long_path_orders : options_.orders_per_group;
@@ -385,7 +533,8 @@ class Search {
           }
           const int per_replica = (total + R - 1) / R;
           const double bound = per_replica * L / rate;
-          if (p <= L && bound < prune_above(mask, b)) try_group(mask, g, p, b, total, order);
+          if (p <= L && bound < prune_above(cluster_set, b))
+            try_group(cluster_set, g, p, b, total, order);
           std::size_t k = 0;
           while (k < pick.size() && ++pick[k] == shapes[k].size()) pick[k++] = 0;
           if (k == pick.size()) break;
@@ -394,15 +543,15 @@ class Search {
     }
   }
 
-  // Configurations whose lower bound exceeds this cannot enter the kept list of the mask
+  // Configurations whose lower bound exceeds this cannot enter the kept list of the cluster_set
   // nor the ranked list.
-  double prune_above(int mask, int b) {
+  double prune_above(const ClusterSet& cluster_set, int b) {
     double limit = ranked_.size() >= ranked_kept ? ranked_.back().effective_s() : no_time_yet_s;
     double kept_worst = 0;
     bool full = true;
     for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe})
       for (int zero = least_zero; zero <= most_zero && full; ++zero) {
-        const auto it = kept_.find({mask, b, static_cast<int>(schedule), zero});
+        const auto it = kept_.find({cluster_set, b, static_cast<int>(schedule), zero});
         if (it == kept_.end() || static_cast<int>(it->second.size()) < options_.top_per_group) {
           full = false;
           break;
@@ -413,7 +562,7 @@ class Search {
     return full && limit < no_time_yet_s ? std::max(limit, kept_worst) : no_time_yet_s;
   }
 
-  void try_group(int mask, const GroupConfig& g, int p, int b, int total,
+  void try_group(const ClusterSet& cluster_set, const GroupConfig& g, int p, int b, int total,
                  const std::vector<int>& order) {
     const int L = ctx_.model->layers;
     std::vector<std::pair<core::Schedule, int>> schedules{{core::Schedule::one_f_one_b, 1},
@@ -429,13 +578,13 @@ class Search {
         ++result_.rejected_memory;
       }
       for (const PartitionedPipeline& pp : partitioned)
-        try_pipeline(mask, pp, schedule, v, b, total);
+        try_pipeline(cluster_set, pp, schedule, v, b, total);
     }
   }
 
   // One partitioned pipeline of a group, alone: costed, offered, and kept for mixtures.
-  void try_pipeline(int mask, const PartitionedPipeline& pp, core::Schedule schedule, int v, int b,
-                    int total) {
+  void try_pipeline(const ClusterSet& cluster_set, const PartitionedPipeline& pp,
+                    core::Schedule schedule, int v, int b, int total) {
     core::Plan plan = plan_skeleton(schedule, b, v);
     plan.zero = pp.zero;
     plan.pipelines = share_batch({pp.pipeline}, {0.0}, {1.0}, total);
@@ -450,7 +599,7 @@ class Search {
     // highest stage any of its groups needs, and ZeRO-3 costs 1.5x the sync's traffic).
     const Kept k{pp.pipeline, plan.zero, e->pipelines[0].fill_s, e->pipelines[0].period_s, alone};
     for (int zero = plan.zero; zero <= most_zero; ++zero) {
-      auto& kept = kept_[{mask, b, static_cast<int>(schedule), zero}];
+      auto& kept = kept_[{cluster_set, b, static_cast<int>(schedule), zero}];
       auto at = std::upper_bound(kept.begin(), kept.end(), k, [](const Kept& a, const Kept& c) {
         return a.alone_s < c.alone_s;
       });
@@ -462,26 +611,43 @@ class Search {
   // Two or more groups over disjoint sets of clusters, each from its best configurations.
   void mixtures(int b, int total) {
     const int n = static_cast<int>(ctx_.scenario->clusters.size());
-    std::vector<int> label(n, 0);  // 0 = idle, 1.. = group, numbered by first appearance
-    partitions(label, 0, 0, b, total);
+    std::vector<int> label(n, 0);      // 0 = idle, 1.. = group, numbered by first appearance
+    std::vector<int> sizes(n + 1, 0);  // clusters per group so far
+    partitions(label, sizes, 0, 0, b, total);
   }
 
-  void partitions(std::vector<int>& label, int c, int groups, int b, int total) {
+  // Every labelling of the clusters whose groups are sets the search ran (searched_sets: at
+  // most largest_group_ clusters, joined by the WAN); a group beyond those would have no
+  // kept configurations, so its labellings are not enumerated.
+  void partitions(std::vector<int>& label, std::vector<int>& sizes, int c, int groups, int b,
+                  int total) {
     if (stop()) return;
     if (c == static_cast<int>(label.size())) {
       if (groups >= 2) mixture(label, groups, b, total);
       return;
     }
     for (int g = 0; g <= groups + 1; ++g) {
+      if (g > 0 && !joins(label, c, g, sizes[g])) continue;
       label[c] = g;
-      partitions(label, c + 1, std::max(groups, g), b, total);
+      ++sizes[g];
+      partitions(label, sizes, c + 1, std::max(groups, g), b, total);
+      --sizes[g];
     }
+    label[c] = 0;
+  }
+
+  // Whether cluster c may join group g (of `size` clusters among 0 .. c - 1).
+  bool joins(const std::vector<int>& label, int c, int g, int size) const {
+    if (size >= largest_group_) return false;
+    for (int d = 0; d < c; ++d)
+      if (label[d] == g) return ctx_.connected[d][c];
+    return true;
   }
 
   void mixture(const std::vector<int>& label, int groups, int b, int total) {
-    std::vector<int> masks(groups, 0);
-    for (std::size_t c = 0; c < label.size(); ++c)
-      if (label[c] > 0) masks[label[c] - 1] |= 1 << c;
+    std::vector<ClusterSet> sets(groups);
+    for (int c = static_cast<int>(label.size()) - 1; c >= 0; --c)  // highest first
+      if (label[c] > 0) sets[label[c] - 1].push_back(c);
     // Per ZeRO stage z the groups' configurations that fit under z; a combination whose
     // groups all fit under less was tried at that stage (its configurations are among the
     // best there too).
@@ -489,15 +655,15 @@ class Search {
       for (auto schedule : {core::Schedule::one_f_one_b, core::Schedule::gpipe}) {
         std::vector<const std::vector<Kept>*> lists;
         double combinations = 1;
-        for (int m : masks) {
+        for (const ClusterSet& m : sets) {
           auto it = kept_.find({m, b, static_cast<int>(schedule), level});
           if (it == kept_.end() || it->second.empty()) break;
           lists.push_back(&it->second);
           combinations *= it->second.size();
         }
-        if (lists.size() != masks.size()) continue;
+        if (lists.size() != sets.size()) continue;
         const bool every_combination =
-            combinations <= mixture_combinations_all && masks.size() <= mixture_groups_all;
+            combinations <= mixture_combinations_all && sets.size() <= mixture_groups_all;
         const std::size_t depth = every_combination ? std::numeric_limits<std::size_t>::max() : 1;
         std::vector<std::size_t> pick(lists.size(), 0);
         for (;;) {
@@ -536,9 +702,15 @@ class Search {
   std::vector<Candidate> ranked_;
   std::optional<Candidate> best_sync_;   // the best synchronous plan costed
   std::optional<Candidate> best_outer_;  // the best plan with outer sync costed
-  std::map<int, Candidate> families_;
-  // (mask, micro-batch, schedule, ZeRO stage): the best configurations that fit under it.
-  std::map<std::tuple<int, int, int, int>, std::vector<Kept>> kept_;
+  std::map<ClusterSet, Candidate> families_;
+  // (set of clusters, micro-batch, schedule, ZeRO stage): the best configurations that fit
+  // under it.
+  KeptMap kept_;
+  // Where the merged lists' entries stand among equal times (merge).
+  std::vector<Order> ranked_order_;
+  Order best_sync_order_, best_outer_order_;
+  std::map<ClusterSet, Order> family_order_;
+  int largest_group_ = 1;  // clusters in the largest set searched as one group
 };
 
 // "1, 2 or 4".

@@ -66,6 +66,9 @@ struct SearchResult {
   std::optional<Verified> best_synchronous;
   long evaluated = 0;  // candidates costed by the analytic model
   long rejected_memory = 0;
+  // Sets of clusters searched as one group (every set joined by the WAN up to a size; a note
+  // says when larger ones were left out).
+  long cluster_sets = 0;
   double search_s = 0;
   double verify_s = 0;
   bool budget_exhausted = false;

@@ -44,7 +44,8 @@ std::vector<int> tp_options(const Context& ctx, int cluster);
 // Replica counts worth trying up to `max`: 1, 2, 3, 4, 6, 8, 12, 16, 24, ...
 std::vector<int> replica_options(int max);
 // Orders of `clusters` in which consecutive clusters are joined by the WAN, cheapest
-// crossings first (sum of latency + 1 GB / bandwidth along the path), at most `limit`.
+// crossings first (sum of latency + 1 GB / bandwidth along the path), at most `limit`; every
+// order of up to 10 clusters, the greedy order from each cluster beyond (space.cpp).
 std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vector<int>& clusters,
                                               int limit);
 // Stage shapes for `gpus` GPUs of cluster c per replica, at most `limit`: the ones with
