@@ -55,6 +55,34 @@ void set_trace(Link& link, const core::WanLink& wan, double scale) {
   link.bytes_per_s = link.trace.front().second;
 }
 
+// A WAN link with a trace runs at the trace's values: its written `bandwidth` is not
+// simulated (the trace's rows are absolute bandwidths), and only the planner's analytic
+// estimate reads it. The shipped scenarios write the trace's peak there; any other figure
+// (a sweep over wan[*].bandwidth included) changes nothing the simulator plays, so it says so.
+void warn_if_trace_overrides_bandwidth(const core::Scenario& s, std::size_t k,
+                                       core::Diagnostics& diags) {
+  const core::WanLink& w = s.wan[k];
+  if (w.trace_steps.empty()) return;
+  double lowest = w.trace_steps.front().bandwidth.value(), peak = lowest;
+  for (const core::BandwidthStep& step : w.trace_steps) {
+    lowest = std::min(lowest, step.bandwidth.value());
+    peak = std::max(peak, step.bandwidth.value());
+  }
+  const double written = w.bandwidth.value();
+  if (std::abs(written - peak) <= 1e-9 * peak) return;
+  const std::string path = "wan[" + std::to_string(k) + "].bandwidth";
+  diags.warning(s.where(path), path,
+                "the link " + core::excerpt(w.from) + " <-> " + core::excerpt(w.to) +
+                    " follows its trace '" + core::path_excerpt(w.trace) + "' (" +
+                    core::format_bandwidth(core::BytesPerSecond(lowest)) + " to " +
+                    core::format_bandwidth(core::BytesPerSecond(peak)) + "), so the written " +
+                    core::format_bandwidth(core::BytesPerSecond(written)) +
+                    " is not simulated; only the planner's estimate uses it",
+                "write the trace's peak, " + core::format_bandwidth(core::BytesPerSecond(peak)) +
+                    ", or scale the trace's rows; a sweep over this link's bandwidth changes "
+                    "nothing the simulator plays");
+}
+
 struct WanEdge {
   int to = 0;
   int link = 0;
@@ -219,6 +247,7 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
         "wan:" + w.from + "->" + w.to, LinkKind::wan, forward, w.latency.value(), false, {}, 0};
     Link back{
         "wan:" + w.to + "->" + w.from, LinkKind::wan, backward, w.latency.value(), false, {}, 0};
+    warn_if_trace_overrides_bandwidth(s, k, diags);
     set_trace(there, w, 1.0);
     set_trace(back, w, backward / forward);
     graph[a].push_back({b, add_link(p, there), w.latency.value(), window, int(k)});
