@@ -302,7 +302,9 @@ void check_plan(const Plan& plan, const Scenario& s, int model_layers, const std
     const auto total = checked_add(batch, sequences.value_or(-1));
     batch = batch < 0 || !sequences || *sequences < 0 || !total ? -1 : *total;
   }
-  if (!plan.pipelines.empty() && batch != s.training.global_batch) {
+  // A global_batch of 0 is one the scenario reader refused (or found missing) and
+  // reported; comparing with it would be a second error about the same value.
+  if (!plan.pipelines.empty() && s.training.global_batch > 0 && batch != s.training.global_batch) {
     std::string sum;
     for (const Pipeline& p : plan.pipelines)
       sum += (sum.empty() ? "" : " + ") + std::to_string(p.replicas) + " x " +
