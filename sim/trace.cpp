@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include "core/document.hpp"
@@ -40,6 +42,7 @@ const std::set<std::string>& kinds() {
 TraceFilter parse_trace_filter(const std::string& text, const std::string& option,
                                core::Diagnostics& diags) {
   TraceFilter filter;
+  filter.given = core::excerpt(text);
   std::size_t at = 0;
   while (at <= text.size() && !text.empty()) {
     const std::size_t comma = text.find(',', at);
@@ -97,12 +100,37 @@ void check_trace_filter(const TraceFilter& filter, const core::Scenario& s, cons
                   core::did_you_mean(c, names));
   std::size_t stages = 0;
   for (const auto& p : plan.pipelines) stages = std::max(stages, p.stages.size());
+  bool each_known = true;
   for (int stage : filter.stages)
-    if (static_cast<std::size_t>(stage) >= stages)
+    if (static_cast<std::size_t>(stage) >= stages) {
+      each_known = false;
       diags.error({}, option,
                   "stage=" + std::to_string(stage) + ": the plan has " + std::to_string(stages) +
                       " stage" + (stages == 1 ? "" : "s") + " (0 to " +
                       std::to_string(stages == 0 ? 0 : stages - 1) + ")");
+    }
+  if (!each_known || filter.clusters.empty() || filter.stages.empty()) return;
+  // Each key matches something alone; together, some named stage must run in a named cluster.
+  std::map<std::string, std::set<int>> stages_in;  // cluster -> the stages it runs
+  for (const auto& p : plan.pipelines)
+    for (std::size_t si = 0; si < p.stages.size(); ++si)
+      stages_in[p.stages[si].cluster].insert(static_cast<int>(si));
+  std::string runs;
+  for (const std::string& c : filter.clusters) {
+    if (!s.find_cluster(c)) return;  // reported above
+    for (int stage : stages_in[c])
+      if (filter.stages.count(stage)) return;
+    std::string list;
+    for (int stage : stages_in[c]) list += (list.empty() ? "" : ", ") + std::to_string(stage);
+    runs += (runs.empty() ? "" : "; ") + ("cluster " + core::excerpt(c) + " runs ") +
+            (list.empty() ? std::string("no stage") : "stage " + list);
+  }
+  diags.error({}, option,
+              filter.given +
+                  ": no stage named runs in a cluster named, so the trace would be "
+                  "empty (" +
+                  runs + ")",
+              "name a stage that runs in the cluster, or drop one of the two keys");
 }
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph,
@@ -131,6 +159,24 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph
       wan_track_[l] = track;
       meta("thread_name", wan_pid, track++, platform.links[l].name);
     }
+  if (filter_.given.empty()) return;
+  for (std::size_t id = 0; id < graph.size(); ++id)
+    if (writes(graph.node(static_cast<NodeId>(id)))) return;
+  throw TraceFilterMatchesNothing(
+      "--trace-filter " + filter_.given +
+      ": the plan's trace has no slice these keys keep together (" +
+      (filter_.wan_only ? "tracks=wan keeps only transfers that cross a WAN link; "
+                        : std::string()) +
+      (filter_.kinds.count("codec") ? "kind=codec needs a WAN transfer the plan compresses; "
+                                    : std::string()) +
+      "no trace was written)");
+}
+
+bool ChromeTraceWriter::writes(const GraphNode& n) const {
+  if (n.op == Op::join || n.work == Work::pacing) return false;
+  if (!kept(n.device, to_string(n.work))) return false;
+  if (!filter_.wan_only) return true;
+  return n.op != Op::compute && n.op != Op::delay && platform_.crosses_wan(n.device, n.peer);
 }
 
 void ChromeTraceWriter::meta(const char* what, int pid, int tid, const std::string& name) {

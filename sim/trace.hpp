@@ -35,6 +35,9 @@ struct TraceFilter {
   // tracks=wan: only the WAN links' tracks, no device slice and no bubble (what `hgsim run
   // --plot` draws from; the whole trace of a 32-GPU run is 800 MB).
   bool wan_only = false;
+  // The filter as the user gave it ("" for run --plot's own tracks=wan): one that keeps
+  // nothing of the plan's trace is then refused (the writer throws TraceFilterMatchesNothing).
+  std::string given;
   bool empty() const { return clusters.empty() && stages.empty() && kinds.empty() && !wan_only; }
 };
 // Parses the filter; problems (an unknown key or kind, a stage that is not a number) go to
@@ -42,14 +45,24 @@ struct TraceFilter {
 TraceFilter parse_trace_filter(const std::string& text, const std::string& option,
                                core::Diagnostics& diags);
 // What parsing cannot know: every cluster named is one of the scenario's, every stage one of
-// the plan's (a filter that matches nothing would write an empty trace, silently).
+// the plan's, and some named stage runs in a named cluster (a filter that matches nothing
+// would write an empty trace, silently). Kinds and tracks=wan are checked against the
+// simulation's graph when the trace is opened (ChromeTraceWriter).
+
 void check_trace_filter(const TraceFilter& filter, const core::Scenario& s, const core::Plan& plan,
                         const std::string& option, core::Diagnostics& diags);
+
+// A user's filter that keeps no slice of the graph's trace (kind=codec where nothing is
+// compressed, tracks=wan with a stage that sends nothing over the WAN).
+struct TraceFilterMatchesNothing : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class ChromeTraceWriter final : public CompletionSink {
  public:
   // `stages`: the stage each device works for. Throws std::runtime_error (core::WriteError)
-  // when `path` cannot be written.
+  // when `path` cannot be written, TraceFilterMatchesNothing (before writing anything) when
+  // a filter the user gave keeps nothing of `graph`.
   ChromeTraceWriter(const std::string& path, const Graph& graph, const Platform& platform,
                     std::vector<int> stages, TraceFilter filter = {});
   void completed(NodeId id, double start_s, double end_s) override;
@@ -65,6 +78,8 @@ class ChromeTraceWriter final : public CompletionSink {
              long long start_ns, long long end_ns, const std::string& args_json);
   void meta(const char* what, int pid, int tid, const std::string& name);
   bool kept(int device, const std::string& kind) const;
+  // Whether node `n` leaves a slice in the trace (if it takes any time).
+  bool writes(const GraphNode& n) const;
   core::AtomicFile file_;  // renamed to the trace's name when finish() completes
   std::ostream& out_;
   const Graph& graph_;
