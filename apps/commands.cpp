@@ -161,6 +161,12 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
       models::training_flops(m, s.training.global_batch, s.training.seq_len, s.training.recompute);
 
   out << "Scenario  " << s.name << "  (" << s.source_file << ")\n";
+  if (points > 1) {
+    // Every figure below is this point's, not the scenario's as written.
+    out << "          sweep point 0 of " << points << ":";
+    for (const auto& [key, value] : point.settings) out << " " << key << "=" << value;
+    out << " (the figures below are this point's; hgsim sweep --list shows every point)\n";
+  }
   out << "Model     " << m.name << ": " << m.layers << " layers, hidden " << m.hidden << ", "
       << m.heads << " heads (" << m.kv_heads << " kv), ffn " << m.ffn_hidden << ", vocab "
       << m.vocab << "; " << count_text(params) << " parameters [models/: computed]\n";
@@ -248,26 +254,31 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
 int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,
               std::ostream& err) {
   core::Diagnostics diags;
-  auto points = check_scenario_file(path, diags);
-  if (!points) return report_bad_input(diags, json, out, err);
+  // Every point is checked, one at a time; only the first is kept (what --json and
+  // --summary show).
+  std::optional<CheckedPoint> first;
+  const auto points = check_scenario_file_each(path, diags, [&](std::size_t, CheckedPoint& p) {
+    if (!first) first = std::move(p);
+  });
+  if (!points || !first) return report_bad_input(diags, json, out, err);
   if (json) {
     Json result{{"valid", true},
                 {"diagnostics", diagnostics_json(diags)},
-                {"sweep_points", points->size()},
-                {"scenario", core::scenario_to_json(points->front().checked.scenario)}};
+                {"sweep_points", *points},
+                {"scenario", core::scenario_to_json(first->checked.scenario)}};
     out << result.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     return kSuccess;
   }
   err << diags.format();
   if (summary) {
-    print_summary(points->front(), points->size(), out);
+    print_summary(*first, *points, out);
     return kSuccess;
   }
   out << "# " << core::path_excerpt(path) << ": valid";
-  if (points->size() > 1) out << ", " << points->size() << " sweep points";
+  if (*points > 1) out << ", " << *points << " sweep points";
   out << "; the scenario with every default filled in:\n";
-  core::Scenario s = points->front().checked.scenario;
-  if (points->size() > 1 || !points->front().settings.empty()) {
+  core::Scenario s = first->checked.scenario;
+  if (*points > 1 || !first->settings.empty()) {
     // Show the scenario as written, not its first sweep point.
     core::Diagnostics ignored;
     if (auto written = core::load_scenario(path, ignored)) s = *written;
@@ -449,11 +460,14 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
                       "' to write it in");
     if (diags.has_errors()) return report_bad_input(diags, json, out, err);
   }
-  auto points = check_scenario_file(path, diags);
-  if (!points) return report_bad_input(diags, json, out, err);
-  if (points->size() > 1) {
-    diags.error(points->front().checked.scenario.where("sweep"), "sweep",
-                "the scenario has a sweep of " + std::to_string(points->size()) +
+  std::optional<CheckedPoint> point;
+  const auto points = check_scenario_file_each(path, diags, [&](std::size_t, CheckedPoint& p) {
+    if (!point) point = std::move(p);
+  });
+  if (!points || !point) return report_bad_input(diags, json, out, err);
+  if (*points > 1) {
+    diags.error(point->checked.scenario.where("sweep"), "sweep",
+                "the scenario has a sweep of " + std::to_string(*points) +
                     " points; hgsim run simulates one",
                 "use hgsim sweep " + core::path_excerpt(path) + " to run every point");
     return report_bad_input(diags, json, out, err);
@@ -468,7 +482,7 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
                                  .string();
     options.sim.trace_filter.wan_only = true;
   }
-  auto result = simulate_point(points->front().checked, options, diags);
+  auto result = simulate_point(point->checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();
   for (const std::string& w : result->warnings) err << "hgsim: warning: " << w << "\n";
@@ -518,9 +532,13 @@ void add_catalog_commands(CLI::App& app, CliArgs& args, Commands& commands) {
   CLI::App* check =
       app.add_subcommand("check", "Validate a scenario and print it with defaults filled in");
   check->add_option("SCENARIO", args.scenario, "scenario file (YAML, or JSON)")->required();
-  check->add_flag("--json", args.json, "print the result (or the problems) as JSON");
-  check->add_flag("--summary", args.summary,
-                  "print a human-readable summary instead of the normalized scenario");
+  CLI::Option* check_json =
+      check->add_flag("--json", args.json, "print the result (or the problems) as JSON");
+  check
+      ->add_flag("--summary", args.summary,
+                 "print a human-readable summary instead of the normalized scenario (of sweep "
+                 "point 0 for a sweep; not with --json)")
+      ->excludes(check_json);
   commands.check = check;
 
   commands.models = app.add_subcommand("models", "List the model zoo");

@@ -423,20 +423,23 @@ int cmd_plan(const std::string& path, const PlanCommandOptions& options, std::os
     return kBadInput;
   }
   core::Diagnostics diags;
-  auto points = check_scenario_file(path, diags);
-  if (!points) {
+  std::optional<CheckedPoint> point;
+  const auto points = check_scenario_file_each(path, diags, [&](std::size_t, CheckedPoint& p) {
+    if (!point) point = std::move(p);
+  });
+  if (!points || !point) {
     err << diags.format();
     if (options.json) out << Json{{"valid", false}}.dump(2) << "\n";
     return kBadInput;
   }
-  if (points->size() > 1) {
-    err << "hgsim plan: the scenario has a sweep of " << points->size()
+  if (*points > 1) {
+    err << "hgsim plan: the scenario has a sweep of " << *points
         << " points; hgsim plan plans one (remove the sweep, or plan each point)\n";
     return kBadInput;
   }
   err << diags.format();
   core::Diagnostics plan_diags;
-  const auto report = plan_report(points->front().checked, options, err, plan_diags);
+  const auto report = plan_report(point->checked, options, err, plan_diags);
   if (!report) {
     err << plan_diags.format();
     return kBadInput;

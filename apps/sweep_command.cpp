@@ -252,21 +252,39 @@ void print_json(ResultsDb& db, std::optional<long long> only, std::ostream& out)
   out << "\n]}\n";
 }
 
-int list_points(const std::string& path, bool json, std::ostream& out, std::ostream& err) {
+// --list: checks every point (one at a time, none kept), then lists them, or point `only`.
+int list_points(const std::string& path, bool json, std::optional<long long> only,
+                std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
-  auto points = check_scenario_file(path, diags);
+  auto document = core::load_document(path, diags);
+  if (!document || diags.has_errors()) {
+    err << diags.format();
+    return kBadInput;
+  }
+  const SweepPoints points(*document, path, diags);
+  for (std::size_t k = 0; k < points.size(); ++k) points.point(k, diags);
   err << diags.format();
-  if (!points) return kBadInput;
+  if (diags.has_errors() || points.size() == 0) return kBadInput;
+  const std::size_t total = points.size();
+  if (only && *only >= static_cast<long long>(total)) {
+    err << "hgsim sweep: --point " << *only << ": the sweep has " << total << " point"
+        << (total == 1 ? "" : "s") << " (0 to " << total - 1 << ")\n";
+    return kBadInput;
+  }
+  const std::size_t first = only ? static_cast<std::size_t>(*only) : 0;
+  const std::size_t last = only ? first + 1 : total;
   if (json) {
     Json list = Json::array();
-    for (const CheckedPoint& p : *points) list.push_back({{"settings", settings_json(p.settings)}});
+    for (std::size_t k = first; k < last; ++k)
+      list.push_back({{"point", k}, {"settings", settings_json(points.settings(k))}});
     out << Json{{"points", list}}.dump(2) << "\n";
     return kSuccess;
   }
-  out << points->size() << " sweep point" << (points->size() == 1 ? "" : "s") << ", each valid:\n";
-  for (std::size_t i = 0; i < points->size(); ++i) {
-    out << "  " << std::setw(3) << i << "  ";
-    for (const auto& [k, v] : (*points)[i].settings) out << k << "=" << v << "  ";
+  out << total << " sweep point" << (total == 1 ? "" : "s") << ", each valid"
+      << (only ? "; point " + std::to_string(first) + ":" : ":") << "\n";
+  for (std::size_t k = first; k < last; ++k) {
+    out << "  " << std::setw(3) << k << "  ";
+    for (const auto& [key, value] : points.settings(k)) out << key << "=" << value << "  ";
     out << "\n";
   }
   return kSuccess;
@@ -361,7 +379,9 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   sweep->add_option("SCENARIO", o.scenario, "scenario file")->required();
   sweep->add_flag("--json", o.json,
                   "print the points as JSON (from the database, in point order) at the end");
-  sweep->add_flag("--list", o.list_only, "only expand and check the points; do not run them");
+  sweep->add_flag("--list", o.list_only,
+                  "only expand and check the points; do not run them (with --point K: list "
+                  "point K)");
   sweep
       ->add_option("-j,--jobs", o.jobs,
                    "points at once, each in a process of its own (default: the cores)")
@@ -401,7 +421,14 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
 }
 
 int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.list_only) return list_points(o.scenario, o.json, out, err);
+  if (o.list_only) {
+    if (o.resume) {
+      err << "hgsim sweep: --list only checks and lists the points, it runs none: --resume "
+             "has nothing to continue (drop --list to run the points the database lacks)\n";
+      return kBadInput;
+    }
+    return list_points(o.scenario, o.json, o.point, out, err);
+  }
 
   std::unique_ptr<MpiSession> mpi;
   if (o.mpi) {

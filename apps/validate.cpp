@@ -71,6 +71,20 @@ std::optional<std::vector<CheckedPoint>> check_scenario_file(const std::string& 
   return points;
 }
 
+std::optional<std::size_t> check_scenario_file_each(const std::string& path,
+                                                    core::Diagnostics& diags,
+                                                    const CheckedPointVisitor& each) {
+  const int errors_before = diags.error_count();
+  auto document = core::load_document(path, diags);
+  if (!document) return std::nullopt;
+  const SweepPoints sweep(*document, path, diags);
+  for (std::size_t k = 0; k < sweep.size(); ++k)
+    if (auto p = sweep.point(k, diags)) each(k, *p);
+  // A document read with errors (a duplicate key) is not a valid scenario either.
+  if (diags.error_count() != errors_before) return std::nullopt;
+  return sweep.size();
+}
+
 SweepPoints::SweepPoints(const core::Node& document, std::string path, core::Diagnostics& diags)
     : path_(std::move(path)), grid_(document, diags) {
   parsed_base_ = core::parse_scenario(document, path_, diags);

@@ -312,6 +312,22 @@ std::optional<std::pair<int, int>> unclosed_double_quote(std::string_view text) 
   return std::nullopt;
 }
 
+// In a flow mapping (`{wan[*].bandwidth: ...}`) YAML reads `[*]` as a list holding an
+// alias, so a sweep path written there fails as "alias not found": say how to write it.
+std::string star_in_flow_hint(std::string_view text, const YAML::Exception& e) {
+  if (e.msg.find("alias") == std::string::npos || e.mark.line < 0) return {};
+  std::size_t start = 0;
+  for (int line = 0; line < e.mark.line && start != std::string_view::npos; ++line) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (start == std::string_view::npos) return {};
+  const std::string_view line = text.substr(start, text.find('\n', start) - start);
+  if (line.find("[*]") == std::string_view::npos) return {};
+  return "inside { } a key with [*] must be quoted (\"wan[*].bandwidth\": [1Gbps, 10Gbps]); "
+         "or write the mapping in block style, one key a line";
+}
+
 }  // namespace
 
 std::optional<Node> parse_yaml(std::string_view text, const std::string& file, Diagnostics& diags) {
@@ -352,7 +368,8 @@ std::optional<Node> parse_yaml(std::string_view text, const std::string& file, D
                       std::to_string(depth) + ")");
     return std::nullopt;
   } catch (const YAML::Exception& e) {
-    diags.error(location_of(e.mark, file), "", "not valid YAML: " + e.msg);
+    diags.error(location_of(e.mark, file), "", "not valid YAML: " + e.msg,
+                star_in_flow_hint(text, e));
     return std::nullopt;
   }
 }

@@ -599,7 +599,7 @@ void ScenarioReader::read_sweep(const Node& n) {
       d_.error(g.where, path,
                "expected a zip group (a mapping of key paths to lists of equal length), found " +
                    g.describe(),
-               "e.g. zip: {wan[*].bandwidth: [1Gbps, 10Gbps], wan[*].latency: [50ms, 5ms]}");
+               std::string("e.g. ") + kSweepZipExample);
       return;
     }
     for (const auto& [key, values] : g.entries) read_axis(key, values, path, groups);

@@ -413,6 +413,11 @@ std::optional<double> parse_token_count(const Node& n, const std::string& path, 
 
 // ---- sweeps ----------------------------------------------------------------------------
 
+// A zip group as the messages show it (the keys quoted: unquoted inside { }, YAML reads
+// `[*]` as a list holding an alias).
+inline constexpr const char* kSweepZipExample =
+    "zip: {\"wan[*].bandwidth\": [1Gbps, 10Gbps], \"wan[*].latency\": [50ms, 5ms]}";
+
 struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> settings;  // (path, value as JSON text)
   Node document;  // the scenario document with these values set and `sweep:` removed
@@ -431,6 +436,8 @@ class SweepGrid {
   SweepGrid(const Node& document, Diagnostics& diags);
   std::size_t size() const { return size_; }
   SweepPoint point(std::size_t k) const;
+  // Point k's settings alone (point(k).settings without copying the document).
+  std::vector<std::pair<std::string, std::string>> settings(std::size_t k) const;
   // The axis paths in the order written (the keys of every point's settings).
   std::vector<std::string> axis_paths() const;
 
@@ -447,6 +454,9 @@ class SweepGrid {
   Node base_;                             // the document without `sweep:`
   std::vector<Dimension> dimensions_;
   std::size_t size_ = 1;
+
+  // Point k's index into each dimension's values.
+  std::vector<std::size_t> digits(std::size_t k) const;
 };
 
 // Every point of the grid, in grid order. Each point is then parsed and checked like a

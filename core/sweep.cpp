@@ -239,7 +239,7 @@ std::vector<std::string> SweepGrid::axis_paths() const {
   return out;
 }
 
-SweepPoint SweepGrid::point(std::size_t k) const {
+std::vector<std::size_t> SweepGrid::digits(std::size_t k) const {
   // Mixed radix, the last dimension fastest: digit i is (k / product of later lengths) % n_i.
   std::vector<std::size_t> digit(dimensions_.size());
   std::size_t rest = k;
@@ -247,6 +247,11 @@ SweepPoint SweepGrid::point(std::size_t k) const {
     digit[i] = rest % dimensions_[i].length;
     rest /= dimensions_[i].length;
   }
+  return digit;
+}
+
+SweepPoint SweepGrid::point(std::size_t k) const {
+  const std::vector<std::size_t> digit = digits(k);
   SweepPoint p{{}, base_};
   for (std::size_t i = 0; i < dimensions_.size(); ++i)
     for (const Axis& axis : dimensions_[i].axes) {
@@ -256,6 +261,15 @@ SweepPoint SweepGrid::point(std::size_t k) const {
       p.settings.emplace_back(axis.path, to_json(value).dump());
     }
   return p;
+}
+
+std::vector<std::pair<std::string, std::string>> SweepGrid::settings(std::size_t k) const {
+  const std::vector<std::size_t> digit = digits(k);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t i = 0; i < dimensions_.size(); ++i)
+    for (const Axis& axis : dimensions_[i].axes)
+      out.emplace_back(axis.path, to_json(axis.values->items[digit[i]]).dump());
+  return out;
 }
 
 std::vector<SweepPoint> sweep_points(const Node& document, Diagnostics& diags) {
