@@ -228,9 +228,15 @@ void Graph::write_json(const std::string& path,
     }
     if (n.label >= 0) j["label"] = labels_[n.label];
     if (n.micro_batch >= 0) j["micro_batch"] = n.micro_batch;
+    // Each edge once: a join waiting on two paths from one node lists that node's edge
+    // twice in the graph (its pending count counts both), but it is one dependency.
     core::Json next = core::Json::array();
-    if (finished_)
-      for (auto s = successors_begin(i); s != successors_end(i); ++s) next.push_back(*s);
+    if (finished_) {
+      std::vector<NodeId> listed(successors_begin(i), successors_end(i));
+      std::sort(listed.begin(), listed.end());
+      listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+      for (NodeId s : listed) next.push_back(s);
+    }
     j["successors"] = next;
     out << "  " << j.dump(-1, ' ', false, core::Json::error_handler_t::replace)
         << (i + 1 < nodes_.size() ? ",\n" : "\n");

@@ -148,7 +148,10 @@ class Graph {
   void check(int devices, core::Diagnostics& diags) const;
 
   // {"nodes": [{"id", "op", "work", "device", "peer", "amount", "label", "micro_batch",
-  //   "successors"}], "labels": [...]} -- streamed to `path`.
+  //   "successors"}], "labels": [...]} -- streamed to `path`, complete or not at all. Each
+  //   dependency once, in increasing id order (the graph may hold an edge twice, a join
+  //   reached by two paths from one node; its pending count counts both). About 230
+  //   bytes a node.
   void write_json(const std::string& path, const std::vector<std::string>& device_names) const;
 
   std::size_t memory_bytes() const;  // what the graph holds, capacity included

@@ -2037,4 +2037,42 @@ TEST(TraceFilterFlag, RefusesKeysThatTogetherMatchNothing) {
   }
 }
 
+// ---- what --export-graph and --export-platform say -------------------------------------
+
+// The graph lists each dependency once (a join reached twice from one node listed it
+// twice), and every successor is a node; the platform's header names the fidelity and, when
+// folded, what a host named ...xN stands for.
+TEST(Exports, ListEachEdgeOnceAndNameTheFidelity) {
+  TempDir dir;
+  const std::string file = dir.write("scenario.yaml", kBase);
+  for (const char* fidelity : {"full", "folded"}) {
+    const std::string graph = dir.path(std::string(fidelity) + ".json");
+    const std::string platform = dir.path(std::string(fidelity) + ".xml");
+    const CliResult r = cli({"run", file, "--fidelity", fidelity, "--export-graph", graph,
+                             "--export-platform", platform});
+    ASSERT_EQ(r.status, apps::kSuccess) << r.err;
+    std::ifstream in(graph);
+    const core::Json nodes = core::Json::parse(in)["nodes"];
+    ASSERT_GT(nodes.size(), 0u);
+    for (const auto& n : nodes) {
+      const auto next = n["successors"].get<std::vector<std::size_t>>();
+      EXPECT_TRUE(std::adjacent_find(next.begin(), next.end(),
+                                     [](auto a, auto b) { return a >= b; }) == next.end())
+          << n.dump();
+      for (std::size_t s : next) EXPECT_LT(s, nodes.size());
+    }
+    std::ifstream xml_in(platform);
+    const std::string xml((std::istreambuf_iterator<char>(xml_in)), {});
+    EXPECT_NE(xml.find(std::string("<!-- Fidelity: ") + fidelity + "."), std::string::npos)
+        << xml.substr(0, 800);
+    EXPECT_LT(xml.find("<!-- Fidelity"), xml.find("<platform ")) << xml.substr(0, 800);
+    if (std::string(fidelity) == "folded") {
+      EXPECT_NE(xml.find("x2\""), std::string::npos) << "a host folding 2 GPUs";
+      EXPECT_NE(xml.find("standing for N identical GPUs"), std::string::npos);
+    } else {
+      EXPECT_NE(xml.find("Every host is one GPU."), std::string::npos);
+    }
+  }
+}
+
 }  // namespace
