@@ -8,6 +8,7 @@
 
 #include "apps/commands.hpp"
 #include "core/files.hpp"
+#include "core/units.hpp"
 #include "kernels/compute_model.hpp"
 #include "planner/baselines.hpp"
 #include "planner/outer_sync_cost.hpp"
@@ -19,10 +20,9 @@ namespace {
 
 using core::Json;
 
+// A time as every hgsim output writes one (a 162 us iteration is not "0.000 s").
 std::string seconds_text(double s) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, s < 10 ? "%.3f s" : "%.2f s", s);
-  return buffer;
+  return core::human_duration(core::Seconds(s));
 }
 
 std::string shorten(const std::string& text, std::size_t width) {

@@ -40,7 +40,14 @@ std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& optio
   // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
   // without a profile of their own are estimated (the kernel-level model on datasheet figures).
   const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
-  return kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
+  auto model = kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
+  if (model && !options.profiles.empty()) {
+    // A --profile the user asked for that answers for none of the scenario's GPUs is said.
+    std::vector<std::string> gpus;
+    for (const core::Cluster& cluster : scenario.clusters) gpus.push_back(cluster.gpu);
+    kernels::warn_unused_profiles(*model, gpus, diags);
+  }
+  return model;
 }
 
 std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,
