@@ -134,4 +134,20 @@ inline core::Json simulate_plan(const apps::CheckedScenario& c,
   return simulate_plan(c, c.scenario.strategy.plan, compute, fidelity);
 }
 
+// Clusters a and b of two one-GPU nodes each (NIC latency 1 us) joined by one WAN link whose
+// settings are `wan`, then `extra`, and a pipeline of a stage in each.
+inline std::string two_cluster_scenario(const std::string& wan, const std::string& extra = "") {
+  return std::string("name: wan\n") + kTinyModel +
+         "training: {global_batch: 2, seq_len: 128, precision: bf16}\n"
+         "clusters:\n"
+         "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
+         "  - {name: b, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
+         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
+         "wan:\n  - {between: [a, b], " +
+         wan + "}\n" + extra +
+         "strategy:\n  pipelines:\n    - micro_batches: 2\n      stages:\n"
+         "        - {cluster: a, layers: 4}\n        - {cluster: b, layers: 4}\n";
+}
+
 }  // namespace hgsim::testing

@@ -43,6 +43,7 @@ Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
 
 using testing::kTinyModel;
 using testing::pipeline_scenario;
+using testing::two_cluster_scenario;
 
 // ---- pipeline schedules -------------------------------------------------------------------
 
@@ -385,20 +386,6 @@ TEST(SimCollectives, TreeAndHalvingDoublingMatchTextbookFormulasWrittenHere) {
 }
 
 // ---- links ----------------------------------------------------------------------------------
-
-std::string two_cluster_scenario(const std::string& wan, const std::string& extra = "") {
-  return std::string("name: wan\n") + kTinyModel +
-         "training: {global_batch: 2, seq_len: 128, precision: bf16}\n"
-         "clusters:\n"
-         "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
-         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
-         "  - {name: b, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
-         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
-         "wan:\n  - {between: [a, b], " +
-         wan + "}\n" + extra +
-         "strategy:\n  pipelines:\n    - micro_batches: 2\n      stages:\n"
-         "        - {cluster: a, layers: 4}\n        - {cluster: b, layers: 4}\n";
-}
 
 // Transfers of `bytes` from cluster a's GPU i to cluster b's GPU i, all starting at 0.
 double wan_transfers(const core::Scenario& s, int flows, double bytes) {

@@ -18,22 +18,6 @@ namespace {
 
 using core::Json;
 
-// Clusters a and b of two one-GPU nodes (NIC latency 1 us), joined by a WAN of `wan`.
-std::string two_nodes_each(const std::string& wan) {
-  return std::string("name: zero-latency\n") + testing::kTinyModel +
-         "training: {global_batch: 2, seq_len: 128, precision: bf16}\n"
-         "clusters:\n"
-         "  - {name: a, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
-         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
-         "  - {name: b, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, nvlink: {bandwidth: "
-         "300GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 1us}}\n"
-         "wan:\n  - {between: [a, b], " +
-         wan +
-         "}\n"
-         "strategy:\n  pipelines:\n    - micro_batches: 2\n      stages:\n"
-         "        - {cluster: a, layers: 4}\n        - {cluster: b, layers: 4}\n";
-}
-
 // From b's first GPU, at once: `wan_flows` flows of `bytes` to a's GPUs and one to b's other
 // GPU (its route latency, NIC + NIC, is the WAN flows' when the WAN has none), in the order
 // given. Returns when each WAN flow ended.
@@ -66,8 +50,8 @@ TEST(SimZeroLatency, AWanOfNoLatencyStillCarriesItsBandwidthOnly) {
   const double W = 10e6 / 8;  // 10 Mbit/s
   const double S = 1.5 * 1024 * 1024;
   for (const char* latency : {"0s", "1ns"}) {
-    auto c = testing::checked(two_nodes_each("bandwidth: 10Mbps, latency: " + std::string(latency) +
-                                             ", tcp_window: 1GB"));
+    auto c = testing::checked(testing::two_cluster_scenario(
+        "bandwidth: 10Mbps, latency: " + std::string(latency) + ", tcp_window: 1GB"));
     for (bool wan_first : {false, true}) {
       for (double end : leave_one_nic(c.scenario, S, wan_first)) {
         EXPECT_GE(end, 2 * S / W) << "WAN latency " << latency << ", WAN flows first " << wan_first;
