@@ -551,6 +551,20 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   };
   result.wan_activations = codec(r.choices.codecs.wan_activations, work.activation_codec);
   result.wan_gradients = codec(r.choices.codecs.wan_gradients, work.gradient_codec);
+  // A codec whose encoding is larger than what it encodes (powersgd of a rank near the
+  // matrix's, topk of a large fraction: values and indices) multiplies the WAN traffic.
+  for (const auto& [key, c] : {std::pair{"compression.wan_activations", &result.wan_activations},
+                               std::pair{"compression.wan_gradients", &result.wan_gradients}})
+    if (c->wan_wire_bytes > c->wan_raw_bytes && c->wan_raw_bytes > 0) {
+      char times[32];
+      std::snprintf(times, sizeof times, "%.2fx", c->wan_wire_bytes / c->wan_raw_bytes);
+      result.warnings.push_back(
+          std::string(key) + ": " + c->codec + " sends " +
+          core::human_size(core::Bytes(c->wan_wire_bytes)) + " over the WAN where the data is " +
+          core::human_size(core::Bytes(c->wan_raw_bytes)) + " uncompressed (" + times +
+          "): it expands the traffic it should shrink; choose a smaller rank or fraction, or "
+          "none");
+    }
   result.codec_time_s = totals.codec_s / iterations;
   add_provenance(r, iterations, result);
   result.simulator = {core::to_string(fidelity),

@@ -502,6 +502,31 @@ TEST(SimLinks, WanBoundPipelineIsLimitedByBytesOverBandwidth) {
   EXPECT_NEAR(rc["iteration_time_s"].get<double>() / T, ratio, 0.03);
 }
 
+TEST(SimLinks, ACodecThatExpandsTheWanTrafficIsWarnedAbout) {
+  // topk of every element sends each value with its index: k (w + e) bytes for n e, w = 2 bytes
+  // of index for 32 768 elements and e = 2 (bf16), so about twice the raw bytes. int8 shrinks
+  // them and says nothing.
+  std::string yaml = two_cluster_scenario("bandwidth: 1Gbps, latency: 10us, tcp_window: 1GB");
+  const FixedTimes compute(1e-7);
+  auto warnings_with = [&](const std::string& codec) {
+    std::string y = yaml;
+    y.replace(y.find("strategy:"), 0, "compression: {wan_activations: " + codec + "}\n");
+    const Json r = run(checked(y), compute);
+    const auto& c = r["compression"]["wan_activations"];
+    return std::tuple{r["warnings"],
+                      c["wan_wire_bytes"].get<double>() / c["wan_raw_bytes"].get<double>()};
+  };
+  const auto [expanding, ratio] = warnings_with("{codec: topk, ratio: 1}");
+  EXPECT_GT(ratio, 1.9);
+  ASSERT_EQ(expanding.size(), 1u) << expanding.dump();
+  const std::string text = expanding[0];
+  EXPECT_NE(text.find("compression.wan_activations: topk"), std::string::npos) << text;
+  EXPECT_NE(text.find("it expands the traffic"), std::string::npos) << text;
+  const auto [shrinking, int8_ratio] = warnings_with("int8");
+  EXPECT_LT(int8_ratio, 0.6);
+  EXPECT_TRUE(shrinking.empty()) << shrinking.dump();
+}
+
 TEST(SimLinks, InOrderPipelineMessagesStreamWhileTheReceiverComputes) {
   // GPipe, 2 stages over a WAN where one micro-batch's activations take tau and a stage's
   // forward f = tau / 8 (backward 2 f). In order (simulation.pipeline_messages: in_order),
