@@ -160,6 +160,10 @@ ChromeTraceWriter::ChromeTraceWriter(const std::string& path, const Graph& graph
       meta("thread_name", wan_pid, track++, platform.links[l].name);
     }
   if (filter_.given.empty()) return;
+  // Bubbles are written at the end (finish) for every device the filter keeps.
+  if (!filter_.wan_only)
+    for (std::size_t d = 0; d < platform.devices.size(); ++d)
+      if (kept(static_cast<int>(d), "bubble")) return;
   for (std::size_t id = 0; id < graph.size(); ++id)
     if (writes(graph.node(static_cast<NodeId>(id)))) return;
   throw TraceFilterMatchesNothing(
@@ -230,23 +234,20 @@ void ChromeTraceWriter::slice(const std::string& name, const std::string& catego
 void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {
   const GraphNode& n = graph_.node(id);
   const long long start = nanos(start_s), end = nanos(end_s);
-  if (n.op == Op::join || end <= start) return;
+  if (end <= start || !writes(n)) return;  // the one rule of what the trace keeps
   const std::string category = to_string(n.work);
-  if (!kept(n.device, category)) return;
   std::string name = graph_.label_text(n.label);
   if (n.micro_batch >= 0) name += " mb " + std::to_string(n.micro_batch);
   const Device& dev = platform_.devices[n.device];
   const bool device_slices = !filter_.wan_only;
   if (n.op == Op::compute) {
-    if (device_slices) slice(name, category, dev.cluster, 2 * n.device, start, end, "");
+    slice(name, category, dev.cluster, 2 * n.device, start, end, "");
     return;
   }
   if (n.op == Op::delay) {
-    if (device_slices && n.work != Work::pacing)
-      slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
+    slice(name, category, dev.cluster, 2 * n.device + 1, start, end, "{\"closed_form\": true}");
     return;
   }
-  if (!device_slices && !platform_.crosses_wan(n.device, n.peer)) return;
   const std::string args = "{\"bytes\": " + core::shortest_decimal(n.amount) +
                            ", \"to\": " + quoted(platform_.devices[n.peer].name) + "}";
   if (device_slices) slice(name, category, dev.cluster, 2 * n.device + 1, start, end, args);

@@ -2037,6 +2037,24 @@ TEST(TraceFilterFlag, RefusesKeysThatTogetherMatchNothing) {
   }
 }
 
+// Bubbles are slices too (written at the end, not by a graph node): kind=bubble keeps them,
+// and only them, rather than being refused as matching nothing.
+TEST(TraceFilterFlag, KindBubbleKeepsTheBubbles) {
+  TempDir dir;
+  const std::string file =
+      (fs::path(HGSIM_SOURCE_DIR) / "scenarios" / "examples" / "explicit-plan.yaml").string();
+  const std::string trace = dir.path("t.json");
+  const CliResult r = cli({"run", file, "--trace", trace, "--trace-filter", "kind=bubble"});
+  ASSERT_EQ(r.status, apps::kSuccess) << r.err;
+  std::ifstream in(trace);
+  const core::Json written = core::Json::parse(in);
+  int bubbles = 0, others = 0;
+  for (const auto& e : written["traceEvents"])
+    if (e["ph"] == "X") (e["cat"] == "bubble" ? bubbles : others) += 1;
+  EXPECT_GT(bubbles, 0);
+  EXPECT_EQ(others, 0);
+}
+
 // ---- what --export-graph and --export-platform say -------------------------------------
 
 // The graph lists each dependency once (a join reached twice from one node listed it
