@@ -290,8 +290,7 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
                   percent((v.candidate.analytic_s - v.simulated_s) / v.simulated_s).c_str());
     out << line << v.candidate.description;
     if (v.candidate.plan.outer_sync.enabled())
-      out << "; " << outer_sync_text(v.candidate.plan.outer_sync) << " (to the same progress "
-          << seconds_text(v.effective_s()) << ")";
+      out << " (to the same progress " << seconds_text(v.effective_s()) << ")";
     out << "\n";
   }
   out << "\n  search: " << r.search.evaluated << " candidates costed in "

@@ -1169,6 +1169,16 @@ std::string describe(const core::Plan& plan) {
   if (plan.compression)
     out << "; WAN codecs " << plan.compression->wan_activations.codec << " / "
         << plan.compression->wan_gradients.codec;
+  // A DiLoCo variant is another plan than the synchronous one it came from: say so here, the
+  // one description every report and the JSON print.
+  if (const core::OuterSync& o = plan.outer_sync; o.enabled()) {
+    out << "; DiLoCo H " << o.inner_steps;
+    if (o.fragments > 1)
+      out << ", streaming F " << o.fragments << ", tau " << o.overlap_steps;
+    else
+      out << ", blocking";
+    out << ", pseudo-gradients " << (o.codec.codec.empty() ? std::string("none") : o.codec.codec);
+  }
   return out.str();
 }
 

@@ -218,6 +218,31 @@ TEST(PlannerOuterSync, VariantsAreTheAllowedHAndFOfPlansWhoseIslandsAreApart) {
   EXPECT_TRUE(planner::outer_sync_variants(ctx, variants[0]).empty());  // has one already
 }
 
+// A DiLoCo candidate's description names its outer sync (H, F, tau, codec): in the JSON's
+// ranked list and the verified table it must not read as the synchronous plan it came from.
+TEST(PlannerOuterSync, DescriptionOfAVariantNamesItsOuterSync) {
+  auto c = checked(
+      two_islands("planner: {outer_sync: [none, diloco], inner_steps: [8], fragments: [1, 4], "
+                  "overlap_steps: 3}\ncompression: {wan_gradients: int8}\n"));
+  const kernels::KernelModel roofline;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
+  for (const char* cluster : {"east", "west"})
+    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  const auto variants = planner::outer_sync_variants(ctx, sync);
+  ASSERT_EQ(variants.size(), 2u);
+  const std::string plain = planner::describe(sync);
+  EXPECT_EQ(plain.find("DiLoCo"), std::string::npos) << plain;
+  EXPECT_NE(planner::describe(variants[0]).find("; DiLoCo H 8, blocking, pseudo-gradients int8"),
+            std::string::npos)
+      << planner::describe(variants[0]);
+  EXPECT_NE(planner::describe(variants[1])
+                .find("; DiLoCo H 8, streaming F 4, tau 2, pseudo-gradients int8"),
+            std::string::npos)
+      << planner::describe(variants[1]);
+  EXPECT_NE(planner::describe(variants[0]), planner::describe(variants[1]));
+}
+
 // The analytic DiLoCo iteration against the simulator's mean over one round (blocking and
 // streaming), and the closed form's pieces against each other.
 TEST(PlannerOuterSync, AnalyticDiLoCoIterationAgreesWithTheSimulator) {

@@ -212,15 +212,37 @@ def read_rows(path):
     return rows
 
 
+def error_summary(errors):
+    """The errors per provenance class and group, as the tool reads them.
+
+    Every published row is predicted from datasheets (no profile, no calibration), so
+    all of them fall in the class `datasheet`; `errors` maps a group (single-node,
+    multi-node) to signed relative errors (None: refused)."""
+    groups = {}
+    for group, errs in errors.items():
+        ok = [e for e in errs if e is not None]
+        groups[group] = {
+            "runs": len(ok),
+            "refused": sum(e is None for e in errs),
+            "mean_abs_error": sum(abs(e) for e in ok) / len(ok) if ok else None,
+            "mean_signed_error": sum(ok) / len(ok) if ok else None,
+            "optimistic_runs": sum(e > 0 for e in ok),
+        }
+    return {"source": "validation/published.md", "classes": {"datasheet": groups}}
+
+
 def main():
     ap = cli.Parser(description="hgsim against published end-to-end training runs.")
     ap.add_argument("--hgsim", default=os.path.join(ROOT, "build/release/apps/hgsim"))
     ap.add_argument("--csv", default=os.path.join(HERE, "published-runs.csv"))
     ap.add_argument("--out", default=os.path.join(HERE, "published.md"))
+    ap.add_argument("--json", default=os.path.join(HERE, "published-errors.json"),
+                    help="machine-readable summary of the errors, per provenance class and group")
     args = ap.parse_args()
     cli.executable(args.hgsim, "--hgsim")
     cli.input_file(args.csv, "--csv")
     cli.output_file(args.out, "--out")
+    cli.output_file(args.json, "--json")
     rows = read_rows(args.csv)
     lines = []
     errors = {"single-node": [], "multi-node": []}
@@ -273,6 +295,9 @@ def main():
         out.write("\n| run | GPUs | metric | reported | hgsim | error | source |\n")
         out.write("|---|---:|---|---:|---:|---:|---|\n")
         out.write("\n".join(lines) + "\n")
+    with _files.atomic_open(args.json) as out:
+        json.dump(error_summary(errors), out, indent=2, sort_keys=True)
+        out.write("\n")
     return 0
 
 

@@ -118,3 +118,23 @@ def test_reproduce_paper_quotes_the_error_and_fails(fake_hgsim, tmp_path):
     rows = [l for l in table.read_text().splitlines() if "no plan:" in l]
     assert rows and all("hgsim: error: --time-budget: must be > 0" in r for r in rows)
     assert not any("for usage" in r for r in rows)
+
+
+def test_published_error_summary_is_the_committed_tables_figures():
+    """published-errors.json (what the tool reads) says what published.md's table says:
+    mean |error| and mean signed error of each group, refusals apart, by hand."""
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("published", ROOT / "validation/published.py")
+    published = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published)
+    summary = published.error_summary({"single-node": [0.1, -0.3, None], "multi-node": [0.2]})
+    single = summary["classes"]["datasheet"]["single-node"]
+    assert single["runs"] == 2 and single["refused"] == 1 and single["optimistic_runs"] == 1
+    assert single["mean_abs_error"] == pytest.approx(0.2)
+    assert single["mean_signed_error"] == pytest.approx(-0.1)
+    committed = json.loads((ROOT / "validation/published-errors.json").read_text())
+    table = (ROOT / "validation/published.md").read_text()
+    for group, figures in committed["classes"]["datasheet"].items():
+        assert f"- {group}: {figures['runs'] + figures['refused']} runs, mean |error| " \
+               f"{figures['mean_abs_error']:.1%}" in table
