@@ -10,6 +10,7 @@
 #include <iterator>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "apps/cli_checks.hpp"
 #include "apps/codecs_command.hpp"
 #include "apps/live_command.hpp"
+#include "apps/man_page.hpp"
 #include "apps/plan_command.hpp"
 #include "apps/profile_command.hpp"
 #include "apps/results_command.hpp"
@@ -794,12 +796,18 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   add_python_commands(app);
   commands.codecs = add_codecs_command(app, args.codecs);
   commands.profile = add_profile_command(app, args.profile);
+  // `hgsim --man`: the manual page, from the definitions above (the build writes hgsim.1 with
+  // it). Not a CLI11 flag: the app requires a subcommand, and --help need not list it.
+  if (argc == 2 && std::string_view(argv[1]) == "--man") {
+    out << man_page(app, HGSIM_VERSION);
+    return kSuccess;
+  }
   if (const auto exit_code = parse_command_line(app, argc, argv, out, err)) return *exit_code;
   try {
     return run_command(commands, args, out, err);
   } catch (const std::bad_alloc&) {
     // Not a bug: an input that needs more memory than the machine gives (each command
-    // checks what it can foresee against README "Limits" first).
+    // checks what it can foresee against core/limits.hpp first).
     err << "hgsim: out of memory: the machine could not give what this input needs; make it "
            "smaller, or run it on a machine with more memory\n";
     return kBadInput;

@@ -1,6 +1,6 @@
 // The sweep results database (SQLite), written by `hgsim sweep`, read by `hgsim results`,
 // `hgsim plot` and anyone with sqlite3. One transaction per point, so a sweep killed at any
-// moment loses at most the points in flight. The schema (the README shows it too):
+// moment loses at most the points in flight. The schema (docs/sweeps.md shows it too):
 //
 //   sweep   one row: scenario_file, scenario (the scenario as written: its canonical JSON,
 //           sweep included), hgsim_version, options (JSON: the run options every point

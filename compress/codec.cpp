@@ -796,7 +796,7 @@ EncodedInfo inspect(std::span<const std::byte> buf) {
   const std::uint64_t kept = get<std::uint64_t>(p + 24), seed = get<std::uint64_t>(p + 32);
   if (info.count > kMaxCount) bad("element count " + std::to_string(info.count) + " above 2^40");
   // Decoding allocates what the header claims: a damaged or forged header may not claim
-  // more than the limit (README: Limits), whatever the buffer's size.
+  // more than the limit (core/limits.hpp, HGSIM_MAX_CODEC_ELEMENTS), whatever the buffer's size.
   const auto limit = static_cast<std::uint64_t>(core::limits().codec_elements);
   if (info.count > limit)
     bad("the header claims " + std::to_string(info.count) + " elements; " +

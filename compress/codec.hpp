@@ -4,7 +4,7 @@
 // source dtype, flags, element count, the parameters decoding needs) followed by the
 // codec's body. Its length is exactly encoded_bytes(spec, shape, dtype), and decode checks
 // every length and every field against the buffer before it reads: a truncated or damaged
-// buffer raises CodecError, never reads out of bounds. The README's "Codecs" section gives
+// buffer raises CodecError, never reads out of bounds. docs/codecs.md gives
 // the wire format of every codec and its size formula.
 //
 // Two ways to use a codec:

@@ -5,7 +5,7 @@
 // the device the adds and multiplies are written as __fadd_rn/__fmul_rn so that nvcc cannot
 // contract them into fused multiply-adds.
 //
-// Conventions (the README's "Codecs" section repeats them):
+// Conventions (docs/codecs.md repeats them):
 //  - fp16 and bf16: round to nearest even; overflow gives +-Inf; NaN stays NaN (quiet).
 //  - fp8 e4m3 (OCP 8-bit floating point, "E4M3": bias 7, max 448, no Inf, NaN = S.1111.111)
 //    and e5m2 (bias 15, max 57344, Inf = S.11111.00, NaN = S.11111.10): round to nearest

@@ -159,6 +159,28 @@ const Limits& limits() {
   return l;
 }
 
+std::vector<LimitVariable> limit_variables() {
+  const Limits d = default_limits();
+  return {
+      {"HGSIM_MAX_INPUT_BYTES", "bytes of one input file (scenario, plan, trace, profile)",
+       static_cast<double>(d.input_bytes)},
+      {"HGSIM_MAX_DOCUMENT_NODES", "values of one document after YAML aliases expand",
+       static_cast<double>(d.document_nodes)},
+      {"HGSIM_MAX_DOCUMENT_DEPTH", "nesting of lists and mappings",
+       static_cast<double>(d.document_depth)},
+      {"HGSIM_MAX_GPUS", "GPUs of a scenario, all clusters", static_cast<double>(d.gpus)},
+      {"HGSIM_MAX_GRAPH_NODES", "nodes of one execution graph", static_cast<double>(d.graph_nodes)},
+      {"HGSIM_MAX_MEMORY_BYTES", "bytes one simulation (or hgsim codecs) may allocate",
+       d.memory_bytes},
+      {"HGSIM_MAX_SWEEP_POINTS", "points of one sweep grid", static_cast<double>(d.sweep_points)},
+      {"HGSIM_MAX_TRACE_ROWS", "rows of one bandwidth trace", static_cast<double>(d.trace_rows)},
+      {"HGSIM_MIN_TRACE_STEP_S", "shortest step between two trace rows, in seconds",
+       d.trace_min_step_s},
+      {"HGSIM_MAX_CODEC_ELEMENTS", "elements one encoded codec buffer may claim",
+       static_cast<double>(d.codec_elements)},
+  };
+}
+
 std::optional<std::string> limit_refusal(const char* variable, std::string_view text) {
   const Range* r = range_of(variable);
   if (r == nullptr) return "no such limit";
@@ -170,8 +192,8 @@ std::optional<std::string> limit_refusal(const char* variable, std::string_view 
 std::string limit_hint(const char* variable, double limit) {
   const Range* r = range_of(variable);
   if (r != nullptr && limit >= r->high)
-    return "the limit is " + figure(limit) + ", the most " + variable + " may be (README: Limits)";
-  return "the limit is " + figure(limit) + "; set " + variable + " to raise it (README: Limits)";
+    return "the limit is " + figure(limit) + ", the most " + variable + " may be (docs/limits.md)";
+  return "the limit is " + figure(limit) + "; set " + variable + " to raise it (docs/limits.md)";
 }
 
 std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {

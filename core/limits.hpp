@@ -1,14 +1,15 @@
 // The limits that keep hostile or mistaken input from exhausting hgsim, in one place.
 //
 // Each limit has a default sized well above every shipped scenario and an override: the
-// environment variable named beside it (README "Limits" lists them). A check that hits a
-// limit reports the figure, the limit and the override, like any other input error.
+// environment variable named beside it (limit_variables(); docs/limits.md explains each). A check
+// that hits a limit reports the figure, the limit and the override, like any other input error.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hgsim::core {
 
@@ -31,10 +32,20 @@ constexpr int kMaxDocumentDepth = 5000;
 
 // The limits in force: the defaults, with every HGSIM_MAX_* / HGSIM_MIN_* variable that
 // is set applied (read once). Each variable has a range (a whole number from 1 to 10^9 for
-// most counts; README "Limits"); a value outside it, or not a number, is ignored with one
+// most counts; limit_refusal); a value outside it, or not a number, is ignored with one
 // warning on stderr naming the variable, the value, why and the range.
 const Limits& limits();
 Limits default_limits();
+
+// One limit's variable, what it bounds and its default, as a reader is told it (hgsim(1)).
+struct LimitVariable {
+  const char* name;
+  const char* meaning;
+  double default_value;
+};
+
+// Every HGSIM_MAX_* / HGSIM_MIN_* variable, in the order of Limits.
+std::vector<LimitVariable> limit_variables();
 
 // Why `text` is not a value `variable` may be set to ("too large; expected a whole number
 // from 1 to 5000"), or nullopt when it is one: the rule limits() applies.

@@ -699,7 +699,7 @@ std::vector<BandwidthStep> parse_bandwidth_trace(std::string_view text, const st
                       " s apart; the shortest step hgsim simulates is " +
                       shortest_decimal(limit.trace_min_step_s) + " s",
                   "every step is an event for the simulator, and the trace repeats; set "
-                  "HGSIM_MIN_TRACE_STEP_S to lower the limit (README: Limits)");
+                  "HGSIM_MIN_TRACE_STEP_S to lower the limit (docs/limits.md)");
       continue;
     }
     if (steps.empty() && *seconds != 0 && !row_refused)

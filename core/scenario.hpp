@@ -318,7 +318,7 @@ struct PlannerSettings {
   // The assumption: progress per DiLoCo token relative to a synchronous token, in (0, 1].
   // Default 1: the claim of DiLoCo (Douillard et al. 2023, arXiv:2311.08105, abstract) that
   // 8 workers with 500x less communication perform as well as fully synchronous training on
-  // C4 (README: "The planner and outer sync"); an assumption, not a measured efficiency.
+  // C4 (docs/diloco.md, "The planner and outer sync"); an assumption, not a measured efficiency.
   double diloco_token_efficiency = 1.0;
   bool allows_diloco() const;
   bool operator==(const PlannerSettings&) const = default;

@@ -7,7 +7,7 @@
 #   kernels/measure_gpu.sh [OUT_DIR]      (default: $OUT if set, else kernels/profiles)
 #
 # Writes OUT_DIR/<gpu>.json (e.g. h200.json) and OUT_DIR/measure_gpu.log. Copy the JSON into
-# kernels/profiles/ and commit it; the log's roofline summary goes to the README.
+# kernels/profiles/ and commit it; the log's roofline summary goes to docs/compute.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out_dir=${1:-${OUT:-kernels/profiles}}

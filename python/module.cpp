@@ -1,5 +1,5 @@
 // _hgsim: the hgsim Python module's compiled half (python/hgsim/__init__.py re-exports it).
-// README.md's "Python module" section documents this API.
+// docs/python.md documents this API.
 #include <cmath>
 #include <vector>
 

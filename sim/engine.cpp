@@ -69,7 +69,7 @@ sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
 // never limits a flow) because SimGrid's XML forbids empty routes between zones. Leaving it out is
 // what lets SimGrid's selective update stay local: a fat pipe is still a constraint of the solver,
 // so every flow crossing it joined one connected component with every other flow of the cluster,
-// and each flow starting or ending re-solved them all (measured: README, Performance).
+// and each flow starting or ending re-solved them all.
 struct SimgridPlatform {
   std::vector<sg::Host*> hosts;
 

@@ -60,8 +60,8 @@ struct GraphNode {
 
 // An array that grows by appending into fixed-size chunks, so that what it holds never
 // moves: a std::vector of 18 M graph nodes copied itself at every doubling and touched twice
-// the memory (README, Simulator performance). The first chunk grows like a vector, so that a
-// small graph stays small.
+// the memory (bench/bench_sim.cpp, GraphAppend, compares the two). The first chunk grows like a
+// vector, so that a small graph stays small.
 template <class T>
 class ChunkedArray {
  public:

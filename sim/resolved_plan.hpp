@@ -235,8 +235,9 @@ std::optional<ResolvedPlan> check_and_resolve(const core::Scenario& s,
 constexpr int full_fidelity_max_gpus = 256;
 
 // ... and while the full graph has at most this many nodes: past it, fidelity auto folds
-// (sim/simulate.cpp). The demo scenario's 4.0 M nodes take 4.9 s and 0.46 GiB at full
-// fidelity (scenarios/examples/explicit-plan.yaml, README: Simulator performance).
+// (sim/simulate.cpp). A full simulation's time and memory grow with its graph (bench/README.md
+// gives the cost per node and the command that measures it): 5 M nodes keep it to seconds and
+// under a GiB, and hold the demo scenario (scenarios/examples/explicit-plan.yaml, 4.0 M).
 constexpr std::int64_t full_fidelity_max_graph_nodes = 5'000'000;
 
 // The fidelity a simulation of `gpus` GPUs uses when the fidelity is `automatic`: full up

@@ -1435,9 +1435,9 @@ TEST(Limits, EachVariableIsReadWholeAndWithinItsRange) {
             "too small; expected a number from 1e-09 to 86400");
   // At the most a variable may be, the hint does not offer to raise it.
   EXPECT_EQ(core::limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", 5000),
-            "the limit is 5000, the most HGSIM_MAX_DOCUMENT_DEPTH may be (README: Limits)");
+            "the limit is 5000, the most HGSIM_MAX_DOCUMENT_DEPTH may be (docs/limits.md)");
   EXPECT_EQ(core::limit_hint("HGSIM_MAX_DOCUMENT_DEPTH", 64),
-            "the limit is 64; set HGSIM_MAX_DOCUMENT_DEPTH to raise it (README: Limits)");
+            "the limit is 64; set HGSIM_MAX_DOCUMENT_DEPTH to raise it (docs/limits.md)");
 }
 
 TEST(HgsimProcess, ALimitOutsideItsRangeIsIgnoredWithAWarning) {
