@@ -44,7 +44,7 @@ NOWHERE = "/nonexistent-hgsim-dir"
 @pytest.mark.parametrize("path,args,words", [
     ("scripts/check-readme-outputs.py", ["{hgsim}", NOWHERE + "/README.md"], "no such file"),
     ("scripts/check-readme-outputs.py", [NOWHERE + "/hgsim", "README.md"], "no such file"),
-    ("scripts/check-readme-outputs.py", ["{hgsim}", "scripts"], "not a regular file"),
+    ("scripts/check-readme-outputs.py", ["{hgsim}", "scripts"], "no Markdown files"),
     ("scripts/compare-results.py", [NOWHERE + "/hgsim", "{hgsim}", "x.yaml"], "no such file"),
     ("scripts/compare-results.py", ["{hgsim}", "{hgsim}", "x.yaml", "--tolerance", "nan"],
      "not a finite number"),
