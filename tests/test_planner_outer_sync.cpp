@@ -183,6 +183,15 @@ TEST(PlannerOuterSync, WithOuterSyncNoneTheSearchIsUnchanged) {
   EXPECT_TRUE(std::any_of(rc.ranked.begin(), rc.ranked.end(), has_outer_sync));
 }
 
+// Eight one-stage replicas on each island (east, west), 1F1B, micro-batch 4: the synchronous
+// plan the outer-sync variants are made from.
+core::Plan one_stage_on_each_island() {
+  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
+  for (const char* cluster : {"east", "west"})
+    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  return sync;
+}
+
 // One variant per allowed H and F (F dividing H; tau clamped to H / F), the scenario's WAN
 // gradient codec on the pseudo-gradients; none for pipelines that share a cluster or cut the
 // model differently.
@@ -192,9 +201,7 @@ TEST(PlannerOuterSync, VariantsAreTheAllowedHAndFOfPlansWhoseIslandsAreApart) {
                   "overlap_steps: 3}\ncompression: {wan_gradients: int8}\n"));
   const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
-  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
-  for (const char* cluster : {"east", "west"})
-    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  core::Plan sync = one_stage_on_each_island();
   const auto variants = planner::outer_sync_variants(ctx, sync);
   // (H, F, tau): (8, 1, 1), (8, 4, min(3, 2)), (10, 1, 1); 4 does not divide 10.
   ASSERT_EQ(variants.size(), 3u);
@@ -226,9 +233,7 @@ TEST(PlannerOuterSync, DescriptionOfAVariantNamesItsOuterSync) {
                   "overlap_steps: 3}\ncompression: {wan_gradients: int8}\n"));
   const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
-  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
-  for (const char* cluster : {"east", "west"})
-    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  core::Plan sync = one_stage_on_each_island();
   const auto variants = planner::outer_sync_variants(ctx, sync);
   ASSERT_EQ(variants.size(), 2u);
   const std::string plain = planner::describe(sync);
@@ -249,9 +254,7 @@ TEST(PlannerOuterSync, AnalyticDiLoCoIterationAgreesWithTheSimulator) {
   auto c = checked(two_islands("planner: {outer_sync: [none, diloco]}\n", 40));
   const kernels::KernelModel roofline;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
-  core::Plan sync = planner::plan_skeleton(core::Schedule::one_f_one_b, 4, 1);
-  for (const char* cluster : {"east", "west"})
-    sync.pipelines.push_back({8, 4, {{cluster, 1, 1, 8}}});
+  core::Plan sync = one_stage_on_each_island();
   sync.grad_sync.bucket = core::Bytes(250e6);
   const auto variants_of = [&](int H, int F, int tau, const char* codec) {
     core::Plan p = sync;
