@@ -25,7 +25,7 @@ apps::CheckedScenario load(const std::string& name) {
 
 // The flat roofline the kernel model replaced (matmul FLOPs at 70% of peak, element-wise
 // traffic at 80% of bandwidth, one formula per phase): kept here only as the baseline of
-// the CostModel ratio (the target of issue 4: the kernel model may cost at most 2x per candidate).
+// the CostModel ratio (the kernel model may cost at most 2x per candidate).
 class FlatRoofline final : public kernels::ComputeModel {
  public:
   kernels::PhaseTimes layer(const kernels::GpuSpec& gpu,

@@ -32,7 +32,7 @@ must be a heading of that page, spelt as GitHub spells heading anchors (lower ca
 punctuation but '-' and '_' dropped, spaces as '-').
 
 Sizes. The top-level README.md stays under 15 KiB (what a newcomer reads first) and every
-other page under 40 KiB (issue 40: a page longer than that is several topics).
+other page under 40 KiB (a page longer than that is several topics).
 
   --show    prints each command's output;
   --update  rewrites each quoted block that differs from today's output: every quoted line
