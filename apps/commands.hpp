@@ -1,5 +1,5 @@
 // The `hgsim` command line. Exit status: 0 success, 1 bad input or usage, 2 internal
-// error (and commands whose implementation has not landed yet, which say so).
+// error (or a failure that is not the input's: a GPU profile run, a results database write).
 #pragma once
 
 #include <iosfwd>
