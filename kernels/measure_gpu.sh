@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared GPU measurement (issue #4): build, check every CUDA op against its CPU
+# The one prepared GPU measurement: build, check every CUDA op against its CPU
 # reference, profile the zoo's shapes, write the profile JSON. Made for a short slot on a
 # shared GPU (one H200): the sweep stops itself after --max-seconds (default 200 s), so the
 # whole script fits in about 5 minutes on 16 cores.

@@ -68,7 +68,7 @@ class MemoryLimits {
   };
   const Context& ctx_;
   // Hashed: the search looks a stage up once per ZeRO stage it tries, a few hundred thousand
-  // times on four clusters of 64 GPUs (an ordered map's compares were 8% of the search).
+  // times on four clusters of 64 GPUs (an ordered map's compares take 8% of the search).
   std::unordered_map<Key, int, KeyHash> memo_;
 };
 

@@ -87,8 +87,8 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   w.folded = fidelity == core::Fidelity::folded;
   // Before anything is built: every micro-batch has a forward and a backward node on every
   // stage (of every replica, unless folded), so a plan whose count alone passes the graph
-  // limit is refused at its micro_batches in no time and no memory (building it took 13 s
-  // and 4.5 GB to find out).
+  // limit is refused at its micro_batches in no time and no memory (building such a graph
+  // to find out costs seconds and gigabytes).
   const auto limit = static_cast<double>(core::limits().graph_nodes);
   for (std::size_t p = 0; p < r.plan.pipelines.size(); ++p) {
     const core::Pipeline& pipeline = r.plan.pipelines[p];

@@ -1,4 +1,4 @@
-// Hostile and mistaken input (issue #15): every case feeds one damaged scenario, plan,
+// Hostile and mistaken input: every case feeds one damaged scenario, plan,
 // trace, codec buffer or special file and asserts where the problem is reported
 // (file:line:column or key path) and what is said, and that it is an input error (exit 1),
 // never a crash, a hang, an internal error or unbounded memory. The process-level cases
@@ -797,7 +797,7 @@ TEST(HostileScenarioFollowOns, ARefusedValueIsReportedOnce) {
 }
 
 // A thousand unknown keys: every one is counted, the first 100 printed, and reading them
-// stays linear (a 120 000-key mapping took 28 s when the duplicate check was quadratic).
+// stays linear (a quadratic duplicate check takes about 28 s on a 120 000-key mapping).
 TEST(HostileScenarioFollowOns, ManyErrorsArePrintedAsAHundredAndACount) {
   std::string keys;
   for (int i = 0; i < 1000; ++i) keys += "  unknown_" + std::to_string(i) + ": 1\n";

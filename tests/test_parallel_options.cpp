@@ -1,4 +1,4 @@
-// The parallelism options of issue #13 on small cases with closed forms: tensor-parallel
+// The parallelism options on small cases with closed forms: tensor-parallel
 // collectives overlapped with their GEMMs, gradient reduction after the backward, ZeRO's
 // data-parallel traffic; and the scenario language for them (zero, grad_reduce,
 // tp_comm_overlap, training.attention, clusters[].calibration) with its errors.

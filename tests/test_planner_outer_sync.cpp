@@ -1,4 +1,4 @@
-// The planner and DiLoCo's outer sync (issue 16, part 3): the `planner:` section, the DiLoCo
+// The planner and DiLoCo's outer sync: the `planner:` section, the DiLoCo
 // variants the search costs (planner/outer_sync_cost.hpp) and how plans that train differently
 // are compared (time to the same progress: iteration / token efficiency).
 #include <unistd.h>

@@ -143,7 +143,7 @@ TEST(ResolvedPlacement, EveryAcceptedPlanOfTwoNodesFitsItsNodes) {
   EXPECT_GT(accepted, 100);
 }
 
-// Tensor parallelism across nodes (issue 13): a group larger than a node holds whole nodes.
+// Tensor parallelism across nodes: a group larger than a node holds whole nodes.
 TEST(ResolvedPlacement, GroupsLargerThanANodeHoldWholeNodesAndEveryGpuOnce) {
   // Every sequence of three tp degrees in {1, 2, 4, 8, 16, 24} on four nodes of 8 that adds
   // up to at most 32 GPUs is placed: a group of tp <= 8 inside one node, a larger one from

@@ -606,8 +606,8 @@ TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
                  "        - {cluster: b, tp: 2, dp: 2, layers: 4}\n",
                  2, 6, "hierarchical", 2)},
       // The A100 replicas finish their backward before the V100 ones, so the gradient rings'
-      // members are ready at different times (full was 8.5% under folded while a ring let a
-      // member forward before its own data was ready).
+      // members are ready at different times (a ring that let a member forward before its
+      // own data was ready would put full 8.5% under folded here).
       {"data parallelism across two clusters of different GPUs, 8 replicas each",
        fold_clusters(64) +
            "strategy:\n  schedule: 1f1b\n  micro_batch: 1\n  pipelines:\n"

@@ -1,4 +1,4 @@
-"""Hostile arguments to the Python module (issue #15): only hgsim.Error / hgsim.CodecError
+"""Hostile arguments to the Python module: only hgsim.Error / hgsim.CodecError
 come out, never a crash, a bare RuntimeError, or a second copy of the caller's script."""
 import os
 import struct
