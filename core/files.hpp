@@ -39,7 +39,9 @@ std::optional<SourceLocation> first_invalid_utf8(std::string_view text, const st
 // that something reads (a shell's `>(gzip > t.gz)`). A directory, a block device, a socket
 // and a FIFO that nothing reads ("a FIFO (named pipe) that nothing reads: ...") are refused,
 // so that no writer ever blocks opening one. `fd`, when given, receives the path opened for
-// writing (O_NONBLOCK cleared) when it is not a regular file; the caller closes it. The rule
+// writing (O_NONBLOCK cleared) when it is not a regular file; the caller closes it. Without
+// `fd` a FIFO's reader sees the probe's writer come and go (the end of its input): only a
+// writer that keeps the descriptor, AtomicFile, should ask about a FIFO. The rule
 // of every hgsim output (python/hgsim/files.py follows it, and a test holds them together).
 std::optional<std::string> output_refusal(const std::string& path, int* fd = nullptr);
 

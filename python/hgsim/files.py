@@ -34,13 +34,17 @@ def _open_special(path):
     return fd, None
 
 
-def output_refusal(path):
+def output_refusal(path, probe_fifo=True):
     """Why ``path`` may not be an output file, or None when it may: a path that does not
     exist yet, a regular file, a character device (/dev/null) or a FIFO that something
     reads. A directory, a block device, a socket and a FIFO that nothing reads are refused
-    (the rule of hgsim's C++ writers, core/files.hpp output_refusal)."""
+    (the rule of hgsim's C++ writers, core/files.hpp output_refusal). Asking opens a FIFO
+    for writing and closes it, which its reader sees as the end: a check made long before
+    the write passes ``probe_fifo=False`` and leaves the FIFO to atomic_open."""
     path = os.fspath(path)
     if not os.path.exists(path) or os.path.isfile(path):
+        return None
+    if not probe_fifo and stat.S_ISFIFO(os.stat(path).st_mode):
         return None
     fd, why = _open_special(path)
     if fd is not None:

@@ -272,16 +272,17 @@ def output_folder(flag: str, path: str) -> str:
 def output_file(flag: str, path: str) -> str:
     """Refuses, before the run, a file that could not be written after it: a folder, a path in
     a missing folder or in one this process cannot write in, and a special file the writers
-    refuse (hgsim.files.output_refusal: a FIFO that nothing reads, a socket, a block device).
-    A device or a FIFO with a reader is written directly (as the C++ side does): its write
+    refuse (hgsim.files.output_refusal: a socket, a block device; a FIFO that nothing reads
+    is refused when written). A device or a FIFO with a reader is written directly (as the C++ side does): its write
     errors can only be told when writing."""
     utf8_path(flag, path)
     if os.path.isdir(path):
         raise LiveError(f"{flag} '{shown(path)}': it is a folder; give a file name")
     if os.path.lexists(path) and kind_of(path) not in ("a regular file", "missing"):
-        # A device or a FIFO: the writers' own rule (hgsim.files.output_refusal), so that a
-        # FIFO that nothing reads is refused here, not waited on after the run.
-        why = output_refusal(path)
+        # A device or a FIFO: the writers' own rule (hgsim.files.output_refusal). A FIFO is
+        # not opened here (its reader would see the end); atomic_open refuses it when
+        # written if nothing reads it then, instead of waiting.
+        why = output_refusal(path, probe_fifo=False)
         if why is not None:
             raise LiveError(f"{flag} '{shown(path)}': {why}")
         return path
