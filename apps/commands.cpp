@@ -25,6 +25,8 @@
 #include "apps/run_point.hpp"
 #include "apps/sweep_command.hpp"
 #include "apps/validate.hpp"
+#include "core/files.hpp"
+#include "core/process.hpp"
 #include "kernels/compute_model.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "kernels/profile.hpp"
@@ -433,15 +435,15 @@ int cmd_gpus(bool json, bool curves, std::ostream& out) {
 // from the results and the trace.
 int plot_run(const std::string& scenario, const core::Json& result, const std::string& trace,
              const std::string& plot_file, std::ostream& out, std::ostream& err) {
-  const std::string result_file = (std::filesystem::temp_directory_path() /
-                                   ("hgsim-run-" + std::to_string(::getpid()) + ".json"))
-                                      .string();
-  std::ofstream(result_file) << result.dump();
+  const core::TemporaryFile result_file("hgsim-run", ".json");
+  if (const auto why = core::write_file_atomically(result_file.path(), result.dump())) {
+    err << "hgsim: " << *why << "\n";
+    return kBadInput;
+  }
   const int status = run_python({"hgsim.plots",
-                                 {"run", "--result", result_file, "--trace", trace, "--scenario",
-                                  scenario, "--out", plot_file}},
+                                 {"run", "--result", result_file.path(), "--trace", trace,
+                                  "--scenario", scenario, "--out", plot_file}},
                                 out, err);
-  std::filesystem::remove(result_file);
   return status == 0 ? kSuccess : kBadInput;
 }
 
@@ -477,11 +479,10 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
   // The figure's WAN time series comes from the trace: unless --trace, a temporary one of
   // the WAN tracks alone (the whole trace of a 32-GPU run is 800 MB, which Python read in
   // minutes).
-  const bool temporary_trace = !plot_file.empty() && options.sim.trace_path.empty();
-  if (temporary_trace) {
-    options.sim.trace_path = (std::filesystem::temp_directory_path() /
-                              ("hgsim-run-trace-" + std::to_string(::getpid()) + ".json"))
-                                 .string();
+  std::optional<core::TemporaryFile> temporary_trace;
+  if (!plot_file.empty() && options.sim.trace_path.empty()) {
+    temporary_trace.emplace("hgsim-run-trace", ".json");
+    options.sim.trace_path = temporary_trace->path();
     options.sim.trace_filter.wan_only = true;
   }
   auto result = simulate_point(point->checked, options, diags);
@@ -493,10 +494,7 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
   else
     out << sim::format_table(*result);
   if (plot_file.empty()) return kSuccess;
-  const int status =
-      plot_run(path, sim::to_json(*result), options.sim.trace_path, plot_file, out, err);
-  if (temporary_trace) std::filesystem::remove(options.sim.trace_path);
-  return status;
+  return plot_run(path, sim::to_json(*result), options.sim.trace_path, plot_file, out, err);
 }
 
 // ---- the command line --------------------------------------------------------------------
@@ -810,6 +808,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     // checks what it can foresee against core/limits.hpp first).
     err << "hgsim: out of memory: the machine could not give what this input needs; make it "
            "smaller, or run it on a machine with more memory\n";
+    return kBadInput;
+  } catch (const core::EnvironmentLimit& e) {
+    // Not a bug either: a limit the environment set (ulimit, TMPDIR); the message names it.
+    err << "hgsim: " << e.what() << "\n";
     return kBadInput;
   } catch (const std::exception& e) {
     err << "hgsim: internal error: " << e.what() << "\n";

@@ -16,6 +16,12 @@ void register_mpi_sweeps();  // apps/sweep_mpi.cpp
 int main(int argc, char** argv) {
   // Ctrl-C or a kill ends the simulator child too, and removes half-written files.
   hgsim::core::install_termination_handlers();
+  // Before anything recurses: a stack too small to read a large scenario is said, not a
+  // SIGSEGV later.
+  if (const auto why = hgsim::core::stack_refusal()) {
+    std::cerr << "hgsim: " << *why << "\n";
+    return hgsim::apps::kBadInput;
+  }
 #ifdef HGSIM_HAVE_MPI
   hgsim::apps::register_mpi_sweeps();  // hgsim sweep --mpi
 #endif

@@ -228,18 +228,6 @@ class WhereParser {
 
 // ---- output ------------------------------------------------------------------------------
 
-// A JSON column of the database, read with the scenario reader's limits (depth, values), so
-// that a damaged or crafted file is refused with its point and column, never a crash.
-Json stored_json(const std::string& text, const std::string& db, const std::string& where) {
-  core::Diagnostics d;
-  auto node = core::parse_json(text, "", d);
-  if (!node) {
-    const std::string why = d.all().empty() ? "not JSON" : d.all().front().message;
-    throw DbError("sweep database " + db + ": " + where + ": " + why);
-  }
-  return core::to_json(*node);
-}
-
 std::string point_column(long long point, const char* column) {
   return "point " + std::to_string(point) + ": " + column;
 }
@@ -343,6 +331,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       // JSON document on stdout.
       std::string points;
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
+        check_row(r, named);
         auto opt = [](const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); };
         auto parsed = [&](const std::string& t, const char* column) {
           return t.empty() ? Json(nullptr) : stored_json(t, named, point_column(r.point, column));
@@ -371,6 +360,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
       for (const auto& a : axes) out << "," << csv_cell(a);
       out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
+        check_row(r, named);
         const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
         out << r.point;
         for (const auto& a : axes)
@@ -384,10 +374,8 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     }
     std::size_t rows = 0;
     db.for_each(where.sql, where.params, [&](const PointRow& r) {
+      check_row(r, named);
       const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
-      if (!settings.is_object())
-        throw DbError("sweep database " + named + ": " + point_column(r.point, "settings") +
-                      ": expected an object of axis values");
       out << std::setw(5) << r.point << "  ";
       for (const auto& [k, v] : settings.items())
         out << shown(k) << "=" << shown(value_text(v)) << "  ";

@@ -95,6 +95,49 @@ std::string utc_now() {
   return text;
 }
 
+core::Json stored_json(const std::string& text, const std::string& db, const std::string& where) {
+  core::Diagnostics d;
+  auto node = core::parse_json(text, "", d);
+  if (!node) {
+    const std::string why = d.all().empty() ? "not JSON" : d.all().front().message;
+    throw DbError("sweep database " + db + ": " + where + ": " + why);
+  }
+  return core::to_json(*node);
+}
+
+std::optional<std::string> row_refusal(const PointRow& row) {
+  if (row.point < 0) return "a point numbered below 0 (points count from 0)";
+  if (row.status != "ok" && row.status != "failed")
+    return "status '" + core::excerpt(row.status) + "': expected 'ok' or 'failed'";
+  if (!row.damage.empty()) return row.damage;
+  if (row.status == "ok" && row.result.empty()) return "an ok point without its result";
+  auto json_column = [&](const std::string& text, const char* column,
+                         bool object) -> std::optional<std::string> {
+    core::Diagnostics d;
+    const auto node = core::parse_json(text, "", d);
+    if (!node)
+      return std::string(column) + ": " +
+             (d.all().empty() ? std::string("not JSON") : d.all().front().message);
+    if (object && !node->is_mapping()) return std::string(column) + ": expected an object";
+    return std::nullopt;
+  };
+  if (row.settings.empty()) return "settings: empty (expected an object of axis values)";
+  if (auto why = json_column(row.settings, "settings", true)) return why;
+  if (!row.plan.empty())
+    if (auto why = json_column(row.plan, "plan", false)) return why;
+  if (!row.result.empty())
+    if (auto why = json_column(row.result, "result", true)) return why;
+  return std::nullopt;
+}
+
+void check_row(const PointRow& row, const std::string& db) {
+  if (const auto why = row_refusal(row))
+    throw DbError("sweep database " + db + ": point " + std::to_string(row.point) + ": " + *why +
+                  "\n  hgsim sweep SCENARIO --db " + db +
+                  " --resume runs the point again (and drops a row that is no point of the "
+                  "grid), or delete the row (sqlite3)");
+}
+
 ResultsDb::ResultsDb(const std::string& path, bool create)
     : path_(path), named_("'" + core::path_excerpt(path) + "'") {
   // A folder or a device (/dev/full) would fail later as "disk I/O error" or pass for an
@@ -202,19 +245,8 @@ long long ResultsDb::point_count() {
   return sqlite3_column_int64(st.get(), 0);
 }
 
-std::vector<std::pair<long long, std::string>> ResultsDb::ok_hashes() {
-  Statement st(db_, "SELECT point, scenario_hash FROM points WHERE status = 'ok' ORDER BY point");
-  if (!st) fail("cannot read the points table");
-  std::vector<std::pair<long long, std::string>> out;
-  int rc;
-  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW)
-    out.emplace_back(sqlite3_column_int64(st.get(), 0), st.text(1));
-  if (rc != SQLITE_DONE) fail("cannot read the points table");
-  return out;
-}
-
-void ResultsDb::delete_points_from(long long n) {
-  Statement st(db_, "DELETE FROM points WHERE point >= ?");
+void ResultsDb::delete_points_outside(long long n) {
+  Statement st(db_, "DELETE FROM points WHERE point < 0 OR point >= ?");
   if (!st) fail("cannot delete points");
   st.bind(1, n);
   if (sqlite3_step(st.get()) != SQLITE_DONE) fail("cannot delete points");
@@ -261,15 +293,18 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
     PointRow row;
     row.point = sqlite3_column_int64(st.get(), 0);
     // A number column holds a finite number or nothing: text or an infinity written into
-    // the file by something else is refused, never read as 0 or printed as -inf.
+    // the file by something else is marked (row_refusal refuses it), never read as 0 or
+    // printed as -inf.
     auto number = [&](int column, const char* name) -> std::optional<double> {
       const int type = sqlite3_column_type(st.get(), column);
       if (type == SQLITE_NULL) return std::nullopt;
       const double v = sqlite3_column_double(st.get(), column);
-      if ((type != SQLITE_INTEGER && type != SQLITE_FLOAT) || !std::isfinite(v))
-        throw DbError("sweep database " + named_ + ": point " + std::to_string(row.point) + ": " +
-                      name + " holds '" + core::excerpt(st.text(column)) +
-                      "', not a finite number");
+      if ((type != SQLITE_INTEGER && type != SQLITE_FLOAT) || !std::isfinite(v)) {
+        if (row.damage.empty())
+          row.damage = std::string(name) + " holds '" + core::excerpt(st.text(column)) +
+                       "', not a finite number";
+        return std::nullopt;
+      }
       return v;
     };
     row.settings = st.text(1);

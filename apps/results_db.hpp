@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/document.hpp"
+
 struct sqlite3;
 
 namespace hgsim::apps {
@@ -53,7 +55,26 @@ struct PointRow {
   std::string finished_at;
   double wall_s = 0;
   std::string scenario_hash;
+  // Set by ResultsDb::for_each when a number column holds text or an infinity (the figure
+  // is then read as missing): what row_refusal reports.
+  std::string damage;
 };
+
+// A JSON column of the database, read with the scenario reader's limits (depth, values), so
+// that a damaged or crafted file is refused with its point and column, never a crash; throws
+// DbError "sweep database DB: WHERE: why". `db` is the database as messages name it.
+core::Json stored_json(const std::string& text, const std::string& db, const std::string& where);
+
+// Why `row` is not a row hgsim sweep could have written, or nullopt when it is one: a point
+// below 0, a status other than 'ok' and 'failed', settings that are not a JSON object, a
+// plan or result that is not JSON, an ok row without a result, a number that is not finite.
+// The one rule for rows: `hgsim results` (table, CSV and JSON alike) refuses the database
+// at such a row, and `hgsim sweep --resume` runs its point again (or drops it, when it is
+// no point of the grid).
+std::optional<std::string> row_refusal(const PointRow& row);
+// Throws DbError for a row row_refusal refuses: "sweep database DB: point 3: why", with
+// what to do about it (--resume runs the point again).
+void check_row(const PointRow& row, const std::string& db);
 
 // A parameter bound to a prepared statement: text or a number.
 struct SqlValue {
@@ -83,10 +104,8 @@ class ResultsDb {
   void write_sweep(const SweepInfo& info);
   // Rows already there.
   long long point_count();
-  // The scenario hash of every `ok` point: index -> hash.
-  std::vector<std::pair<long long, std::string>> ok_hashes();
-  // Deletes the rows of points with index >= n (the grid shrank).
-  void delete_points_from(long long n);
+  // Deletes the rows of points with index >= n (the grid shrank), and below 0 (no point).
+  void delete_points_outside(long long n);
   // Inserts or replaces the point's row in one transaction.
   void record(const PointRow& row);
   // Every row whose `where` (an SQL condition over the columns, with ? for `params`; empty:

@@ -239,6 +239,7 @@ void print_json(ResultsDb& db, std::optional<long long> only, std::ostream& out)
   std::vector<SqlValue> params;
   if (only) params.push_back({SqlValue::Kind::number, "", double(*only)});
   db.for_each(only ? "point = ?" : "", params, [&](const PointRow& row) {
+    check_row(row, db.named());
     Json j{{"point", row.point},
            {"settings", Json::parse(row.settings)},
            {"status", row.status},
@@ -332,6 +333,31 @@ std::optional<std::string> foreign_sweep(ResultsDb& db, const core::Node& docume
          " points), not of '" + core::excerpt(ours) + "' (" + core::path_excerpt(scenario_path) +
          "): its points would be replaced\n  --db FILE writes this sweep into another "
          "database; remove the database to start over";
+}
+
+// --resume: which points of the grid the database already holds, ok for the same resolved
+// scenario and options (`keys`). A row `hgsim results` would refuse (row_refusal) is never
+// kept: its point runs again, or, numbered outside the grid, its row is dropped; each is said
+// on `err`.
+std::vector<bool> rows_to_keep(ResultsDb& db, const std::vector<std::string>& keys,
+                               std::optional<long long> only, std::ostream& err) {
+  const long long total = static_cast<long long>(keys.size());
+  std::vector<bool> have(keys.size(), false);
+  db.for_each("", {}, [&](const PointRow& row) {
+    const bool in_grid = row.point >= 0 && row.point < total;
+    if (const auto why = row_refusal(row)) {
+      err << "hgsim sweep: warning: " << db.named() << ", point " << row.point << ": " << *why
+          << (!in_grid                      ? "; the row is dropped\n"
+              : !only || *only == row.point ? "; the point runs again\n"
+                                            : "; hgsim results refuses the database until "
+                                              "the point runs again (--resume without --point)\n");
+      return;
+    }
+    if (in_grid && row.status == "ok" &&
+        keys[static_cast<std::size_t>(row.point)] == row.scenario_hash)
+      have[static_cast<std::size_t>(row.point)] = true;
+  });
+  return have;
 }
 
 }  // namespace
@@ -504,11 +530,8 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
         return kBadInput;
       }
     std::vector<bool> have(static_cast<std::size_t>(total), false);
-    if (o.resume)
-      for (const auto& [k, hash] : db->ok_hashes())
-        if (k < total && keys[static_cast<std::size_t>(k)] == hash)
-          have[static_cast<std::size_t>(k)] = true;
-    if (!o.point) db->delete_points_from(total);
+    if (o.resume) have = rows_to_keep(*db, keys, o.point, err);
+    if (!o.point || o.resume) db->delete_points_outside(total);
     for (long long k = o.point ? *o.point : 0; k < (o.point ? *o.point + 1 : total); ++k) {
       if (have[static_cast<std::size_t>(k)]) {
         ++skipped;
@@ -576,9 +599,13 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
     progress.clear();
     if (o.json) print_json(*db, o.point, out);
   } catch (const DbError& e) {
+    // The user's database refused a write (a full disk, a read-only file, a trigger): the
+    // points in flight are ended, and every point written before stays readable.
     progress.clear();
-    err << "hgsim sweep: " << e.what() << "\n";
-    return kInternalError;
+    err << "hgsim sweep: " << e.what() << "\n  the points written before it stay in " << db->named()
+        << " (hgsim results " << db->named()
+        << "); hgsim sweep --resume continues once the database takes writes again\n";
+    return kBadInput;
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   err << "hgsim sweep: " << todo.size() << " point" << (todo.size() == 1 ? "" : "s") << " run in "

@@ -1,10 +1,12 @@
 #include "core/files.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -142,45 +144,130 @@ std::optional<std::string> write_all_fd(int fd, std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::string> output_refusal(const std::string& path, int* fd) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return "it is a directory; give a file name";
+  if (S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
+    return "it is " + kind_of(st.st_mode) +
+           "; hgsim writes a regular file, a character device (/dev/null) or a FIFO that "
+           "something reads";
+  // A FIFO opened for writing would wait for a reader: O_NONBLOCK makes it fail at once
+  // (ENXIO) when there is none. A device is opened the same way (a serial line would wait
+  // for its carrier), then written blocking like any file.
+  const int opened = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (opened < 0) {
+    const int error = errno;
+    if (error == ENXIO && S_ISFIFO(st.st_mode))
+      return "it is a FIFO (named pipe) that nothing reads; start its reader first, or name "
+             "a regular file";
+    return std::string(std::strerror(error)) + write_error_hint(error);
+  }
+  const int flags = ::fcntl(opened, F_GETFL);
+  if (flags >= 0) ::fcntl(opened, F_SETFL, flags & ~O_NONBLOCK);
+  if (fd != nullptr)
+    *fd = opened;
+  else
+    ::close(opened);
+  return std::nullopt;
+}
+
+std::string write_error_hint(int error) {
+  if (error != EFBIG) return "";
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return "";
+  return " (the file-size limit, ulimit -f, is " +
+         human_size(Bytes(static_cast<double>(limit.rlim_cur))) +
+         "; raise it, e.g. ulimit -f unlimited)";
+}
+
+FdBuffer::FdBuffer() : buffer_(1 << 16) {
+  setp(buffer_.data(), buffer_.data() + buffer_.size());
+}
+
+bool FdBuffer::drain() {
+  if (error_ != 0) return false;
+  const std::size_t n = static_cast<std::size_t>(pptr() - pbase());
+  setp(buffer_.data(), buffer_.data() + buffer_.size());
+  if (n == 0) return true;
+  if (write_all_fd(fd_, std::string_view(buffer_.data(), n))) {
+    error_ = errno != 0 ? errno : EIO;
+    return false;
+  }
+  return true;
+}
+
+FdBuffer::int_type FdBuffer::overflow(int_type c) {
+  if (!drain()) return traits_type::eof();
+  if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+  *pptr() = traits_type::to_char_type(c);
+  pbump(1);
+  return c;
+}
+
+std::streamsize FdBuffer::xsputn(const char* s, std::streamsize n) {
+  const std::streamsize room = epptr() - pptr();
+  if (n <= room) {
+    std::memcpy(pptr(), s, static_cast<std::size_t>(n));
+    pbump(static_cast<int>(n));
+    return n;
+  }
+  if (!drain()) return 0;
+  if (n < static_cast<std::streamsize>(buffer_.size())) return xsputn(s, n);
+  if (write_all_fd(fd_, std::string_view(s, static_cast<std::size_t>(n)))) {
+    error_ = errno != 0 ? errno : EIO;
+    return 0;
+  }
+  return n;
+}
+
+int FdBuffer::sync() {
+  return drain() ? 0 : -1;
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   if (path_.empty()) throw WriteError("cannot write a file with an empty name");
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) fail("it is a directory");
-    out_.open(path_, std::ios::binary | std::ios::trunc);  // /dev/stdout, a FIFO, ...
-    if (!out_) fail(std::strerror(errno));
+    // /dev/stdout, /dev/null, a FIFO that something reads: written directly.
+    if (auto why = output_refusal(path_, &fd_)) fail(*why);
+    if (fd_ < 0) fail("it changed while it was opened");
+    buffer_.attach(fd_);
     return;
   }
   const std::filesystem::path target(path_);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   temp_ = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(temp_.data());
-  if (fd < 0) {
-    const std::string why = std::strerror(errno);
+  fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);
+  if (fd_ < 0) {
+    const int error = errno;
     temp_.clear();
-    fail(why);
+    fail_errno(error);
   }
   track_temporary_file(temp_);
   // mkstemp makes the file 0600; a result is as readable as any new file of the user's.
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  ::close(fd);
-  out_.open(temp_, std::ios::binary | std::ios::trunc);
-  if (!out_) fail(std::strerror(errno));
+  ::fchmod(fd_, 0666 & ~mask);
+  buffer_.attach(fd_);
 }
 
 AtomicFile::~AtomicFile() {
+  close_fd();
   if (committed_ || temp_.empty()) return;
-  out_.close();
   ::unlink(temp_.c_str());
   untrack_temporary_file(temp_);
 }
 
+void AtomicFile::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 void AtomicFile::fail(const std::string& why) {
+  close_fd();
   if (!temp_.empty()) {
-    out_.close();
     ::unlink(temp_.c_str());
     untrack_temporary_file(temp_);
     temp_.clear();
@@ -189,21 +276,69 @@ void AtomicFile::fail(const std::string& why) {
   throw WriteError("cannot write '" + path_excerpt(path_) + "': " + why);
 }
 
+void AtomicFile::fail_errno(int error) {
+  fail(std::string(std::strerror(error)) + write_error_hint(error));
+}
+
 void AtomicFile::commit() {
-  errno = 0;
   out_.flush();
-  if (!out_) fail(errno ? std::strerror(errno) : "the write failed");
-  out_.close();
-  if (out_.fail()) fail(errno ? std::strerror(errno) : "closing failed");
+  if (buffer_.error() != 0) fail_errno(buffer_.error());
+  if (!out_) fail("the write failed");
+  if (!temp_.empty() && ::fsync(fd_) != 0) fail_errno(errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 && errno != EINTR) {
+    const int error = errno;
+    fail_errno(error);
+  }
   if (temp_.empty()) {
     committed_ = true;
     return;
   }
-  Fd file{::open(temp_.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0 || ::fsync(file.fd) != 0) fail(std::strerror(errno));
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail_errno(errno);
   untrack_temporary_file(temp_);
   committed_ = true;
+}
+
+std::string temporary_folder() {
+  const char* variable = std::getenv("TMPDIR");
+  const bool from_variable = variable != nullptr && *variable != '\0';
+  const std::string folder = from_variable ? variable : "/tmp";
+  const std::string named = from_variable ? "TMPDIR='" + path_excerpt(folder) + "'"
+                                          : std::string("'/tmp' (TMPDIR is not set)");
+  auto refuse = [&](const std::string& why) {
+    throw EnvironmentLimit("the folder for temporary files, " + named + ", " + why +
+                           ": set TMPDIR to a folder hgsim may write in" +
+                           (from_variable ? ", or unset it for /tmp" : ""));
+  };
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0)
+    refuse(std::string("cannot be used: ") + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) refuse("is " + kind_of(st.st_mode) + ", not a folder");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    refuse(std::string("cannot be written in: ") + std::strerror(errno));
+  return folder;
+}
+
+TemporaryFile::TemporaryFile(const std::string& prefix, const std::string& suffix) {
+  std::string name = temporary_folder() + "/" + prefix + "-XXXXXX" + suffix;
+  const int fd = ::mkostemps(name.data(), static_cast<int>(suffix.size()), O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (const auto limit = limit_behind(error, "open"))
+      throw EnvironmentLimit("cannot make a temporary file: " + *limit);
+    throw EnvironmentLimit("cannot make a temporary file in '" + path_excerpt(temporary_folder()) +
+                           "': " + std::strerror(error) + write_error_hint(error) +
+                           "; set TMPDIR to a folder hgsim may write in");
+  }
+  ::close(fd);
+  path_ = std::move(name);
+  track_temporary_file(path_);
+}
+
+TemporaryFile::~TemporaryFile() {
+  ::unlink(path_.c_str());
+  untrack_temporary_file(path_);
 }
 
 std::optional<std::string> write_file_atomically(const std::string& path,

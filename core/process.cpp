@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <string_view>
 
 #include "core/files.hpp"
 
@@ -56,6 +58,10 @@ void install_termination_handlers() {
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     ::sigaction(sig, &action, nullptr);
   }
+  // Past the file-size limit (ulimit -f) a write then fails with EFBIG, which the writer
+  // reports with the limit (core::write_error_hint) and cleans up after, instead of the
+  // kernel's SIGXFSZ ending the process with its temporary file left behind.
+  ::signal(SIGXFSZ, SIG_IGN);
 }
 
 void track_child(pid_t pid) {
@@ -92,19 +98,77 @@ void untrack_temporary_file(const std::string& path) {
     }
 }
 
+std::optional<std::string> stack_refusal() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_STACK, &limit) != 0) return std::nullopt;
+  const auto wanted = static_cast<rlim_t>(kStackBytes);
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) return std::nullopt;
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= wanted) {
+    // The main thread's stack grows on demand up to the soft limit in force at the time.
+    limit.rlim_cur = wanted;
+    if (::setrlimit(RLIMIT_STACK, &limit) == 0) return std::nullopt;
+  }
+  return "the stack limit (ulimit -s) is " + std::to_string(limit.rlim_cur / 1024) +
+         " KiB; hgsim needs " + std::to_string(kStackBytes / 1024) +
+         " KiB (the Linux default): raise it, e.g. ulimit -s 8192";
+}
+
+std::optional<std::string> limit_behind(int error, const char* call) {
+  struct rlimit limit {};
+  auto figure = [&](int resource) {
+    if (::getrlimit(resource, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::string();
+    return std::string(" is ") + std::to_string(limit.rlim_cur);
+  };
+  if (error == EMFILE)
+    return "too many open files: the limit of open files (ulimit -n)" + figure(RLIMIT_NOFILE) +
+           "; raise it, e.g. ulimit -n 4096, or run fewer processes at once (hgsim sweep -j)";
+  if (error == ENFILE)
+    return "too many open files in the system (its file table, fs.file-max, is full); close "
+           "some, or raise fs.file-max";
+  if (error == EAGAIN && std::string_view(call) == "fork")
+    return "too many processes: the limit of processes (ulimit -u)" + figure(RLIMIT_NPROC) +
+           "; raise it, e.g. ulimit -u 4096, or run fewer processes at once (hgsim sweep -j)";
+  return std::nullopt;
+}
+
+namespace {
+
+[[noreturn]] void cannot_start(const char* what, const char* call, int error) {
+  const std::string head = std::string("cannot start ") + what + ": ";
+  if (const auto limit = limit_behind(error, call)) throw EnvironmentLimit(head + *limit);
+  throw ChildFailed(head + call + ": " + std::strerror(error));
+}
+
+// What a signal that a limit of the environment sends says, or nullopt for any other.
+std::optional<std::string> limit_signal(int sig) {
+  struct rlimit limit {};
+  if (sig == SIGXFSZ) {
+    std::string figure;
+    if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      figure = " is " + std::to_string(limit.rlim_cur) + " bytes";
+    return "stopped by the file-size limit (ulimit -f)" + figure +
+           ": a file it wrote would pass it; raise it, e.g. ulimit -f unlimited";
+  }
+  if (sig == SIGXCPU)
+    return "stopped by the CPU-time limit (ulimit -t); raise it, e.g. ulimit -t unlimited";
+  return std::nullopt;
+}
+
+}  // namespace
+
 Child start_child(const std::function<std::string()>& body, const char* what) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw ChildFailed(std::string("cannot start ") + what + ": pipe: " + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) cannot_start(what, "pipe", errno);
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
+    const int error = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    throw ChildFailed(std::string("cannot start ") + what + ": fork: " + std::strerror(errno));
+    cannot_start(what, "fork", error);
   }
   if (pid == 0) {
     // The child: dies with its parent, and whatever happens never returns from here.
@@ -146,6 +210,9 @@ std::string reap_child(Child child, std::string text) {
   }
   untrack_child(child.pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return text;
+  if (WIFSIGNALED(status))
+    if (const auto limit = limit_signal(WTERMSIG(status)))
+      throw ChildHitLimit(std::string(child.what) + " was " + *limit);
   if (WIFSIGNALED(status))
     throw ChildFailed(std::string(child.what) + " was killed by signal " +
                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");

@@ -38,11 +38,36 @@ void untrack_temporary_file(const std::string& path);
 struct ChildFailed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A child killed by a limit its environment set (SIGXFSZ: the file-size limit, ulimit -f;
+// SIGXCPU: the CPU-time limit, ulimit -t): the message names the limit, it is no bug.
+struct ChildHitLimit : ChildFailed {
+  using ChildFailed::ChildFailed;
+};
+
+// A limit of the operating system that hgsim ran into (open files, processes, the stack, a
+// missing TMPDIR): not a bug, and not hgsim's to raise. The message names the limit and
+// what to raise; the hgsim command reports it as bad input (exit 1).
+struct EnvironmentLimit : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The stack every hgsim command runs with: 8 MiB, the Linux default, on which the readers'
+// recursion limits are measured (kMaxDocumentDepth, the --where nesting). A smaller soft
+// limit (ulimit -s) is raised to it when the hard limit allows; stack_refusal says why it
+// cannot be (a 64 KiB stack would end a large scenario with SIGSEGV), else nullopt.
+constexpr long long kStackBytes = 8LL << 20;
+std::optional<std::string> stack_refusal();
+
+// The limit behind a system call that failed with `error` ("too many open files: the limit
+// is 8 (ulimit -n); raise it, e.g. ulimit -n 4096"), nullopt for an error no limit explains
+// (EMFILE: ulimit -n; ENFILE: the system's file table; EAGAIN from fork: ulimit -u).
+std::optional<std::string> limit_behind(int error, const char* call);
 std::string run_in_child(const std::function<std::string()>& body);
 
 // run_in_child() in two halves, so that several children can run side by side:
 // start_child forks and returns at once; finish_child reads everything the child writes,
-// reaps it and returns its bytes or throws ChildFailed. Every started child must be
+// reaps it and returns its bytes or throws ChildFailed. start_child throws EnvironmentLimit
+// when a limit keeps it from making the pipe or the process. Every started child must be
 // finished exactly once (a child that is done waits on its pipe until then).
 // `what` names the child in ChildFailed's message ("the simulator process was killed by
 // signal 9 (Killed)").

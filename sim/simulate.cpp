@@ -659,6 +659,8 @@ core::Json isolated_value(const std::function<std::string()>& read) {
   std::string text;
   try {
     text = read();
+  } catch (const core::ChildHitLimit& e) {
+    throw std::runtime_error(e.what());
   } catch (const core::ChildFailed& e) {
     throw std::runtime_error(std::string(e.what()) +
                              " before giving a result (a bug in hgsim: please report it)");

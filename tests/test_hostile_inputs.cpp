@@ -20,6 +20,8 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
 
 #include "apps/commands.hpp"
 #include "apps/results_db.hpp"
@@ -2090,6 +2092,267 @@ TEST(Exports, ListEachEdgeOnceAndNameTheFidelity) {
     } else {
       EXPECT_NE(xml.find("Every host is one GPU."), std::string::npos);
     }
+  }
+}
+
+// ---- outputs that are special files, a hostile environment, a database that refuses ------
+
+// A FIFO that nothing reads is refused at once for every output flag (opening it for writing
+// waited for a reader forever), and nothing else is left beside it; a FIFO that something
+// reads is written whole, like a shell's >(...).
+TEST(SpecialOutputs, AFifoThatNothingReadsIsRefusedForEveryOutputFlag) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", scenario, "--trace", fifo},
+      {"run", scenario, "--export-platform", fifo},
+      {"run", scenario, "--export-graph", fifo},
+      {"plan", scenario, "--out", fifo, "--time-budget", "1"},
+  };
+  for (const auto& words : commands) {
+    const CliResult r = cli(words);
+    EXPECT_EQ(r.status, apps::kBadInput) << words[2] << ": " << r.err;
+    EXPECT_NE(
+        r.err.find("cannot write '" + fifo + "': it is a FIFO (named pipe) that nothing reads"),
+        std::string::npos)
+        << words[2] << ": " << r.err;
+  }
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.dir())) ++entries;
+  EXPECT_EQ(entries, 2u) << "the scenario and the FIFO, no temporary file";
+  // The same rule, asked directly, for the other kinds.
+  EXPECT_EQ(core::output_refusal(dir.path("new.json")), std::nullopt);
+  EXPECT_EQ(core::output_refusal(scenario), std::nullopt);
+  EXPECT_EQ(core::output_refusal("/dev/null"), std::nullopt);
+  ASSERT_TRUE(core::output_refusal(dir.dir().string()));
+  EXPECT_NE(core::output_refusal(dir.dir().string())->find("it is a directory"), std::string::npos);
+}
+
+TEST(SpecialOutputs, AFifoThatSomethingReadsIsWrittenWhole) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  std::string read;
+  std::thread drain([&] {
+    ::fcntl(reader, F_SETFL, ::fcntl(reader, F_GETFL) & ~O_NONBLOCK);
+    char buffer[4096];
+    // Until the writer has been and gone: before it opens, read() says 0 too.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const ssize_t n = ::read(reader, buffer, sizeof buffer);
+      if (n > 0) {
+        read.append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        if (!read.empty()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      } else if (errno != EINTR) {
+        break;
+      }
+    }
+  });
+  const CliResult r = cli({"run", scenario, "--export-graph", fifo});
+  drain.join();
+  ::close(reader);
+  EXPECT_EQ(r.status, apps::kSuccess) << r.err;
+  core::Json graph;
+  EXPECT_NO_THROW(graph = core::Json::parse(read)) << read.substr(0, 200);
+  EXPECT_TRUE(graph.contains("nodes"));
+}
+
+struct Limit {
+  int resource;
+  rlim_t soft;
+  rlim_t hard;
+};
+
+// Runs the hgsim binary under `limits` (set in the child before exec, as a shell's ulimit
+// does), with `env` added.
+Process run_limited(const std::vector<std::string>& args, const std::vector<Limit>& limits,
+                    const std::vector<std::string>& env = {}) {
+  TempDir dir;
+  const std::string out = dir.path("out");
+  const std::string err = dir.path("err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::close(o);
+    ::close(e);
+    for (const Limit& l : limits) {
+      const struct rlimit r { l.soft, l.hard };
+      if (::setrlimit(l.resource, &r) != 0) ::_exit(126);
+    }
+    std::vector<char*> argv{const_cast<char*>(HGSIM_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(HGSIM_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Process p;
+  p.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::stringstream o, e;
+  o << std::ifstream(out).rdbuf();
+  e << std::ifstream(err).rdbuf();
+  p.out = o.str();
+  p.err = e.str();
+  return p;
+}
+
+std::size_t lines_of(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(HostileEnvironment, ATmpdirThatIsNoFolderIsNamed) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const std::string missing = dir.path("no-such-folder");
+  const Process p =
+      run_limited({"run", scenario, "--plot", dir.path("p.png")}, {}, {"TMPDIR=" + missing});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("hgsim: the folder for temporary files, TMPDIR='" + missing +
+                       "', cannot be used: No such file or directory: set TMPDIR to a folder"),
+            std::string::npos)
+      << p.err;
+  EXPECT_EQ(p.err.find("internal error"), std::string::npos) << p.err;
+  EXPECT_EQ(lines_of(p.err), 1u) << p.err;
+}
+
+TEST(HostileEnvironment, TooFewFileDescriptorsAreNamed) {
+  TempDir dir;
+  const std::string scenario =
+      dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 10Gbps]\n");
+  const Process p = run_limited({"sweep", scenario, "--db", dir.path("s.sqlite"), "-j", "2"},
+                                {{RLIMIT_NOFILE, 8, 8}});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("ulimit -n"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("internal error"), std::string::npos) << p.err;
+}
+
+// Past the file-size limit a write fails (SIGXFSZ is ignored): the message names the limit,
+// and the temporary file is removed.
+TEST(HostileEnvironment, AFileSizeLimitIsNamedAndNothingStays) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+  const std::string out = dir.path("out");
+  fs::create_directories(out);
+  const Process p =
+      run_limited({"run", scenario, "--trace", out + "/t.json"}, {{RLIMIT_FSIZE, 1024, 1024}});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("the file-size limit, ulimit -f, is 1 KiB"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find("bug in hgsim"), std::string::npos) << p.err;
+  EXPECT_TRUE(fs::is_empty(out)) << "a temporary file stayed";
+}
+
+// A stack smaller than the 8 MiB hgsim's limits are measured on: raised when the hard limit
+// allows, else refused at once with the limit named (it crashed a large scenario with
+// SIGSEGV).
+TEST(HostileEnvironment, ASmallStackIsRaisedOrNamed) {
+  TempDir dir;
+  const std::string scenario = dir.write("scenario.yaml", kBase);
+#if defined(__SANITIZE_ADDRESS__)
+  // An address-sanitized process may need more than 64 KiB of stack before main runs.
+  GTEST_SKIP() << "a 64 KiB stack may be too small for the sanitizer runtime itself";
+#endif
+  Process p = run_limited({"check", scenario}, {{RLIMIT_STACK, 64 << 10, 64 << 10}});
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_EQ(p.err,
+            "hgsim: the stack limit (ulimit -s) is 64 KiB; hgsim needs 8192 KiB (the Linux "
+            "default): raise it, e.g. ulimit -s 8192\n");
+  p = run_limited({"check", scenario}, {{RLIMIT_STACK, 64 << 10, RLIM_INFINITY}});
+  EXPECT_EQ(p.status, 0) << p.err;
+}
+
+// A database that refuses writes while a sweep resumes (here a trigger; a full disk or a
+// read-only file alike) is the user's: exit 1 naming it and the point, and the points
+// written before stay readable.
+TEST(HostileDatabase, ADatabaseThatRefusesAWriteIsNamedWithThePoint) {
+  TempDir dir;
+  const std::string scenario =
+      dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 2Gbps, 10Gbps]\n");
+  const std::string db = dir.path("s.sqlite");
+  ASSERT_EQ(cli({"sweep", scenario, "--db", db, "-j", "1"}).status, 0);
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h,
+                           "DELETE FROM points WHERE point = 1; CREATE TRIGGER refuse BEFORE "
+                           "INSERT ON points BEGIN SELECT RAISE(ABORT, 'no more rows'); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+  }
+  CliResult r = cli({"sweep", scenario, "--db", db, "-j", "1", "--resume"});
+  EXPECT_EQ(r.status, apps::kBadInput) << r.err;
+  EXPECT_NE(r.err.find("sweep database '" + db + "': cannot write point 1: no more rows"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the points written before it stay in"), std::string::npos) << r.err;
+  r = cli({"results", db, "--csv"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out), 3u) << r.out;  // the header, points 0 and 2
+}
+
+// One rule for rows (apps::row_refusal): `results` refuses a database at a row hgsim could
+// not have written, in every format alike, and --resume runs such a point again (or drops a
+// row numbered outside the grid), saying so, after which the database reads.
+TEST(HostileDatabase, DamagedRowsAreRefusedAlikeAndResumeRepairsThem) {
+  TempDir dir;
+  const std::string scenario =
+      dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 2Gbps, 10Gbps]\n");
+  const std::string db = dir.path("s.sqlite");
+  ASSERT_EQ(cli({"sweep", scenario, "--db", db, "-j", "1"}).status, 0);
+  const std::pair<const char*, const char*> damages[] = {
+      {"UPDATE points SET mfu = 9e999 WHERE point = 0", "point 0: mfu holds 'Inf'"},
+      {"INSERT INTO points SELECT -1, settings, status, error, iteration_time_s, tokens_per_s, "
+       "mfu, plan, result, finished_at, wall_s, scenario_hash FROM points WHERE point = 2",
+       "point -1: a point numbered below 0"},
+      {"UPDATE points SET settings = 'null' WHERE point = 1",
+       "point 1: settings: expected an object"},
+      {"UPDATE points SET status = 'maybe' WHERE point = 2",
+       "point 2: status 'maybe': expected 'ok' or 'failed'"},
+  };
+  for (const auto& [sql, says] : damages) {
+    {
+      sqlite3* h = nullptr;
+      ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+      // A hand-made schema without the CHECK on status, as an edited file may have.
+      ASSERT_EQ(sqlite3_exec(h,
+                             "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
+                             "replace(sql, 'CHECK (status IN (''ok'', ''failed''))', '') "
+                             "WHERE name = 'points'; PRAGMA writable_schema = OFF;",
+                             nullptr, nullptr, nullptr),
+                SQLITE_OK);
+      sqlite3_close(h);
+      ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+      char* message = nullptr;
+      ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, &message), SQLITE_OK)
+          << (message ? message : "") << ": " << sql;
+      sqlite3_close(h);
+    }
+    for (const char* format : {"", "--csv", "--json"}) {
+      std::vector<std::string> words{"results", db};
+      if (*format) words.push_back(format);
+      const CliResult r = cli(words);
+      EXPECT_EQ(r.status, apps::kBadInput) << says << " " << format << ": " << r.err;
+      EXPECT_NE(r.err.find(says), std::string::npos) << format << ": " << r.err;
+      EXPECT_NE(r.err.find("--resume runs the point again"), std::string::npos) << r.err;
+    }
+    const CliResult resumed = cli({"sweep", scenario, "--db", db, "-j", "1", "--resume"});
+    EXPECT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_NE(resumed.err.find(says), std::string::npos) << resumed.err;
+    const CliResult read = cli({"results", db, "--csv"});
+    EXPECT_EQ(read.status, 0) << says << ": " << read.err;
+    EXPECT_EQ(lines_of(read.out), 4u) << read.out;  // the header and the 3 points
   }
 }
 

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from hgsim.files import atomic_open
+from hgsim.files import atomic_open, output_refusal
 
 
 def leftovers(folder):
@@ -49,3 +49,28 @@ def test_only_whole_file_modes():
     with pytest.raises(ValueError, match="mode"):
         with atomic_open("/dev/null", "a"):
             pass
+
+
+def test_special_outputs_follow_the_writers_rule(tmp_path):
+    # core/files.hpp output_refusal's rule (tests/test_hostile_inputs.cpp SpecialOutputs holds
+    # the C++ side to the same cases): a FIFO that nothing reads is refused at once, never
+    # waited on; a FIFO that something reads, /dev/null and a new path are written.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    why = output_refusal(fifo)
+    assert why.startswith("it is a FIFO (named pipe) that nothing reads")
+    with pytest.raises(OSError, match="that nothing reads"):
+        with atomic_open(fifo) as f:
+            f.write("x")
+    assert output_refusal(tmp_path).startswith("it is a directory")
+    assert output_refusal("/dev/null") is None
+    assert output_refusal(tmp_path / "new.json") is None
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert output_refusal(fifo) is None
+        with atomic_open(fifo) as f:
+            f.write("read")
+        assert os.read(reader, 100) == b"read"
+    finally:
+        os.close(reader)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]

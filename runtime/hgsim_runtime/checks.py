@@ -28,6 +28,7 @@ import warnings
 
 import hgsim
 from hgsim import _hgsim
+from hgsim.files import output_refusal
 
 from .plan import LiveError
 
@@ -270,12 +271,20 @@ def output_folder(flag: str, path: str) -> str:
 
 def output_file(flag: str, path: str) -> str:
     """Refuses, before the run, a file that could not be written after it: a folder, a path in
-    a missing folder or in one this process cannot write in. A device or FIFO is written
-    directly (as the C++ side does): its write errors can only be told when writing."""
+    a missing folder or in one this process cannot write in, and a special file the writers
+    refuse (hgsim.files.output_refusal: a socket, a block device; a FIFO that nothing reads
+    is refused when written). A device or a FIFO with a reader is written directly (as the C++ side does): its write
+    errors can only be told when writing."""
     utf8_path(flag, path)
     if os.path.isdir(path):
         raise LiveError(f"{flag} '{shown(path)}': it is a folder; give a file name")
     if os.path.lexists(path) and kind_of(path) not in ("a regular file", "missing"):
+        # A device or a FIFO: the writers' own rule (hgsim.files.output_refusal). A FIFO is
+        # not opened here (its reader would see the end); atomic_open refuses it when
+        # written if nothing reads it then, instead of waiting.
+        why = output_refusal(path, probe_fifo=False)
+        if why is not None:
+            raise LiveError(f"{flag} '{shown(path)}': {why}")
         return path
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
