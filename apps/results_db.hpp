@@ -55,6 +55,10 @@ struct PointRow {
   std::string scenario_hash;
 };
 
+// How the --where functions (hg_quantity, hg_unitless) begin the message of a value that
+// cannot be compared, so that for_each reports it as the user's, not as a damaged file.
+inline constexpr const char* kWhereErrorPrefix = "--where: ";
+
 // A parameter bound to a prepared statement: text or a number.
 struct SqlValue {
   enum class Kind { text, number } kind = Kind::text;
