@@ -14,6 +14,7 @@
 #include "core/document.hpp"
 #include "core/files.hpp"
 #include "core/units.hpp"
+#include "planner/planner.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -373,6 +374,24 @@ std::string fixed(double v, int digits) {
 
 }  // namespace
 
+std::string point_choice(const PointRow& row) {
+  if (row.status != "ok" || row.plan.empty()) return "";
+  try {
+    core::Diagnostics diags;
+    const auto plan = core::parse_plan(core::from_json(Json::parse(row.plan)), "plan", diags);
+    if (!plan) return "";
+    std::string gpus;
+    if (!row.result.empty()) {
+      const Json result = Json::parse(row.result);
+      if (result.contains("gpus_used") && result["gpus_used"].is_number_integer())
+        gpus = std::to_string(result["gpus_used"].get<long long>()) + " GPUs; ";
+    }
+    return gpus + planner::describe(*plan);
+  } catch (const Json::exception&) {
+    return "";
+  }
+}
+
 WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes) {
   return WhereParser(expr, axes).parse();
 }
@@ -469,7 +488,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     if (o.csv) {
       out << "point";
       for (const auto& a : axes) out << "," << csv_cell(a);
-      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
+      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error,plan\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
         const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
         out << r.point;
@@ -478,7 +497,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
         out << "," << csv_cell(r.status) << "," << number_text(r.iteration_time_s) << ","
             << number_text(r.tokens_per_s) << "," << number_text(r.mfu) << ","
             << Json(r.wall_s).dump() << "," << csv_cell(r.finished_at) << "," << csv_cell(r.error)
-            << "\n";
+            << "," << csv_cell(point_choice(r)) << "\n";
       });
       return kSuccess;
     }
@@ -501,7 +520,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
                       [](double t) { return core::human_duration(core::Seconds(t)); })
             << "/iteration  " << figure(r.tokens_per_s, [](double v) { return fixed(v, 0); })
             << " tokens/s  MFU " << figure(r.mfu, [](double v) { return fixed(100 * v, 1); })
-            << "%\n";
+            << "%  " << point_choice(r) << "\n";
       else
         out << "FAILED: " << shown(r.error.substr(0, r.error.find('\n'))) << "\n";
       ++rows;

@@ -406,15 +406,15 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   ASSERT_EQ(csv.status, 0) << csv.err;
   const auto table = parse_csv(csv.out);
   ASSERT_FALSE(table.empty());
-  EXPECT_EQ(table[0],
-            (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
-                                      "training.seq_len", "status", "iteration_time_s",
-                                      "tokens_per_s", "mfu", "wall_s", "finished_at", "error"}));
+  EXPECT_EQ(table[0], (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
+                                                "training.seq_len", "status", "iteration_time_s",
+                                                "tokens_per_s", "mfu", "wall_s", "finished_at",
+                                                "error", "plan"}));
   const auto db_rows = rows(db, "SELECT * FROM points ORDER BY point");
   std::size_t n = 0;
   for (; n + 1 < table.size() && n < db_rows.size(); ++n) {
     const auto& cells = table[n + 1];
-    ASSERT_EQ(cells.size(), 11u);
+    ASSERT_EQ(cells.size(), 12u);
     EXPECT_EQ(cells[0], std::to_string(n));
     const Json settings = Json::parse(db_rows[n].at("settings"));
     EXPECT_EQ(cells[1], settings["wan[0].bandwidth"].get<std::string>());
@@ -424,6 +424,15 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
       EXPECT_EQ(std::stod(cells[5]),
                 Json::parse(db_rows[n].at("result"))["iteration_time_s"].get<double>());
       EXPECT_EQ(std::stod(cells[7]), Json::parse(db_rows[n].at("result"))["mfu"].get<double>());
+      // What the point ran: the GPUs of its result and the plan's stages, per cluster.
+      const Json result = Json::parse(db_rows[n].at("result"));
+      EXPECT_EQ(cells[11].rfind(
+                    result["gpus_used"].dump() + " GPUs; 1f1b, micro-batch 1, no ZeRO; 1 x [", 0),
+                0u)
+          << cells[11];
+      EXPECT_NE(cells[11].find("a 1 stage tp1 (layers 4) > b 1 stage tp1 (layers 4)"),
+                std::string::npos)
+          << cells[11];
     } else {
       EXPECT_EQ(cells[5], "");
       EXPECT_EQ(cells[10], db_rows[n].at("error"));  // quoted: it holds commas and lines
