@@ -14,6 +14,7 @@
 #include "core/document.hpp"
 #include "core/files.hpp"
 #include "core/units.hpp"
+#include "planner/planner.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -76,9 +77,19 @@ std::vector<Token> tokenize(const std::string& e) {
         throw fail(start, "not a number");
       }
       i += used;
-      if (i < e.size() && name_char(e[i]))
-        throw fail(start, "'" + e.substr(start, i - start + 1) +
-                              "...' is not a number; quote text: '10Gbps'");
+      // A unit right after the number makes a quantity (10Gbps, 15ms, 80GiB, 1.25GB/s).
+      if (i < e.size() && name_char(e[i])) {
+        while (i < e.size() && (name_char(e[i]) || e[i] == '/')) ++i;
+        const std::string text = e.substr(start, i - start);
+        const auto q = core::parse_quantity(text);
+        if (!q)
+          throw fail(start, q.error.empty() ? "'" + core::excerpt(text) +
+                                                  "' is neither a number nor a quantity "
+                                                  "(10Gbps, 15ms, 80GiB, 312TFLOPS); quote text"
+                                            : q.error);
+        out.push_back({Token::Kind::text, text, 0, start + 1});
+        continue;
+      }
       out.push_back({Token::Kind::number, e.substr(start, used), v, start + 1});
     } else if (name_start(c)) {
       while (i < e.size() && name_char(e[i])) ++i;
@@ -172,8 +183,25 @@ class WhereParser {
     }
     return comparison(out);
   }
+  // One side of a comparison, read before any SQL is written: how a side is compiled
+  // depends on the other (an axis compared with '10Gbps' is read as a bandwidth).
+  struct Operand {
+    enum class Kind { number, text, quantity, column, axis } kind;
+    const Token* token;
+    core::QuantityKind quantity = core::QuantityKind::size;  // for quantity
+    double value = 0;                                        // number or quantity, base unit
+  };
+
+  // Columns that hold durations in seconds; the other number columns are plain numbers.
+  static bool is_seconds_column(const std::string& name) {
+    return name == "iteration_time_s" || name == "wall_s";
+  }
+  static bool is_number_column(const std::string& name) {
+    return is_seconds_column(name) || name == "point" || name == "tokens_per_s" || name == "mfu";
+  }
+
   std::string comparison(WhereSql& out) {
-    const std::string left = operand(out);
+    const Operand left = operand();
     if (keyword("is")) {
       next();
       bool negated = false;
@@ -183,41 +211,113 @@ class WhereParser {
       }
       if (!keyword("null")) throw error(peek(), "expected 'null' after 'is'");
       next();
-      return "(" + left + (negated ? " IS NOT NULL)" : " IS NULL)");
+      return "(" + plain_sql(left, out) + (negated ? " IS NOT NULL)" : " IS NULL)");
     }
     if (peek().kind != Token::Kind::op)
       throw error(peek(), "expected a comparison (= != < <= > >=) or 'is null'");
     std::string op = next().text;
     if (op == "==") op = "=";
     if (op == "<>") op = "!=";
-    const std::string right = operand(out);
-    return "(" + left + " " + op + " " + right + ")";
+    const Operand right = operand();
+    const bool quantities =
+        left.kind == Operand::Kind::quantity || right.kind == Operand::Kind::quantity;
+    if (!quantities) {
+      const std::string l = plain_sql(left, out, &right);
+      return "(" + l + " " + op + " " + plain_sql(right, out, &left) + ")";
+    }
+    const Operand& q = left.kind == Operand::Kind::quantity ? left : right;
+    const std::string l = quantity_sql(left, q, out);
+    return "(" + l + " " + op + " " + quantity_sql(right, q, out) + ")";
   }
-  std::string operand(WhereSql& out) {
+
+  Operand operand() {
     const Token& t = next();
     switch (t.kind) {
       case Token::Kind::number:
-        out.params.push_back({SqlValue::Kind::number, "", t.number});
-        return "?";
-      case Token::Kind::text:
-        out.params.push_back({SqlValue::Kind::text, t.text, 0});
-        return "?";
+        return {Operand::Kind::number, &t, core::QuantityKind::size, t.number};
+      case Token::Kind::text: {
+        const auto q = core::parse_quantity(t.text);
+        if (q) return {Operand::Kind::quantity, &t, q.value->kind, q.value->value};
+        return {Operand::Kind::text, &t};
+      }
       case Token::Kind::name: {
         if (std::find(kColumns.begin(), kColumns.end(), t.text) != kColumns.end())
-          return t.text;  // one of a fixed list of column names
-        if (std::find(axes_.begin(), axes_.end(), t.text) != axes_.end()) {
-          // JSON path of the key, bound as a parameter: '$."wan[*].bandwidth"'
-          out.params.push_back({SqlValue::Kind::text, "$.\"" + t.text + "\"", 0});
-          return "json_extract(settings, ?)";
-        }
+          return {Operand::Kind::column, &t};
+        if (std::find(axes_.begin(), axes_.end(), t.text) != axes_.end())
+          return {Operand::Kind::axis, &t};
         std::string known;
         for (const auto& c : kColumns) known += (known.empty() ? "" : ", ") + c;
         for (const auto& a : axes_) known += ", " + a;
         throw error(t, "not a column or an axis of this sweep; names: " + known);
       }
       default:
-        throw error(t, "expected a number, 'text', a column or an axis");
+        throw error(t, "expected a number, 'text', a quantity (10Gbps), a column or an axis");
     }
+  }
+
+  // JSON path of an axis, bound as a parameter: '$."wan[*].bandwidth"'.
+  static std::string axis_value(const Operand& o, WhereSql& out) {
+    out.params.push_back({SqlValue::Kind::text, "$.\"" + o.token->text + "\"", 0});
+    return "json_extract(settings, ?)";
+  }
+
+  // A side of a comparison without quantities. An axis compared with a number is checked
+  // to hold no quantity ('10Gbps' > 5 would compare text with a number).
+  std::string plain_sql(const Operand& o, WhereSql& out, const Operand* other = nullptr) {
+    switch (o.kind) {
+      case Operand::Kind::number:
+        out.params.push_back({SqlValue::Kind::number, "", o.value});
+        return "?";
+      case Operand::Kind::text:
+        out.params.push_back({SqlValue::Kind::text, o.token->text, 0});
+        return "?";
+      case Operand::Kind::column:
+        return o.token->text;  // one of a fixed list of column names
+      case Operand::Kind::axis: {
+        if (other == nullptr || other->kind != Operand::Kind::number) return axis_value(o, out);
+        const std::string value = axis_value(o, out);
+        out.params.push_back({SqlValue::Kind::text, o.token->text, 0});
+        return "hg_unitless(point, " + value + ", ?)";
+      }
+      case Operand::Kind::quantity:
+        break;
+    }
+    throw error(*o.token, "a quantity here is compiled by quantity_sql");
+  }
+
+  // A side of a comparison with a quantity `q` on one side, as a number in q's base unit.
+  std::string quantity_sql(const Operand& o, const Operand& q, WhereSql& out) {
+    const std::string kind = core::quantity_kind_name(q.quantity);
+    const std::string with =
+        " cannot be compared with '" + core::excerpt(q.token->text) + "', " + kind;
+    switch (o.kind) {
+      case Operand::Kind::quantity:
+        if (o.quantity != q.quantity)
+          throw error(*o.token, "'" + core::excerpt(o.token->text) + "', " +
+                                    core::quantity_kind_name(o.quantity) + "," + with);
+        out.params.push_back({SqlValue::Kind::number, "", o.value});
+        return "?";
+      case Operand::Kind::axis: {
+        const std::string value = axis_value(o, out);
+        out.params.push_back({SqlValue::Kind::number, "", static_cast<double>(q.quantity)});
+        out.params.push_back({SqlValue::Kind::text, o.token->text, 0});
+        return "hg_quantity(point, " + value + ", ?, ?)";
+      }
+      case Operand::Kind::column:
+        if (is_seconds_column(o.token->text) && q.quantity == core::QuantityKind::duration)
+          return o.token->text;  // seconds, the duration's base unit
+        throw error(*o.token, o.token->text +
+                                  (is_seconds_column(o.token->text)  ? " is a duration in seconds,"
+                                   : is_number_column(o.token->text) ? " is a plain number,"
+                                                                     : " is text,") +
+                                  with);
+      case Operand::Kind::number:
+        throw error(*o.token, "the plain number " + o.token->text + with + "; give it a unit (" +
+                                  o.token->text + "Gbps, " + o.token->text + "ms, ...)");
+      case Operand::Kind::text:
+        throw error(*o.token, "'" + core::excerpt(o.token->text) + "' is no quantity and" + with);
+    }
+    throw error(*o.token, "unknown operand");
   }
 
   std::vector<Token> tokens_;
@@ -262,6 +362,24 @@ std::string fixed(double v, int digits) {
 
 }  // namespace
 
+std::string point_choice(const PointRow& row) {
+  if (row.status != "ok" || row.plan.empty()) return "";
+  try {
+    core::Diagnostics diags;
+    const auto plan = core::parse_plan(core::from_json(Json::parse(row.plan)), "plan", diags);
+    if (!plan) return "";
+    std::string gpus;
+    if (!row.result.empty()) {
+      const Json result = Json::parse(row.result);
+      if (result.contains("gpus_used") && result["gpus_used"].is_number_integer())
+        gpus = std::to_string(result["gpus_used"].get<long long>()) + " GPUs; ";
+    }
+    return gpus + planner::describe(*plan);
+  } catch (const Json::exception&) {
+    return "";
+  }
+}
+
 WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes) {
   return WhereParser(expr, axes).parse();
 }
@@ -276,8 +394,9 @@ CLI::App* add_results_command(CLI::App& app, ResultsOptions& o) {
   results->add_flag("--json", o.json, "JSON: {\"sweep\": {...}, \"points\": [...]}")->excludes(csv);
   results->add_option("--where", o.where,
                       "only the points where EXPR holds, e.g. \"status = 'ok' and mfu > 0.3 "
-                      "and wan[*].bandwidth = '10Gbps'\" (columns, axis paths, = != < <= > >=, "
-                      "is null, and, or, not, parentheses)");
+                      "and wan[*].bandwidth >= 10Gbps\" (columns, axis paths, numbers, "
+                      "quantities compared by value, = != < <= > >=, is null, and, or, not, "
+                      "parentheses)");
   return results;
 }
 
@@ -358,7 +477,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     if (o.csv) {
       out << "point";
       for (const auto& a : axes) out << "," << csv_cell(a);
-      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error\n";
+      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error,plan\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
         check_row(r, named);
         const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
@@ -368,7 +487,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
         out << "," << csv_cell(r.status) << "," << number_text(r.iteration_time_s) << ","
             << number_text(r.tokens_per_s) << "," << number_text(r.mfu) << ","
             << Json(r.wall_s).dump() << "," << csv_cell(r.finished_at) << "," << csv_cell(r.error)
-            << "\n";
+            << "," << csv_cell(point_choice(r)) << "\n";
       });
       return kSuccess;
     }
@@ -389,7 +508,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
                       [](double t) { return core::human_duration(core::Seconds(t)); })
             << "/iteration  " << figure(r.tokens_per_s, [](double v) { return fixed(v, 0); })
             << " tokens/s  MFU " << figure(r.mfu, [](double v) { return fixed(100 * v, 1); })
-            << "%\n";
+            << "%  " << point_choice(r) << "\n";
       else
         out << "FAILED: " << shown(r.error.substr(0, r.error.find('\n'))) << "\n";
       ++rows;

@@ -9,11 +9,17 @@
 //   unary      := "not" unary | "(" expr ")" | comparison
 //   comparison := operand ("=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=") operand
 //               | operand "is" ["not"] "null"
-//   operand    := number | 'text' | "text" | name
+//   operand    := number | quantity | 'text' | "text" | name
+//   quantity   := a number with a unit, quoted or not (10Gbps, '15ms', 80GiB, 312TFLOPS)
 //   name       := a column (point, status, error, iteration_time_s, tokens_per_s, mfu,
 //                 wall_s, finished_at) or a sweep axis path as the sweep wrote it
 //                 (wan[*].bandwidth): the point's value for that axis
-// e.g.  status = 'ok' and mfu > 0.3 and wan[*].bandwidth = '10Gbps'
+// e.g.  status = 'ok' and mfu > 0.3 and wan[*].bandwidth >= 10Gbps
+// A comparison with a quantity compares quantities, read by the scenario language's unit
+// parser (core/units.hpp): wan[*].bandwidth >= 10Gbps holds for '40Gbps' and '2GB/s', not for
+// '5Gbps'; iteration_time_s < 2s works (the column is in seconds). Quantities of different
+// kinds (a bandwidth and a duration) are refused, at compile time where both sides are
+// known, and as the query runs (naming the point) where an axis holds the other kind.
 #pragma once
 
 #include <iosfwd>
@@ -43,6 +49,11 @@ struct WhereSql {
 
 // Compiles a --where expression; `axes` are the sweep's axis paths. Throws WhereError.
 WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes);
+
+// What a point ran, for tables and CSV: "96 GPUs; " and planner::describe of its plan
+// (which clusters, stages and codecs strategy: auto chose); empty for a failed point or a
+// row without a readable plan.
+std::string point_choice(const PointRow& row);
 
 struct ResultsOptions {
   std::string db;

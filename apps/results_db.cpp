@@ -12,6 +12,7 @@
 
 #include "core/document.hpp"
 #include "core/files.hpp"
+#include "core/units.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -42,6 +43,60 @@ CREATE TABLE IF NOT EXISTS points (
   scenario_hash TEXT NOT NULL
 );
 )sql";
+
+// ---- the functions --where compiles to ----------------------------------------------------
+// An axis value in a quantity comparison, as a number in its kind's base unit:
+// hg_quantity(point, value, kind, axis), kind a core::QuantityKind as an integer. A value of
+// another kind, or no quantity at all, stops the query with a message naming the point and
+// the axis: '15ms' is never silently compared with '10Gbps'.
+void where_error(sqlite3_context* context, sqlite3_value* point, const std::string& what) {
+  const std::string message = kWhereErrorPrefix + std::string("point ") +
+                              std::to_string(sqlite3_value_int64(point)) + ": " + what;
+  sqlite3_result_error(context, message.c_str(), static_cast<int>(message.size()));
+}
+
+std::string value_text(sqlite3_value* v) {
+  const auto* p = sqlite3_value_text(v);
+  return p ? core::excerpt(reinterpret_cast<const char*>(p)) : "";
+}
+
+void hg_quantity(sqlite3_context* context, int, sqlite3_value** args) {
+  if (sqlite3_value_type(args[1]) == SQLITE_NULL) return sqlite3_result_null(context);
+  const auto wanted = static_cast<core::QuantityKind>(sqlite3_value_int(args[2]));
+  const std::string axis = value_text(args[3]);
+  const std::string held = value_text(args[1]);
+  const std::string not_wanted = std::string(", not ") + core::quantity_kind_name(wanted) +
+                                 " like the value it is compared with";
+  if (sqlite3_value_type(args[1]) != SQLITE_TEXT)
+    return where_error(context, args[0],
+                       axis + " holds " + held + ", a number without a unit" + not_wanted);
+  const auto q = core::parse_quantity(held);
+  if (!q)
+    return where_error(context, args[0],
+                       axis + " holds '" + held + "'" +
+                           (q.error.empty() ? std::string(", not a quantity") : ": " + q.error) +
+                           not_wanted);
+  if (q.value->kind != wanted)
+    return where_error(
+        context, args[0],
+        axis + " holds '" + held + "', " + core::quantity_kind_name(q.value->kind) + not_wanted);
+  sqlite3_result_double(context, q.value->value);
+}
+
+// An axis value compared with a plain number: hg_unitless(point, value, axis) passes the
+// value through, and refuses a quantity ('10Gbps' > 5 would compare text with a number).
+void hg_unitless(sqlite3_context* context, int, sqlite3_value** args) {
+  if (sqlite3_value_type(args[1]) == SQLITE_TEXT) {
+    const std::string held = value_text(args[1]);
+    if (const auto q = core::parse_quantity(held))
+      return where_error(context, args[0],
+                         value_text(args[2]) + " holds '" + held + "', " +
+                             core::quantity_kind_name(q.value->kind) +
+                             ": compare it with a quantity (e.g. 10Gbps, 15ms), not a plain "
+                             "number");
+  }
+  sqlite3_result_value(context, args[1]);
+}
 
 // A prepared statement, finalized when it goes out of scope.
 class Statement {
@@ -155,6 +210,9 @@ ResultsDb::ResultsDb(const std::string& path, bool create)
     throw DbError("cannot open the sweep database " + named_ + ": " + why);
   }
   sqlite3_busy_timeout(db_, 10000);
+  const int flags_fn = SQLITE_UTF8 | SQLITE_DETERMINISTIC;
+  sqlite3_create_function(db_, "hg_quantity", 4, flags_fn, nullptr, hg_quantity, nullptr, nullptr);
+  sqlite3_create_function(db_, "hg_unitless", 3, flags_fn, nullptr, hg_unitless, nullptr, nullptr);
   // WAL: a commit is one append, and a process killed at any moment leaves every committed
   // point readable. synchronous=NORMAL is durable against a killed process (not a power
   // cut, which may lose the last commits).
@@ -320,7 +378,12 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
     row.scenario_hash = st.text(11);
     visit(row);
   }
-  if (rc != SQLITE_DONE) fail("cannot read the points table");
+  if (rc != SQLITE_DONE) {
+    const std::string why = sqlite3_errmsg(db_);
+    if (why.rfind(kWhereErrorPrefix, 0) == 0)
+      throw DbError("sweep database " + named_ + ": " + why);
+    fail("cannot read the points table");
+  }
 }
 
 }  // namespace hgsim::apps

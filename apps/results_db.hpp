@@ -76,6 +76,10 @@ std::optional<std::string> row_refusal(const PointRow& row);
 // what to do about it (--resume runs the point again).
 void check_row(const PointRow& row, const std::string& db);
 
+// How the --where functions (hg_quantity, hg_unitless) begin the message of a value that
+// cannot be compared, so that for_each reports it as the user's, not as a damaged file.
+inline constexpr const char* kWhereErrorPrefix = "--where: ";
+
 // A parameter bound to a prepared statement: text or a number.
 struct SqlValue {
   enum class Kind { text, number } kind = Kind::text;

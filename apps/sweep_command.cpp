@@ -20,6 +20,7 @@
 
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
+#include "apps/results_command.hpp"
 #include "apps/results_db.hpp"
 #include "apps/validate.hpp"
 #include "core/files.hpp"
@@ -225,7 +226,8 @@ std::string point_line(const PointRow& row, const std::vector<std::string>& axes
   s << std::setw(5) << row.point << "  " << settings_text(Json::parse(row.settings), axes) << "  ";
   if (row.status == "ok")
     s << "ok  " << core::human_duration(core::Seconds(*row.iteration_time_s)) << "/iteration  "
-      << fixed(*row.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *row.mfu, 1) << "%";
+      << fixed(*row.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *row.mfu, 1) << "%  "
+      << point_choice(row);
   else
     s << "FAILED: " << first_line(row.error);
   s << "  (" << fixed(row.wall_s, 2) << " s)\n";

@@ -170,6 +170,7 @@ class ScenarioReader {
   void read_training(const Node& n);
   void read_clusters(const Node& n);
   void read_wan(const Node& n);
+  void warn_unjoined_clusters(const Node& at, const std::string& key_path);
   void read_wan_link(const Node& n, const std::string& path);
   void read_trace(WanLink& link, const Node& n, const std::string& path);
   void read_compression(const Node& n);
@@ -263,6 +264,10 @@ void ScenarioReader::read(const Node& root) {
   if (const Node* n = f.required("training")) read_training(*n);
   if (const Node* n = f.required("clusters")) read_clusters(*n);
   if (const Node* n = f.optional("wan")) read_wan(*n);
+  if (const Node* n = f.optional("clusters")) {
+    const Node* wan = f.optional("wan");
+    warn_unjoined_clusters(wan ? *wan : *n, wan ? "wan" : "clusters");
+  }
   if (const Node* n = f.required("strategy")) {
     if (n->is_scalar() && n->text == "auto") {
       s_.strategy.automatic = true;
@@ -491,6 +496,54 @@ void ScenarioReader::read_wan(const Node& n) {
                "already joined by " + it->second +
                    "; one link per pair of clusters (reverse_bandwidth makes it asymmetric)");
   }
+}
+
+// Clusters that no chain of WAN links joins can never be in one plan: the planner
+// searches each group on its own and a plan that uses two is refused later, so the
+// scenario says so up front, naming the groups.
+void ScenarioReader::warn_unjoined_clusters(const Node& at, const std::string& key_path) {
+  const std::size_t n = s_.clusters.size();
+  std::vector<std::size_t> group(n);
+  for (std::size_t c = 0; c < n; ++c) group[c] = c;
+  auto root = [&](std::size_t c) {
+    while (group[c] != c) c = group[c] = group[group[c]];
+    return c;
+  };
+  auto index = [&](const std::string& name) {
+    for (std::size_t c = 0; c < n; ++c)
+      if (s_.clusters[c].name == name) return c;
+    return n;
+  };
+  for (const WanLink& w : s_.wan) {
+    const std::size_t a = index(w.from), b = index(w.to);
+    if (a < n && b < n) group[root(a)] = root(b);
+  }
+  std::vector<std::vector<std::string>> groups;
+  std::map<std::size_t, std::size_t> group_of_root;
+  for (std::size_t c = 0; c < n; ++c) {
+    auto [it, fresh] = group_of_root.emplace(root(c), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(s_.clusters[c].name);
+  }
+  if (groups.size() < 2) return;
+  auto listed = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size() && i < 8; ++i)
+      out += (i ? ", " : "") + ("'" + excerpt(names[i]) + "'");
+    if (names.size() > 8) out += " and " + std::to_string(names.size() - 8) + " more";
+    return "{" + out + "}";
+  };
+  std::string all;
+  for (std::size_t g = 0; g < groups.size() && g < 8; ++g)
+    all += (g ? ", " : "") + listed(groups[g]);
+  if (groups.size() > 8) all += " and " + std::to_string(groups.size() - 8) + " more groups";
+  const std::string& a = groups[0].front();
+  const std::string& b = groups[1].front();
+  d_.warning(at.where, key_path,
+             "no WAN path joins clusters '" + excerpt(a) + "' and '" + excerpt(b) +
+                 "': a plan can use one of these groups only: " + all,
+             "add a wan link (between: [" + excerpt(a) + ", " + excerpt(b) +
+                 "], bandwidth: ..., latency: ...) to let a plan span them");
 }
 
 void ScenarioReader::read_wan_link(const Node& n, const std::string& path) {

@@ -303,6 +303,40 @@ Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text) {
   return fail<FlopsPerSecond>(message);
 }
 
+Parsed<AnyQuantity> parse_quantity(std::string_view text) {
+  const NumberAndUnit nu = split(text);
+  Parsed<AnyQuantity> out;
+  if (!nu.error.empty() || nu.unit.empty()) return out;
+  auto take = [&](QuantityKind kind, auto parsed) {
+    if (parsed)
+      out.value = AnyQuantity{kind, parsed.value->value()};
+    else
+      out.error = parsed.error;
+    return out;
+  };
+  if (find_unit(kSizeUnits, nu.unit)) return take(QuantityKind::size, parse_size(text));
+  if (find_unit(kBandwidthUnits, nu.unit))
+    return take(QuantityKind::bandwidth, parse_bandwidth(text));
+  if (find_unit(kDurationUnits, nu.unit)) return take(QuantityKind::duration, parse_duration(text));
+  if (find_unit_ignoring_case(kComputeRateUnits, nu.unit))
+    return take(QuantityKind::compute_rate, parse_compute_rate(text));
+  return out;
+}
+
+const char* quantity_kind_name(QuantityKind kind) {
+  switch (kind) {
+    case QuantityKind::size:
+      return "a size";
+    case QuantityKind::duration:
+      return "a duration";
+    case QuantityKind::bandwidth:
+      return "a bandwidth";
+    case QuantityKind::compute_rate:
+      return "a compute rate";
+  }
+  return "a quantity";
+}
+
 std::string shortest_decimal(double value) {
   std::array<char, 64> buf{};
   auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), value);

@@ -77,7 +77,6 @@ constexpr FlopsPerSecond operator/(Flops work, Seconds time) {
   return FlopsPerSecond(work.value() / time.value());
 }
 
-
 // The result of parsing a quantity: the value, or a message saying what is wrong and
 // what would be right. The message does not say where; the caller knows that.
 template <class T>
@@ -97,6 +96,19 @@ Parsed<BytesPerSecond> parse_bandwidth(std::string_view text);
 Parsed<Seconds> parse_duration(std::string_view text);
 // Compute rates: FLOPS, KFLOPS ... PFLOPS, also written FLOP/s, TFLOP/s.
 Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text);
+
+// A quantity whose dimension is read from its unit ("10Gbps" a bandwidth, "15ms" a duration),
+// for inputs that do not know which dimension to expect (a --where literal, a sweep value).
+enum class QuantityKind { size, duration, bandwidth, compute_rate };
+struct AnyQuantity {
+  QuantityKind kind;
+  double value;  // in the kind's SI base unit
+};
+// Text without a unit ("5", "ok") or with a unit of none of the four kinds is no quantity:
+// neither value nor error. A known unit with a bad number ("-1Gbps", "1e300TB") is an error.
+Parsed<AnyQuantity> parse_quantity(std::string_view text);
+// "a size", "a duration", "a bandwidth", "a compute rate".
+const char* quantity_kind_name(QuantityKind kind);
 
 // Canonical text for each quantity, chosen so that parsing it gives back exactly the same
 // double: the shortest of the candidate units that round-trips ("10Gbps", "25MB",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -357,6 +358,65 @@ const GpuSpec& gpu_of(std::string_view name) {
                          "' is not in the catalog, but a check accepted it (a bug in hgsim)");
 }
 
+namespace {
+
+// "A100-80GB-SXM" -> {"A100", "80GB", "SXM"}; a row without a form factor has "" there.
+struct PartName {
+  std::string chip, memory, form;
+};
+PartName part_name(const std::string& name) {
+  PartName p;
+  std::stringstream in(name);
+  std::getline(in, p.chip, '-');
+  std::getline(in, p.memory, '-');
+  std::getline(in, p.form, '-');
+  return p;
+}
+
+// What an alias ("a100-sxm4", "h100-80g", "tesla-v100") says of memory and form factor;
+// empty where it says nothing.
+PartName alias_pins(const std::string& alias) {
+  PartName pins;
+  std::string spelled;  // lower case, '_' and ' ' as '-'
+  for (char c : alias)
+    spelled +=
+        c == '_' || c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::stringstream in(spelled);
+  for (std::string token; std::getline(in, token, '-');) {
+    const auto g = token.find('g');
+    if (g != std::string::npos && g > 0 && token.find_first_not_of("0123456789") == g &&
+        (token.substr(g) == "g" || token.substr(g) == "gb"))
+      pins.memory = token.substr(0, g) + "GB";
+    else if (token.rfind("sxm", 0) == 0)
+      pins.form = "SXM";
+    else if (token == "pcie")
+      pins.form = "PCIe";
+  }
+  return pins;
+}
+
+}  // namespace
+
+std::vector<const GpuSpec*> gpus_named(std::string_view name) {
+  const GpuSpec* taken = find_gpu(name);
+  if (taken == nullptr) return {};
+  const std::string key = lookup_key(name);
+  const auto alias = std::find_if(taken->aliases.begin(), taken->aliases.end(),
+                                  [&](const std::string& a) { return lookup_key(a) == key; });
+  if (alias == taken->aliases.end()) return {taken};  // the canonical name
+  const PartName pins = alias_pins(*alias);
+  const std::string chip = part_name(taken->name).chip;
+  std::vector<const GpuSpec*> out{taken};
+  for (const GpuSpec& gpu : gpu_catalog()) {
+    const PartName part = part_name(gpu.name);
+    if (&gpu == taken || part.chip != chip) continue;
+    if (!pins.memory.empty() && part.memory != pins.memory) continue;
+    if (!pins.form.empty() && part.form != pins.form) continue;
+    out.push_back(&gpu);
+  }
+  return out;
+}
+
 std::vector<std::string> gpu_names() {
   std::vector<std::string> names;
   for (const GpuSpec& gpu : gpu_catalog()) names.push_back(gpu.name);
@@ -377,6 +437,23 @@ std::optional<MathRate> math_rate(const GpuSpec& gpu, Precision precision) {
 }
 
 namespace {
+
+// A name that could mean several parts ("H100": SXM or PCIe) is taken as find_gpu's row,
+// the SXM part with the most memory that training clusters almost always have; the warning
+// says so, because the parts differ by up to 1.6x in peak rate and 2x in memory.
+void check_ambiguous_name(const core::Scenario& s, const std::string& cluster_path,
+                          const core::Cluster& cluster, Diagnostics& diags) {
+  const std::vector<const GpuSpec*> parts = gpus_named(cluster.gpu);
+  if (parts.size() < 2) return;
+  std::string others;
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    others += (i == 1 ? "" : i + 1 == parts.size() ? " or " : ", ") + parts[i]->name;
+  const std::string path = core::child_path(cluster_path, "gpu");
+  diags.warning(s.where(path), path,
+                "'" + core::excerpt(cluster.gpu) + "' could be several GPUs: hgsim takes " +
+                    parts[0]->name + ", not " + others,
+                "name the part (gpu: " + parts[0]->name + ") to silence this warning");
+}
 
 // A calibration describes a GPU type (the compute model keys it by GPU): two clusters of
 // one type must not calibrate it differently.
@@ -422,6 +499,7 @@ void resolve_gpus(const core::Scenario& s, Diagnostics& diags) {
                   core::did_you_mean(cluster.gpu, names));
       continue;
     }
+    check_ambiguous_name(s, cluster_path, cluster, diags);
     check_precision(s, cluster, *gpu, diags);
     check_intra_node_bandwidth(s, cluster_path, cluster, *gpu, diags);
     check_calibration(s, i, *gpu, diags);

@@ -85,6 +85,14 @@ const GpuSpec* find_gpu(std::string_view name);
 // of a null pointer dereferenced further on.
 const GpuSpec& gpu_of(std::string_view name);
 
+// Every catalog row a GPU name could mean: one row for a canonical name or an alias that
+// pins the part; several for an alias that leaves the memory or the form factor open
+// ("h100": H100-80GB-SXM or H100-80GB-PCIe; "a100-80gb": SXM or PCIe), find_gpu's row
+// first. Read from the alias's own parts (chip, "<N>GB", "sxm*" or "pcie") against the rows
+// of the same chip, so a row added to gpus.yaml makes its siblings' bare aliases ambiguous
+// without anyone listing them. Empty when the name is unknown.
+std::vector<const GpuSpec*> gpus_named(std::string_view name);
+
 // The canonical names, in catalog order (for help texts and did-you-mean hints).
 std::vector<std::string> gpu_names();
 
@@ -119,6 +127,8 @@ std::optional<MathRate> math_rate(const GpuSpec& gpu, core::Precision precision)
 //  - precision the GPU cannot run (fp8 before Ada/Hopper): error at training.precision,
 //    naming the cluster, the GPU and the precisions that would work;
 //  - precision run through fp32 math: warning at training.precision saying which rate is used;
+//  - a name that could mean several parts (gpus_named): warning at clusters[i].gpu naming
+//    the part taken (find_gpu's) and the others;
 //  - clusters[i].nvlink.bandwidth above the GPU's per-direction NVLink figure (or PCIe, for
 //    GPUs without NVLink): warning, most likely a total-vs-per-direction slip.
 void resolve_gpus(const core::Scenario& s, core::Diagnostics& diags);

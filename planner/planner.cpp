@@ -1024,7 +1024,16 @@ SearchResult plan(const Context& ctx, const Options& options) {
   std::size_t next_ranked = 0, next_hedge = 0;
   int ranked_done = 0, hedges_done = 0;
   std::vector<Verified> from_ranked, from_hedges;
-  for (;;) {
+  for (bool first_batch = true;; first_batch = false) {
+    // The time budget bounds verification too: past it, a candidate that could not be
+    // simulated is not replaced (each replacement is a whole simulation).
+    if (!first_batch && r.search_s + seconds_since(start) > options.time_budget_s) {
+      if (options.progress)
+        *options.progress << "hgsim plan: time budget of " << options.time_budget_s
+                          << " s spent; verification stops with " << from_ranked.size()
+                          << " candidate(s) simulated\n";
+      break;
+    }
     std::vector<Candidate> batch;
     std::vector<bool> is_hedge;
     auto planned = [&](const core::Plan& plan) {
@@ -1053,7 +1062,8 @@ SearchResult plan(const Context& ctx, const Options& options) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!results[i]) {
         if (!is_hedge[i] && options.progress)
-          *options.progress << "hgsim plan: a candidate could not be simulated (a planner bug):\n"
+          *options.progress << "hgsim plan: candidate '" << batch[i].description
+                            << "' could not be simulated (a planner bug):\n"
                             << diags[i].format();
         continue;
       }

@@ -3,6 +3,7 @@
 // precision policy, and the scenario check (resolve_gpus) with its positions and hints.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <string>
@@ -477,6 +478,63 @@ TEST(GpuCatalogResolve, ExampleScenariosResolveWithoutErrors) {
     kernels::resolve_gpus(*s, diags);
     EXPECT_TRUE(diags.empty()) << diags.format();
   }
+}
+
+// A name that leaves the form factor or the memory open names every part it could be,
+// the one taken first; a name that pins the part names one. The sets below are read off
+// kernels/gpus.yaml by hand.
+TEST(GpuCatalogResolve, AmbiguousNamesListEveryPartTheyCouldBe) {
+  auto names = [](const char* name) {
+    std::vector<std::string> out;
+    for (const kernels::GpuSpec* g : kernels::gpus_named(name)) out.push_back(g->name);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names("H100"), (V{"H100-80GB-SXM", "H100-80GB-PCIe"}));
+  EXPECT_EQ(names("h100-80gb"), (V{"H100-80GB-SXM", "H100-80GB-PCIe"}));
+  EXPECT_EQ(names("a100"),
+            (V{"A100-80GB-SXM", "A100-40GB-SXM", "A100-40GB-PCIe", "A100-80GB-PCIe"}));
+  EXPECT_EQ(names("A100 SXM4"), (V{"A100-80GB-SXM", "A100-40GB-SXM"}));
+  EXPECT_EQ(names("a100-80g"), (V{"A100-80GB-SXM", "A100-80GB-PCIe"}));
+  EXPECT_EQ(names("a100-pcie"), (V{"A100-80GB-PCIe", "A100-40GB-PCIe"}));
+  EXPECT_EQ(names("v100"), (V{"V100-32GB-SXM", "V100-16GB-SXM", "V100-32GB-PCIe"}));
+  EXPECT_EQ(names("a800"), (V{"A800-80GB-SXM", "A800-80GB-PCIe"}));
+  for (const char* one : {"h100-sxm5", "h100-pcie", "v100-16gb", "a10", "3090", "h200", "h20",
+                          "a100-40gb-pcie", "H100_80GB_SXM"})
+    EXPECT_EQ(names(one).size(), 1u) << one;
+  for (const auto& gpu : kernels::gpu_catalog())
+    EXPECT_EQ(names(gpu.name.c_str()), V{gpu.name}) << gpu.name;
+  EXPECT_TRUE(names("B300-imaginary").empty());
+}
+
+TEST(GpuCatalogResolve, AnAmbiguousNameIsAWarningNamingThePartTakenAndTheOthers) {
+  auto all = resolve(parse(scenario_text("H100", "V100-32GB-SXM", "fp16", "450GB/s")));
+  auto warnings = at(all, "clusters[0].gpu");
+  ASSERT_EQ(warnings.size(), 1u) << all.size();
+  const core::Diagnostic& d = warnings[0];
+  EXPECT_EQ(d.severity, core::Severity::warning);
+  EXPECT_EQ(d.message,
+            "'H100' could be several GPUs: hgsim takes H100-80GB-SXM, not H100-80GB-PCIe");
+  EXPECT_TRUE(contains(d.hint, "gpu: H100-80GB-SXM")) << d.hint;
+  EXPECT_TRUE(at(resolve(parse(scenario_text("h100-sxm5", "V100-32GB-SXM", "fp16", "450GB/s"))),
+                 "clusters[0].gpu")
+                  .empty());
+}
+
+// Every shipped scenario names its GPUs by a name that pins the part.
+TEST(GpuCatalogResolve, ShippedScenariosNameUnambiguousGpus) {
+  std::size_t scenarios = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::string(HGSIM_SOURCE_DIR) + "/scenarios")) {
+    if (entry.path().extension() != ".yaml") continue;
+    core::Diagnostics load;
+    auto s = core::load_scenario(entry.path().string(), load);
+    if (!s) continue;  // not a scenario (traces, profiles) or a deliberately broken one
+    ++scenarios;
+    for (const auto& cluster : s->clusters)
+      EXPECT_LE(kernels::gpus_named(cluster.gpu).size(), 1u) << entry.path() << ": " << cluster.gpu;
+  }
+  EXPECT_GT(scenarios, 20u);
 }
 
 // ---- CUDA devices on this machine ---------------------------------------------------------

@@ -267,3 +267,49 @@ TEST(Cli, ExitStatuses) {
   EXPECT_EQ(list.status, 0);
   EXPECT_EQ(core::Json::parse(list.out)["points"].size(), 12u);
 }
+
+// Clusters that no chain of WAN links joins cannot share a plan: the scenario says so,
+// naming the groups, where it used to let the planner quietly use one site. A chain
+// through a third cluster joins them.
+TEST(Scenario, ClustersNoWanPathJoinsAreAWarningNamingTheGroups) {
+  auto warnings_of = [](const std::string& wan) {
+    const std::string text =
+        "name: islands\nmodel: llama2-7b\n"
+        "training: {global_batch: 64, seq_len: 2048, precision: bf16}\n"
+        "clusters:\n"
+        "  - {name: east, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 8, nvlink: {bandwidth: "
+        "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+        "  - {name: west, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 8, nvlink: {bandwidth: "
+        "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n"
+        "  - {name: north, gpu: A100-80GB-SXM, nodes: 1, gpus_per_node: 8, nvlink: {bandwidth: "
+        "300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}\n" +
+        wan + "strategy: auto\n";
+    core::Diagnostics diags;
+    auto doc = core::parse_yaml(text, "islands.yaml", diags);
+    EXPECT_TRUE(doc.has_value());
+    auto s = core::parse_scenario(*doc, "islands.yaml", diags);
+    EXPECT_TRUE(s.has_value()) << diags.format();
+    std::vector<core::Diagnostic> out;
+    for (const auto& d : diags.all())
+      if (d.message.find("no WAN path") != std::string::npos) out.push_back(d);
+    return out;
+  };
+  auto apart = warnings_of("wan:\n  - {between: [east, north], bandwidth: 10Gbps, latency: 5ms}\n");
+  ASSERT_EQ(apart.size(), 1u);
+  EXPECT_EQ(apart[0].severity, core::Severity::warning);
+  EXPECT_EQ(apart[0].key_path, "wan");
+  EXPECT_EQ(apart[0].where.line, 9);
+  EXPECT_NE(apart[0].message.find("joins clusters 'east' and 'west'"), std::string::npos)
+      << apart[0].message;
+  EXPECT_NE(apart[0].message.find("{'east', 'north'}, {'west'}"), std::string::npos)
+      << apart[0].message;
+  EXPECT_NE(apart[0].hint.find("between: [east, west]"), std::string::npos) << apart[0].hint;
+  auto none = warnings_of("");
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].key_path, "clusters");
+  EXPECT_NE(none[0].message.find("{'east'}, {'west'}, {'north'}"), std::string::npos)
+      << none[0].message;
+  EXPECT_TRUE(warnings_of("wan:\n  - {between: [east, north], bandwidth: 10Gbps, latency: 5ms}\n"
+                          "  - {between: [north, west], bandwidth: 10Gbps, latency: 5ms}\n")
+                  .empty());
+}

@@ -19,6 +19,7 @@
 #include "apps/results_db.hpp"
 #include "core/document.hpp"
 #include "core/scenario.hpp"
+#include "core/units.hpp"
 #include "tests/sim_helpers.hpp"
 
 namespace hgsim {
@@ -405,15 +406,15 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   ASSERT_EQ(csv.status, 0) << csv.err;
   const auto table = parse_csv(csv.out);
   ASSERT_FALSE(table.empty());
-  EXPECT_EQ(table[0],
-            (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
-                                      "training.seq_len", "status", "iteration_time_s",
-                                      "tokens_per_s", "mfu", "wall_s", "finished_at", "error"}));
+  EXPECT_EQ(table[0], (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
+                                                "training.seq_len", "status", "iteration_time_s",
+                                                "tokens_per_s", "mfu", "wall_s", "finished_at",
+                                                "error", "plan"}));
   const auto db_rows = rows(db, "SELECT * FROM points ORDER BY point");
   std::size_t n = 0;
   for (; n + 1 < table.size() && n < db_rows.size(); ++n) {
     const auto& cells = table[n + 1];
-    ASSERT_EQ(cells.size(), 11u);
+    ASSERT_EQ(cells.size(), 12u);
     EXPECT_EQ(cells[0], std::to_string(n));
     const Json settings = Json::parse(db_rows[n].at("settings"));
     EXPECT_EQ(cells[1], settings["wan[0].bandwidth"].get<std::string>());
@@ -423,6 +424,15 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
       EXPECT_EQ(std::stod(cells[5]),
                 Json::parse(db_rows[n].at("result"))["iteration_time_s"].get<double>());
       EXPECT_EQ(std::stod(cells[7]), Json::parse(db_rows[n].at("result"))["mfu"].get<double>());
+      // What the point ran: the GPUs of its result and the plan's stages, per cluster.
+      const Json result = Json::parse(db_rows[n].at("result"));
+      EXPECT_EQ(cells[11].rfind(
+                    result["gpus_used"].dump() + " GPUs; 1f1b, micro-batch 1, no ZeRO; 1 x [", 0),
+                0u)
+          << cells[11];
+      EXPECT_NE(cells[11].find("a 1 stage tp1 (layers 4) > b 1 stage tp1 (layers 4)"),
+                std::string::npos)
+          << cells[11];
     } else {
       EXPECT_EQ(cells[5], "");
       EXPECT_EQ(cells[10], db_rows[n].at("error"));  // quoted: it holds commas and lines
@@ -441,6 +451,44 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   ASSERT_EQ(j["points"].size(), 2u);
   EXPECT_EQ(j["points"][0]["status"], "failed");
   EXPECT_EQ(j["sweep"]["points"], 4);
+}
+
+// Quantities compare as quantities, read by the scenario language's unit parser: 10Gbps
+// and 2GB/s (16 Gbit/s) are >= 10Gbps, 1Gbps and 5Gbps are not (as text, '5Gbps' >= '10Gbps'),
+// quoted or not; a value of another kind is refused naming the point and the axis.
+TEST(ResultsCli, WhereComparesQuantitiesByValue) {
+  TempDir dir("where-units");
+  const auto path =
+      dir.file("s.yaml", scenario("sweep:\n  wan[0].bandwidth: [1Gbps, 5Gbps, 10Gbps, 2GB/s]\n"));
+  const auto db = dir.file("u.sqlite");
+  ASSERT_EQ(hgsim({"sweep", path.string(), "--db", db.string(), "-j", "2"}).status, 0);
+  auto points = [&](const std::string& where) {
+    auto r = hgsim({"results", db.string(), "--csv", "--where", where});
+    EXPECT_EQ(r.status, 0) << where << ": " << r.err;
+    std::vector<std::string> out;
+    const auto table = parse_csv(r.out);
+    for (std::size_t i = 1; i < table.size(); ++i) out.push_back(table[i].at(1));
+    return out;
+  };
+  const std::vector<std::string> fast{"10Gbps", "2GB/s"};
+  EXPECT_EQ(points("wan[0].bandwidth >= '10Gbps'"), fast);
+  EXPECT_EQ(points("wan[0].bandwidth >= 10Gbps"), fast);
+  EXPECT_EQ(points("10000Mbps <= wan[0].bandwidth"), fast);
+  EXPECT_EQ(points("wan[0].bandwidth = 1.25GB/s"), std::vector<std::string>{"10Gbps"});
+  EXPECT_EQ(points("wan[0].bandwidth < 5Gbps"), std::vector<std::string>{"1Gbps"});
+  EXPECT_EQ(points("iteration_time_s < 24h").size(), 4u);
+  EXPECT_EQ(points("iteration_time_s < 1ns").size(), 0u);
+  for (const auto& [where, says] : std::vector<std::pair<std::string, std::string>>{
+           {"wan[0].bandwidth > 15ms",
+            "--where: point 0: wan[0].bandwidth holds '1Gbps', a bandwidth, not a duration"},
+           {"wan[0].bandwidth > 5",
+            "--where: point 0: wan[0].bandwidth holds '1Gbps', a bandwidth: compare it with a "
+            "quantity"}}) {
+    const auto r = hgsim({"results", db.string(), "--where", where});
+    EXPECT_EQ(r.status, 1) << where;
+    EXPECT_NE(r.err.find(says), std::string::npos) << where << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot read"), std::string::npos) << r.err;
+  }
 }
 
 // A database damaged by something other than hgsim: every mode refuses it with the point
@@ -511,12 +559,16 @@ TEST(ResultsWhere, NamesAreCheckedAndLiteralsAreBoundNeverSpliced) {
   const std::vector<std::string> axes{"wan[*].bandwidth"};
   auto w =
       apps::compile_where("status = 'ok' and (mfu > 0.3 or wan[*].bandwidth == \"1Gbps\")", axes);
-  EXPECT_EQ(w.sql, "((status = ?) AND ((mfu > ?) OR (json_extract(settings, ?) = ?)))");
-  ASSERT_EQ(w.params.size(), 4u);
+  EXPECT_EQ(w.sql,
+            "((status = ?) AND ((mfu > ?) OR (hg_quantity(point, json_extract(settings, ?), ?, "
+            "?) = ?)))");
+  ASSERT_EQ(w.params.size(), 6u);
   EXPECT_EQ(w.params[0].text, "ok");
   EXPECT_EQ(w.params[1].number, 0.3);
   EXPECT_EQ(w.params[2].text, "$.\"wan[*].bandwidth\"");
-  EXPECT_EQ(w.params[3].text, "1Gbps");
+  EXPECT_EQ(w.params[3].number, static_cast<double>(core::QuantityKind::bandwidth));
+  EXPECT_EQ(w.params[4].text, "wan[*].bandwidth");
+  EXPECT_EQ(w.params[5].number, 1e9 / 8);  // 1 Gbit/s in bytes per second
   EXPECT_EQ(apps::compile_where("not error is null", axes).sql, "(NOT (error IS NULL))");
   // A quote inside a literal stays inside the literal.
   auto q = apps::compile_where("status = \"x' OR 1=1 --\"", axes);
@@ -531,7 +583,13 @@ TEST(ResultsWhere, NamesAreCheckedAndLiteralsAreBoundNeverSpliced) {
              {"mfu > 0.3 status", "expected 'and', 'or'"},
              {"(mfu > 0.3", "expected ')'"},
              {"status = 'ok", "no closing"},
-             {"wan[*].bandwidth > 10Gbps", "quote text"},
+             {"wan[*].bandwidth > 10Gx", "'10Gx' is neither a number nor a quantity"},
+             {"wan[*].bandwidth > -1Gbps", "unexpected '-'"},
+             {"'10Gbps' > 5ms", "'5ms', a duration, cannot be compared with '10Gbps', a bandwidth"},
+             {"mfu > 10Gbps", "mfu is a plain number, cannot be compared with '10Gbps'"},
+             {"iteration_time_s < 10Gbps", "iteration_time_s is a duration in seconds"},
+             {"status = 10ms", "status is text, cannot be compared with '10ms'"},
+             {"wan[*].bandwidth > 5 or 5 < 1Gbps", "the plain number 5 cannot be compared"},
              {"mfu is 3", "expected 'null'"}};
   for (const auto& b : bad) {
     try {

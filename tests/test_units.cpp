@@ -162,3 +162,29 @@ TEST(Units, HumanText) {
   EXPECT_EQ(human_duration(Seconds(0.0153)), "15.3 ms");
   EXPECT_EQ(human_compute_rate(FlopsPerSecond(312e12)), "312 TFLOPS");
 }
+
+// The kind of a quantity comes from its unit, and its value is the kind's own parser's.
+TEST(Units, AnyQuantityTakesItsKindFromItsUnit) {
+  const struct {
+    const char* text;
+    QuantityKind kind;
+    double value;
+  } cases[] = {{"10Gbps", QuantityKind::bandwidth, 1.25e9},
+               {"2GB/s", QuantityKind::bandwidth, 2e9},
+               {"15ms", QuantityKind::duration, 0.015},
+               {"80GiB", QuantityKind::size, 80.0 * (1ull << 30)},
+               {"312TFLOPS", QuantityKind::compute_rate, 312e12}};
+  for (const auto& c : cases) {
+    const auto q = parse_quantity(c.text);
+    ASSERT_TRUE(q) << c.text << ": " << q.error;
+    EXPECT_EQ(q.value->kind, c.kind) << c.text;
+    EXPECT_EQ(q.value->value, c.value) << c.text;
+  }
+  for (const char* none : {"5", "ok", "10Gx", ""}) {
+    const auto q = parse_quantity(none);
+    EXPECT_FALSE(q) << none;
+    EXPECT_EQ(q.error, "") << none;
+  }
+  EXPECT_NE(parse_quantity("0Gbps").error.find("must be positive"), std::string::npos);
+  EXPECT_STREQ(quantity_kind_name(QuantityKind::bandwidth), "a bandwidth");
+}
