@@ -1,6 +1,7 @@
 #include "compress/codec_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "compress/codec.hpp"
 
@@ -34,6 +35,12 @@ DType storage_dtype(core::Precision p) {
       return DType::bf16;
   }
   return DType::fp32;
+}
+
+std::vector<std::int64_t> wan_codec_shape(double elements, std::int64_t columns) {
+  columns = std::max<std::int64_t>(columns, 1);
+  const auto rows = static_cast<std::int64_t>(std::ceil(elements / static_cast<double>(columns)));
+  return {std::max<std::int64_t>(rows, 1), columns};
 }
 
 TransferCoding code_transfer(const CodecSpec& requested, const std::vector<std::int64_t>& shape,

@@ -27,6 +27,15 @@ struct TransferCoding {
   std::string provenance;  // where the times come from: "estimated" or "measured:<file>"
 };
 
+// The shape a transfer of `elements` values is coded in across the WAN: rows of `columns`
+// values (the hidden size, the last dimension of activations and of most weights),
+// [max(ceil(elements / columns), 1), max(columns, 1)], the last row zero-padded when
+// `columns` does not divide `elements`. The one rule: the simulator and the planner
+// (sim::code_wan_transfer) cost this shape and the live runner (_hgsim.codec_shape) pads
+// and codes it, so that a low-rank codec (PowerSGD) sees a matrix in both. `elements` may
+// be fractional (a share of a transfer's bytes); it is rounded up.
+std::vector<std::int64_t> wan_codec_shape(double elements, std::int64_t columns);
+
 // A tensor of `shape` (row-major; PowerSGD treats the last dimension as columns and the
 // rest as rows) in `dtype`, sent under `spec` by a GPU of type `device`.
 //

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "models/schedule.hpp"
+
 namespace hgsim::models {
 
 using core::Activation;
@@ -353,28 +355,11 @@ StageSpec stage_spec(const core::Plan& plan, std::size_t pipeline, std::size_t s
   return spec;
 }
 
-// GPipe (Huang et al. 2019) runs all m forwards before any backward. 1F1B (PipeDream-
-// Flush, Narayanan et al. 2021, sec. 2.2.1) lets stage r run p - r - 1 warm-up forwards
-// and one more before its first backward, after which each backward frees a micro-batch
-// for the next forward. Megatron-LM's interleaved schedule (sec. 2.2.2; schedules.py,
-// forward_backward_pipelining_with_interleaving) warms up with (p - r - 1) 2 + (v - 1) p
-// chunk forwards, capped at all m v of them.
+// The peak of the schedule the stage plays (models/schedule.hpp), in (micro-batch, model
+// chunk) pairs.
 int micro_batches_in_flight(const StageSpec& stage) {
-  const int p = stage.stages;
-  const int r = stage.stage_index;
-  const int m = stage.micro_batches;
-  switch (stage.schedule) {
-    case Schedule::gpipe:
-      return m;
-    case Schedule::one_f_one_b:
-      return std::min(p - r, m);
-    case Schedule::interleaved: {
-      const int v = std::max(stage.virtual_stages, 1);
-      const int warmup = (p - r - 1) * 2 + (v - 1) * p;
-      return std::min(warmup + 1, m * v);
-    }
-  }
-  return m;
+  return peak_in_flight(stage.schedule, stage.stages, stage.stage_index, stage.micro_batches,
+                        std::max(stage.virtual_stages, 1));
 }
 
 double layer_activations_in_flight(const StageSpec& stage) {

@@ -148,9 +148,11 @@ struct StageSpec {
 // The spec of stage `stage` of pipeline `pipeline` of a plan.
 StageSpec stage_spec(const core::Plan& plan, std::size_t pipeline, std::size_t stage);
 
-// Micro-batches whose activations a stage holds at its peak: GPipe m; 1F1B min(p - r, m);
+// Micro-batches whose activations a stage holds at its peak: the peak of the schedule it
+// plays (models::peak_in_flight): GPipe m; 1F1B min(p - r, m);
 // interleaved min(warm-up + 1, m v) with Megatron-LM's warm-up (p - r - 1) 2 + (v - 1) p,
-// counted in (micro-batch, model chunk) pairs of layers / v layers each.
+// all m v of them when m = p, counted in (micro-batch, model chunk) pairs of layers / v
+// layers each.
 int micro_batches_in_flight(const StageSpec& stage);
 // The same peak in units of one layer's activations for one micro-batch.
 double layer_activations_in_flight(const StageSpec& stage);

@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include "compress/codec.hpp"
+#include "compress/codec_cost.hpp"
 #include "compress/codec_spec.hpp"
 #include "core/limits.hpp"
 #include "python/bindings.hpp"
@@ -232,6 +233,14 @@ std::size_t encoded_bytes(py::handle codec, py::handle shape, const std::string&
   return compress::encoded_bytes(codec_spec(codec), shape_of(shape), dtype_of_name(dtype));
 }
 
+// The shape a WAN transfer of `elements` values is coded in (compress::wan_codec_shape), for
+// the live runner, which pads the last row as the simulator counts it.
+std::vector<std::int64_t> codec_shape(std::int64_t elements, std::int64_t columns) {
+  if (elements < 1) throw CodecError("codec_shape: elements must be at least 1");
+  if (columns < 1) throw CodecError("codec_shape: columns must be at least 1");
+  return compress::wan_codec_shape(static_cast<double>(elements), columns);
+}
+
 py::array_t<std::uint8_t> encode(py::handle codec, py::handle array, std::uint64_t seed) {
   const auto spec = codec_spec(codec);
   const View v = input_view(array);
@@ -340,6 +349,9 @@ void bind_codecs(py::module_& m) {
         "The codec catalog: name, parameters, defaults, error_feedback, description, cuda.");
   m.def("encoded_bytes", &encoded_bytes, py::arg("codec"), py::arg("shape"),
         py::arg("dtype") = "fp32", "Exact size in bytes of the encoding of a tensor.");
+  m.def("codec_shape", &codec_shape, py::arg("elements"), py::arg("columns"),
+        "The shape a WAN transfer of `elements` values is coded in, as the simulator codes it: "
+        "[ceil(elements / columns), columns], the last row zero-padded.");
   m.def("encode", &encode, py::arg("codec"), py::arg("array"), py::arg("seed") = 0,
         "Encodes a numpy array or CPU torch tensor (fp32/fp16/bf16); a numpy uint8 buffer.");
   m.def("decode", &decode, py::arg("buffer"), py::arg("out") = py::none(),

@@ -9,6 +9,7 @@
 #include "apps/run_point.hpp"
 #include "apps/validate.hpp"
 #include "compress/codec_spec.hpp"
+#include "models/schedule.hpp"
 #include "python/bindings.hpp"
 #include "sim/iterations.hpp"
 #include "sim/outer_sync.hpp"
@@ -278,6 +279,32 @@ py::list outer_sync_events(int iterations, int inner_steps, int fragments, int o
   return out;
 }
 
+// The op order one stage plays (models/schedule.hpp), for the live runner: a list of
+// ("F" or "B", micro-batch, chunk).
+py::list schedule(const std::string& name, int stages, int stage, int micro_batches, int chunks) {
+  std::optional<core::Schedule> which;
+  for (core::Schedule s :
+       {core::Schedule::gpipe, core::Schedule::one_f_one_b, core::Schedule::interleaved})
+    if (core::to_string(s) == name) which = s;
+  if (!which)
+    throw Error("schedule: '" + core::excerpt(name) + "' is not gpipe, 1f1b or interleaved");
+  if (stages < 1 || stage < 0 || stage >= stages || micro_batches < 1 || chunks < 1)
+    throw Error("schedule: need 0 <= stage < stages, micro_batches >= 1 and chunks >= 1");
+  if (*which != core::Schedule::interleaved && chunks != 1)
+    throw Error("schedule: only the interleaved schedule has more than one chunk");
+  if (*which == core::Schedule::interleaved && micro_batches % stages != 0)
+    throw Error("schedule: the interleaved schedule needs micro_batches a multiple of stages");
+  // Two ops per (micro-batch, chunk): the list is bounded before it is built.
+  constexpr double kMaxOps = 1e7;
+  if (2.0 * micro_batches * chunks > kMaxOps)
+    throw Error("schedule: more than 10^7 ops; ask for fewer micro-batches or chunks");
+  py::list out;
+  for (const models::PipeOp& op :
+       models::schedule_for(*which, stages, stage, micro_batches, chunks))
+    out.append(py::make_tuple(op.forward ? "F" : "B", op.micro_batch, op.chunk));
+  return out;
+}
+
 std::pair<int, int> fragment_layers(int layers, int fragment, int fragments) {
   if (fragments < 1 || fragment < 0 || fragment >= fragments || layers < fragments)
     throw Error("fragment_layers: need 0 <= fragment < fragments <= layers");
@@ -308,6 +335,11 @@ void bind_scenario(py::module_& m) {
         "The simulator's outer-sync schedule: [{fragment, start_after, applies_after}] in "
         "iterations finished when each fragment's pseudo-gradient is taken and when its update "
         "applies.");
+  m.def("schedule", &schedule, py::arg("schedule"), py::arg("stages"), py::arg("stage"),
+        py::arg("micro_batches"), py::arg("chunks") = 1,
+        "The order in which stage `stage` of `stages` runs its passes under `schedule` "
+        "(\"gpipe\", \"1f1b\", \"interleaved\"), as the simulator plays it: "
+        "[(\"F\" or \"B\", micro_batch, chunk)].");
   m.def("fragment_layers", &fragment_layers, py::arg("layers"), py::arg("fragment"),
         py::arg("fragments"),
         "Layers [first, end) of a Streaming DiLoCo fragment (embeddings go with fragment 0, "

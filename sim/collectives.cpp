@@ -103,9 +103,7 @@ CodedTransfer code_wan_transfer(const WanCodec& codec, double bytes, int flows,
   // Each of the `flows` parallel senders codes its own share.
   const double share = bytes / std::max(flows, 1);
   const double elements = share / core::element_bytes(codec.dtype);
-  const std::int64_t columns = std::max(codec.columns, 1);
-  const auto rows = static_cast<std::int64_t>(std::ceil(elements / columns));
-  const std::vector<std::int64_t> shape{std::max<std::int64_t>(rows, 1), columns};
+  const auto shape = compress::wan_codec_shape(elements, codec.columns);
   const auto at_src = compress::code_transfer(codec.spec, shape, codec.dtype, src);
   const auto at_dst = compress::code_transfer(codec.spec, shape, codec.dtype, dst);
   return {at_src.wire_bytes.value() * std::max(flows, 1), at_src.encode.value(),

@@ -6,70 +6,11 @@
 #include <numeric>
 #include <tuple>
 
+#include "models/schedule.hpp"
 #include "models/transformer.hpp"
 #include "sim/context_parallel.hpp"
 
 namespace hgsim::sim {
-
-// ---- schedules ----------------------------------------------------------------------------
-
-std::vector<PipeOp> gpipe(int micro_batches) {
-  std::vector<PipeOp> ops;
-  for (int mb = 0; mb < micro_batches; ++mb) ops.push_back({true, mb, 0});
-  for (int mb = 0; mb < micro_batches; ++mb) ops.push_back({false, mb, 0});
-  return ops;
-}
-
-std::vector<PipeOp> one_f_one_b(int stages, int stage, int micro_batches) {
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  const int steady = micro_batches - warmup;
-  std::vector<PipeOp> ops;
-  for (int mb = 0; mb < warmup; ++mb) ops.push_back({true, mb, 0});
-  for (int i = 0; i < steady; ++i) {
-    ops.push_back({true, warmup + i, 0});
-    ops.push_back({false, i, 0});
-  }
-  for (int i = steady; i < micro_batches; ++i) ops.push_back({false, i, 0});
-  return ops;
-}
-
-std::vector<PipeOp> interleaved(int stages, int stage, int micro_batches, int chunks) {
-  // Megatron-LM (schedules.py, forward_backward_pipelining_with_interleaving): the k-th
-  // forward runs chunk (k / p) mod v of micro-batch (k / (p v)) p + k mod p; backwards
-  // walk the chunks in reverse.
-  const int p = stages;
-  const int total = micro_batches * chunks;
-  auto micro_batch = [&](int k) { return (k / (p * chunks)) * p + k % p; };
-  auto forward = [&](int k) { return PipeOp{true, micro_batch(k), (k % (p * chunks)) / p}; };
-  auto backward = [&](int k) {
-    return PipeOp{false, micro_batch(k), chunks - 1 - (k % (p * chunks)) / p};
-  };
-  int warmup = (p - stage - 1) * 2 + (chunks - 1) * p;
-  if (micro_batches == p) warmup = total;
-  warmup = std::min(warmup, total);
-  const int steady = total - warmup;
-  std::vector<PipeOp> ops;
-  for (int k = 0; k < warmup; ++k) ops.push_back(forward(k));
-  for (int i = 0; i < steady; ++i) {
-    ops.push_back(forward(warmup + i));
-    ops.push_back(backward(i));
-  }
-  for (int i = steady; i < total; ++i) ops.push_back(backward(i));
-  return ops;
-}
-
-std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage, int micro_batches,
-                                 int chunks) {
-  switch (schedule) {
-    case core::Schedule::gpipe:
-      return gpipe(micro_batches);
-    case core::Schedule::one_f_one_b:
-      return one_f_one_b(stages, stage, micro_batches);
-    case core::Schedule::interleaved:
-      return interleaved(stages, stage, micro_batches, chunks);
-  }
-  return {};
-}
 
 namespace {
 
@@ -203,10 +144,11 @@ class Builder {
     for (int r = 0; r < replicas; ++r) {
       // 1. Every stage's ops, in its schedule's order, chained on its devices.
       for (int st = 0; st < p; ++st) {
-        const auto order = schedule_for(plan_->schedule, p, st, pipeline.micro_batches, chunks_);
+        const auto order =
+            models::schedule_for(plan_->schedule, p, st, pipeline.micro_batches, chunks_);
         for (int g : groups_of(static_cast<int>(i), r, st)) {
           std::vector<NodeId> stream(groups_[g].devices.size(), w_.graph.join());
-          for (const PipeOp& op : order) {
+          for (const models::PipeOp& op : order) {
             OpNodes nodes = emit_op(groups_[g], pipeline.stages[st], op, st == p - 1, stream);
             ops_[{g, op.forward, op.micro_batch, op.chunk}] = nodes;
             if (!op.forward) {
@@ -237,8 +179,8 @@ class Builder {
 
   // One op of one group: per layer, compute and tensor-parallel collectives. Full fidelity
   // lowers the collectives; folded charges their closed form as a delay.
-  OpNodes emit_op(const Group& g, const core::Stage& stage, const PipeOp& op, bool last_stage,
-                  std::vector<NodeId>& stream) {
+  OpNodes emit_op(const Group& g, const core::Stage& stage, const models::PipeOp& op,
+                  bool last_stage, std::vector<NodeId>& stream) {
     Graph& graph = w_.graph;
     const auto work = layer_work(stage);
     const auto times = in_.compute->layer(gpu_of(g), work);

@@ -30,21 +30,7 @@
 
 namespace hgsim::sim {
 
-// The per-stage op orders of the three schedules, as Megatron-LM runs them.
-struct PipeOp {
-  bool forward = true;
-  int micro_batch = 0;
-  int chunk = 0;  // model chunk (interleaved); 0 otherwise
-  bool operator==(const PipeOp&) const = default;
-};
-// All forwards, then all backwards.
-std::vector<PipeOp> gpipe(int micro_batches);
-// Warm-up forwards (p - stage - 1), steady one-forward-one-backward, cool-down backwards.
-std::vector<PipeOp> one_f_one_b(int stages, int stage, int micro_batches);
-// Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage.
-std::vector<PipeOp> interleaved(int stages, int stage, int micro_batches, int chunks);
-std::vector<PipeOp> schedule_for(core::Schedule schedule, int stages, int stage, int micro_batches,
-                                 int chunks);
+// The schedules a stage plays are models/schedule.hpp's.
 
 struct WorkloadInput {
   const ResolvedPlan* plan = nullptr;  // placement, segments, reshard pieces, choices

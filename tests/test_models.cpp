@@ -12,6 +12,7 @@
 
 #include "core/document.hpp"
 #include "core/scenario.hpp"
+#include "models/schedule.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
 
@@ -455,6 +456,51 @@ TEST(StageMemory, InFlightMicroBatchesPerSchedule) {
   stage.micro_batches = 2;  // capped at all m v chunks
   stage.stage_index = 0;
   EXPECT_EQ(micro_batches_in_flight(stage), 4);
+}
+
+// Megatron-LM runs every forward as a warm-up one when m = p under the interleaved schedule
+// ("all_warmup_microbatches"): p = 4, m = 4, v = 2 holds all 8 chunk-micro-batches on every
+// stage, which the memory model must count as the simulator plays it.
+TEST(StageMemory, InterleavedWithMicroBatchesEqualToStagesHoldsEveryChunk) {
+  StageSpec stage;
+  stage.stages = 4;
+  stage.micro_batches = 4;
+  stage.virtual_stages = 2;
+  stage.layers = 4;
+  stage.schedule = Schedule::interleaved;
+  for (int r = 0; r < 4; ++r) {
+    stage.stage_index = r;
+    const auto ops = interleaved(4, r, 4, 2);
+    ASSERT_EQ(ops.size(), 16u);
+    for (int k = 0; k < 8; ++k) EXPECT_TRUE(ops[k].forward) << "stage " << r << " op " << k;
+    EXPECT_EQ(micro_batches_in_flight(stage), 8) << "stage " << r;
+    EXPECT_EQ(layer_activations_in_flight(stage), 8 * 2.0);
+  }
+}
+
+// The memory model's in-flight count is the peak of the op order the stage plays, for every
+// schedule, stage and micro-batch count (fewer, as many as and more micro-batches than stages).
+TEST(StageMemory, InFlightIsThePeakOfThePlayedSchedule) {
+  for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved})
+    for (int p : {1, 2, 3, 4})
+      for (int m : {1, 2, 3, 4, 5, 8})
+        for (int v : {1, 2, 3}) {
+          if (schedule != Schedule::interleaved && v > 1) continue;
+          // Megatron-LM's interleaved schedule needs m a multiple of p.
+          if (schedule == Schedule::interleaved && m % p != 0) continue;
+          for (int r = 0; r < p; ++r) {
+            StageSpec stage;
+            stage.schedule = schedule;
+            stage.stages = p;
+            stage.stage_index = r;
+            stage.micro_batches = m;
+            stage.virtual_stages = v;
+            const auto ops = schedule_for(schedule, p, r, m, v);
+            EXPECT_EQ(micro_batches_in_flight(stage), peak_in_flight(ops))
+                << "schedule " << int(schedule) << " p " << p << " m " << m << " v " << v
+                << " stage " << r;
+          }
+        }
 }
 
 // A tiny GPT worked by hand: l = 4, h = 64, a = 4, f = 256, V = 100, 32 learned positions,

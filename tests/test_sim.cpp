@@ -18,8 +18,11 @@
 
 #include "apps/commands.hpp"
 #include "apps/validate.hpp"
+#include "compress/codec.hpp"
+#include "compress/codec_cost.hpp"
 #include "core/document.hpp"
 #include "kernels/gpu_catalog.hpp"
+#include "models/schedule.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/iterations.hpp"
@@ -78,7 +81,7 @@ TEST(SimPipeline, SchedulesRunEveryOpOnce) {
     for (int stage = 0; stage < p; ++stage)
       for (int v : {1, 2}) {
         const int m = 2 * p;
-        auto ops = v == 1 ? sim::one_f_one_b(p, stage, m) : sim::interleaved(p, stage, m, v);
+        auto ops = v == 1 ? models::one_f_one_b(p, stage, m) : models::interleaved(p, stage, m, v);
         ASSERT_EQ(ops.size(), std::size_t(2 * m * v));
         std::set<std::tuple<bool, int, int>> seen;
         for (const auto& op : ops) {
@@ -91,6 +94,25 @@ TEST(SimPipeline, SchedulesRunEveryOpOnce) {
 }
 
 // ---- collectives ----------------------------------------------------------------------------
+
+// A WAN transfer whose values are not a whole number of rows of the hidden size is coded as
+// rows with the last one padded, as the live runner codes it (runtime/tests/test_live.py,
+// the same 10 rows of 32 and 7 values more): PowerSGD compresses it, it does not fall back
+// to the raw tensor.
+TEST(SimCodecs, PowerSgdCodesAnOddSizedChunkAsPaddedRows) {
+  compress::CodecSpec spec = compress::default_spec(compress::CodecKind::powersgd);
+  spec.rank = 2;
+  const sim::WanCodec codec{spec, core::Precision::fp32, 32};
+  const double elements = 10 * 32 + 7;
+  const auto& gpu = *kernels::find_gpu("A100-80GB-SXM");
+  const auto coded = sim::code_wan_transfer(codec, elements * 4, 1, gpu, gpu);
+  EXPECT_EQ(compress::wan_codec_shape(elements, 32), (std::vector<std::int64_t>{11, 32}));
+  const std::vector<std::int64_t> padded{11, 32};
+  EXPECT_EQ(coded.wire_bytes, double(compress::encoded_bytes(spec, padded, compress::DType::fp32)));
+  // P (11 x 2) and Q (32 x 2) in fp32 and the header: far less than the raw 1308 bytes.
+  EXPECT_EQ(coded.wire_bytes, double(compress::kHeaderBytes + (11 + 32) * 2 * 4));
+  EXPECT_LT(coded.wire_bytes, elements * 4);
+}
 
 std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
                            const std::string& latency = "5us") {

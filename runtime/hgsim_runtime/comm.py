@@ -39,11 +39,19 @@ def intervals(total: int, parts: int) -> list[tuple[int, int]]:
 
 
 def codec_shape(elements: int, columns: int) -> list[int]:
-    """The shape a WAN codec sees: rows of the hidden size when they divide (as the simulator's
-    WanCodec), else one row."""
-    if columns > 1 and elements % columns == 0 and elements // columns > 1:
-        return [elements // columns, columns]
-    return [elements]
+    """The shape a WAN codec sees: rows of the hidden size, the last one zero-padded (the
+    simulator's rule, compress::wan_codec_shape through _hgsim)."""
+    return hgsim._hgsim.codec_shape(elements, columns)
+
+
+def padded(flat: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """`flat` with zeros after it up to the codec's shape (itself when it fills it)."""
+    size = shape[0] * shape[1]
+    if flat.numel() == size:
+        return flat
+    out = torch.zeros(size, dtype=flat.dtype)
+    out[: flat.numel()] = flat
+    return out
 
 
 class Activity:
@@ -129,13 +137,20 @@ class Wire:
 
     def encode(self, key, flat: torch.Tensor, label: str) -> torch.Tensor:
         t0 = now()
-        encoded = torch.from_numpy(self._tensor_codec(key, flat.numel()).encode(flat))
+        codec = self._tensor_codec(key, flat.numel())
+        encoded = torch.from_numpy(codec.encode(padded(flat, list(codec.shape))))
         self.recorder.span(f"encode {label}", "codec", 0, t0, now())
         return encoded
 
     def decode(self, encoded: torch.Tensor, out: torch.Tensor, label: str) -> torch.Tensor:
         t0 = now()
-        hgsim.decode(encoded.numpy(), out=out)
+        shape = codec_shape(out.numel(), self.columns)
+        if shape[0] * shape[1] == out.numel():
+            hgsim.decode(encoded.numpy(), out=out)
+        else:
+            whole = torch.empty(shape[0] * shape[1], dtype=torch.float32)
+            hgsim.decode(encoded.numpy(), out=whole)
+            out.copy_(whole[: out.numel()])
         self.recorder.span(f"decode {label}", "codec", 0, t0, now())
         return out
 

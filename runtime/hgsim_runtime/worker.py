@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.distributed as dist
+from hgsim import _hgsim
 
 from . import checks
 from . import comm
@@ -57,17 +58,9 @@ class StageRef:
 
 def schedule_ops(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple]:
     """The order in which one stage runs forward (F) and backward (B) passes of its
-    micro-batches: GPipe runs every forward, then every backward; 1F1B (PipeDream-Flush,
-    Megatron-LM) warms up with p - s - 1 forwards, then alternates, then cools down."""
-    m = micro_batches
-    if schedule == "gpipe":
-        return [("F", k) for k in range(m)] + [("B", k) for k in range(m)]
-    warmup = min(stages - stage - 1, m)
-    ops = [("F", k) for k in range(warmup)]
-    for k in range(m - warmup):
-        ops += [("F", warmup + k), ("B", k)]
-    ops += [("B", k) for k in range(m - warmup, m)]
-    return ops
+    micro-batches: the simulator's schedule (models/schedule.hpp, through _hgsim), whose
+    model chunks the live runner does not have (it refuses the interleaved schedule)."""
+    return [(kind, mb) for kind, mb, _ in _hgsim.schedule(schedule, stages, stage, micro_batches)]
 
 
 def data_seed(seed: int, step: int) -> int:

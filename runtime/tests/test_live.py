@@ -73,11 +73,25 @@ def run_plan(tmp_path, name, plan, compression=None, steps=2, model=TINY, dump_w
 
 # ---- schedules and placement ---------------------------------------------------------------
 
+def schedule_oracle(schedule, p, s, m):
+    """GPipe runs every forward, then every backward; 1F1B (PipeDream-Flush, Megatron-LM)
+    warms up with p - s - 1 forwards, then alternates, then cools down. Written here from the
+    papers, independently of the schedule the worker plays (_hgsim.schedule)."""
+    if schedule == "gpipe":
+        return [("F", k) for k in range(m)] + [("B", k) for k in range(m)]
+    warmup = min(p - s - 1, m)
+    ops = [("F", k) for k in range(warmup)]
+    for k in range(m - warmup):
+        ops += [("F", warmup + k), ("B", k)]
+    return ops + [("B", k) for k in range(m - warmup, m)]
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("p,m", [(4, 8), (3, 2), (1, 3)])
 def test_schedules_run_every_pass_once_and_backward_after_forward(schedule, p, m):
     for s in range(p):
         ops = schedule_ops(schedule, p, s, m)
+        assert ops == schedule_oracle(schedule, p, s, m)
         assert sorted(ops) == sorted([("F", k) for k in range(m)] + [("B", k) for k in range(m)])
         for k in range(m):
             assert ops.index(("F", k)) < ops.index(("B", k))
@@ -88,6 +102,16 @@ def test_schedules_run_every_pass_once_and_backward_after_forward(schedule, p, m
                 in_flight += 1 if op == "F" else -1
                 peak = max(peak, in_flight)
             assert peak == min(p - s, m)
+
+
+def test_interleaved_schedule_with_as_many_micro_batches_as_stages_warms_up_on_everything():
+    # Megatron-LM's all_warmup_microbatches: p = m = 4, v = 2, every stage runs its 8 chunk
+    # forwards before its first backward.
+    for s in range(4):
+        ops = hgsim._hgsim.schedule("interleaved", 4, s, 4, 2)
+        assert [kind for kind, _, _ in ops] == ["F"] * 8 + ["B"] * 8
+    with pytest.raises(hgsim.Error, match="not gpipe, 1f1b or interleaved"):
+        hgsim._hgsim.schedule("zigzag", 4, 0, 4)
 
 
 def test_segments_follow_the_pipelines_splits():
@@ -180,6 +204,28 @@ def test_activation_codec_sends_exactly_the_encoded_size(tmp_path):
     passes = 2 * job["pipelines"][0]["micro_batches"] * job["steps"]  # forward + backward
     assert summary["wan_bytes"]["sent_by_workers_wire"] == passes * encoded
     assert summary["wan_bytes"]["sent_by_workers_raw"] == passes * values * 4
+
+
+def test_powersgd_codes_an_odd_sized_chunk_as_the_simulator_does():
+    # A gradient chunk of 10 rows of the hidden size and 7 values more: the simulator codes it
+    # as an 11 x 32 matrix (compress::wan_codec_shape); live, the wire pads the last row and
+    # PowerSGD compresses it too (it used to see a flat vector and send raw fp32).
+    from hgsim_runtime.comm import Wire, codec_shape
+    from hgsim_runtime.trace import Recorder
+    hidden, elements = TINY["hidden"], 10 * TINY["hidden"] + 7
+    assert codec_shape(elements, hidden) == [11, hidden]
+    codec = {"codec": "powersgd", "rank": 2}
+    wire = Wire(0, ["a", "b"], codec, hidden, Recorder())
+    flat = torch.randn(elements, generator=torch.Generator().manual_seed(3))
+    encoded = wire.encode("chunk", flat, "gradients")
+    assert encoded.numel() == hgsim.encoded_bytes(codec, [11, hidden]) < elements * 4
+    out = torch.empty(elements)
+    wire.decode(encoded, out, "gradients")
+    # The same as coding the zero-padded matrix by hand, cut back to the chunk's values.
+    matrix = torch.zeros(11 * hidden)
+    matrix[:elements] = flat
+    by_hand = hgsim.decode(hgsim.TensorCodec(codec, [11, hidden]).encode(matrix.numpy()))
+    assert torch.equal(out, torch.from_numpy(by_hand[:elements]))
 
 
 # ---- sequence parallelism -----------------------------------------------------------------
