@@ -34,13 +34,11 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
   const auto work = sim::layer_work(*ctx.model, choices, micro_batch, tp, dp, cp);
   const auto times = ctx.compute->layer(*ctx.gpus[cluster], work);
   const sim::ContextExposure cx = sim::context_exposure(times, ring, work.recompute);
-  // With or without sequence parallelism a tensor-parallel block moves the same bytes: an
-  // all-reduce, or a reduce-scatter and an all-gather (sim/workload.cpp tp_comm).
-  double all_reduce = 0;
-  if (tp > 1)
-    all_reduce =
-        sim::ring_all_reduce_time(slice_bytes(ctx, choices, dp * cp, micro_batch),
-                                  sim::tensor_parallel_ring(ctx.scenario->clusters[cluster], tp));
+  // A tensor-parallel block's collective: an all-reduce, or with sequence parallelism a
+  // reduce-scatter and an all-gather (sim/workload.cpp tp_comm plays the same).
+  const double all_reduce = sim::tensor_parallel_block_time(
+      ctx.scenario->clusters[cluster], tp, slice_bytes(ctx, choices, dp * cp, micro_batch),
+      choices.sequence_parallel);
   const bool full = work.recompute == core::Recompute::full;
   const double forward = times.forward.value();
   const double backward = times.backward.value();
@@ -136,8 +134,7 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
   x.to = cb;
   // Without sequence parallelism the receiver all-gathers its slice across tp.
   if (!r.choices.sequence_parallel && b.tp > 1)
-    x.seconds +=
-        sim::ring_all_gather_time(r.slice_bytes(b), sim::tensor_parallel_ring(cluster_b, b.tp));
+    x.seconds += sim::tensor_parallel_all_gather_time(cluster_b, b.tp, r.slice_bytes(b));
   const double ports = std::min(n_from, n_to);
   if (ca == cb) {
     const bool same_node = ra.single() && rb.single() && ra.first == rb.first;

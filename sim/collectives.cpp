@@ -6,6 +6,7 @@
 
 #include "compress/codec_cost.hpp"
 #include "kernels/compute_model.hpp"
+#include "kernels/nccl_costs.hpp"
 #include "sim/engine.hpp"
 
 namespace hgsim::sim {
@@ -325,18 +326,6 @@ Hop2 nic_hop(const core::Cluster& c) {
   return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
 }
 
-RingHops tensor_parallel_ring(const core::Cluster& c, int tp) {
-  RingHops ring;
-  ring.members = tp;
-  ring.inside = nvlink_hop(c);
-  if (tp <= c.gpus_per_node) return ring;
-  ring.crossings = tp / c.gpus_per_node;
-  const double nic = c.nic.bandwidth.value();
-  const double uplink = c.gpus_per_node * nic / std::max(1.0, c.oversubscription);
-  ring.across = {std::min(nic, uplink), 2 * c.nic.latency.value()};
-  return ring;
-}
-
 double ring_step_time(double chunk_bytes, const RingHops& ring) {
   const Hop2& in = ring.inside;
   if (ring.crossings == 0) return chunk_bytes / in.bytes_per_s + in.latency_s;
@@ -428,8 +417,7 @@ RingHops channel_ring_hops(const core::Cluster& c, const ChannelRing& ring) {
 }
 
 double channel_ring_all_reduce_time(const core::Cluster& c, const ChannelRing& ring, double bytes) {
-  if (ring.members <= 1) return 0;
-  return ring_all_reduce_time(bytes / ring.channels, channel_ring_hops(c, ring));
+  return channel_ring_time(c, ring, bytes, RingKind::all_reduce);
 }
 
 std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>& by_node,
@@ -441,6 +429,107 @@ std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>
       for (int i = 0; i < m; ++i) orders[j].push_back(node[(i + j) % m]);
     }
   return orders;
+}
+
+// ---- NCCL's fixed cost per collective ------------------------------------------------------
+
+double ring_latency_s(const RingHops& ring, int steps) {
+  const double n = ring.members;
+  const double k = ring.crossings;
+  const double mean = ((n - k) * ring.inside.latency_s + k * ring.across.latency_s) / n;
+  return steps * mean;
+}
+
+double collective_extra_latency(const core::Cluster& c, int ranks, double ring_latency_s) {
+  if (ranks <= 1) return 0;
+  return std::max(0.0, kernels::collective_floor_s(c, ranks) - ring_latency_s);
+}
+
+int ring_kind_steps(RingKind kind, int n) {
+  return kind == RingKind::all_reduce ? 2 * (n - 1) : n - 1;
+}
+
+double channel_ring_time(const core::Cluster& c, const ChannelRing& ring, double bytes,
+                         RingKind kind) {
+  if (ring.members <= 1) return 0;
+  const RingHops hops = channel_ring_hops(c, ring);
+  const double share = bytes / ring.channels;
+  const double rings = kind == RingKind::all_reduce ? ring_all_reduce_time(share, hops)
+                                                    : ring_all_gather_time(share, hops);
+  const int steps = ring_kind_steps(kind, ring.members);
+  return rings + collective_extra_latency(c, ring.members, ring_latency_s(hops, steps));
+}
+
+std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
+                                       const core::Cluster& cluster,
+                                       const std::vector<std::vector<int>>& by_node,
+                                       RingKind kind) {
+  std::vector<int> counts;
+  for (const auto& node : by_node) counts.push_back(static_cast<int>(node.size()));
+  const ChannelRing ring = channel_ring(counts);
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1) return c.ready;
+  const double extra = collective_extra_latency(
+      cluster, n, ring_latency_s(channel_ring_hops(cluster, ring), ring_kind_steps(kind, n)));
+  std::vector<NodeId> ready = c.ready;
+  if (extra > 0) {
+    const int label = s.graph.label(c.name + " nccl fixed cost");
+    for (int m = 0; m < n; ++m) {
+      ready[m] = s.graph.delay(c.members[m], extra, s.work, label, s.micro_batch);
+      s.graph.edge(c.ready[m], ready[m]);
+    }
+  }
+  std::vector<NodeId> done(n);
+  for (NodeId& d : done) d = s.graph.join();
+  const auto orders = channel_orders(by_node, ring.channels);
+  for (std::size_t j = 0; j < orders.size(); ++j) {
+    Collective channel{{},
+                       {},
+                       c.bytes / ring.channels,
+                       c.name + (ring.channels > 1 ? " channel " + std::to_string(j) : ""),
+                       c.flows};
+    for (int m : orders[j]) {
+      channel.members.push_back(c.members[m]);
+      channel.ready.push_back(ready[m]);
+    }
+    const auto finished = kind == RingKind::all_reduce       ? ring_all_reduce(s, channel)
+                          : kind == RingKind::reduce_scatter ? ring_reduce_scatter(s, channel)
+                                                             : ring_all_gather(s, channel);
+    for (std::size_t i = 0; i < finished.size(); ++i) s.graph.edge(finished[i], done[orders[j][i]]);
+  }
+  return done;
+}
+
+// ---- tensor parallelism, as NCCL runs it -----------------------------------------------------
+
+ChannelRing tensor_parallel_channels(const core::Cluster& c, int tp) {
+  if (tp <= c.gpus_per_node) return channel_ring({tp});
+  return channel_ring(std::vector<int>(tp / c.gpus_per_node, c.gpus_per_node));
+}
+
+double tensor_parallel_block_time(const core::Cluster& c, int tp, double bytes,
+                                  bool sequence_parallel) {
+  if (tp <= 1) return 0;
+  const ChannelRing ring = tensor_parallel_channels(c, tp);
+  if (!sequence_parallel) return channel_ring_time(c, ring, bytes, RingKind::all_reduce);
+  return channel_ring_time(c, ring, bytes, RingKind::reduce_scatter) +
+         channel_ring_time(c, ring, bytes, RingKind::all_gather);
+}
+
+double tensor_parallel_all_gather_time(const core::Cluster& c, int tp, double bytes) {
+  if (tp <= 1) return 0;
+  return channel_ring_time(c, tensor_parallel_channels(c, tp), bytes, RingKind::all_gather);
+}
+
+std::vector<NodeId> tensor_parallel_collective(const Sender& s, const Collective& c,
+                                               const core::Cluster& cluster, int first_gpu,
+                                               RingKind kind) {
+  std::map<int, std::vector<int>> nodes;
+  for (int m = 0; m < static_cast<int>(c.members.size()); ++m)
+    nodes[(first_gpu + m) / cluster.gpus_per_node].push_back(m);
+  std::vector<std::vector<int>> by_node;
+  for (auto& [node, members] : nodes) by_node.push_back(std::move(members));
+  return channel_collective(s, c, cluster, by_node, kind);
 }
 
 double all_reduce_time(core::GradSyncAlgorithm algorithm, int n, double bytes, Hop2 hop) {

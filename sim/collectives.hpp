@@ -138,10 +138,6 @@ struct RingHops {
   Hop2 inside;
   Hop2 across;
 };
-// The ring of a tensor-parallel group of `tp` GPUs of cluster `c`. It has its nodes to
-// itself, so only its own flow crosses each uplink: the NIC, or the uplink's share
-// (gpus_per_node x NIC / oversubscription) when that is below one NIC.
-RingHops tensor_parallel_ring(const core::Cluster& c, int tp);
 // One step of such a ring, every member sending a chunk to the next at once: a member sends
 // step k + 1 once step k has arrived, so the chain of steps goes round the ring at the pace
 // of its mean hop (latency + chunk / bandwidth averaged over the hops), unless the slowest
@@ -177,11 +173,60 @@ ChannelRing channel_ring(const std::vector<int>& members_per_node);
 RingHops channel_ring_hops(const core::Cluster& c, const ChannelRing& ring);
 // All-reduce of `bytes` over the channels at once: ring_all_reduce_time(bytes / channels,
 // channel_ring_hops): 2(n-1) max(chunk / B_nic, mean hop) with chunk = bytes / (k n). In one
-// node: the uniform NVLink ring.
+// node: the uniform NVLink ring. Plus NCCL's fixed cost (channel_ring_time).
 double channel_ring_all_reduce_time(const core::Cluster& c, const ChannelRing& ring, double bytes);
 // The member order of each channel: `by_node` holds each node's members in ring order;
 // channel j visits the nodes in that order, each node's members rotated by j.
 std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>& by_node,
                                              int channels);
+
+// ---- NCCL's fixed cost per collective ------------------------------------------------------
+
+// The ring's own latency terms over `steps` steps: steps x the mean hop latency.
+double ring_latency_s(const RingHops& ring, int steps);
+// What one NCCL collective kernel over `ranks` GPUs of cluster `c` costs beyond a ring whose
+// own latency terms are `ring_latency_s`: max(0, kernels::collective_floor_s(c, ranks) -
+// ring_latency_s). NCCL pipelines the steps' latencies under the kernel's fixed cost
+// (kernels/nccl_costs.yaml), so a collective takes max(floor, latency terms) + bandwidth
+// terms. Every collective that runs as channel rings adds it once: the closed forms below,
+// and the full-fidelity lowering as a delay per member before its rings start.
+double collective_extra_latency(const core::Cluster& c, int ranks, double ring_latency_s);
+
+enum class RingKind { all_reduce, reduce_scatter, all_gather };
+// Steps of one ring of n members: 2(n-1) for an all-reduce, n-1 for the others.
+int ring_kind_steps(RingKind kind, int n);
+
+// A collective over the channel rings of `ring` in cluster `c`: each channel over
+// bytes / channels on channel_ring_hops, plus collective_extra_latency once.
+//   all-reduce: 2(n-1) step(S / (k n)) + extra; reduce-scatter, all-gather: (n-1) step + extra.
+double channel_ring_time(const core::Cluster& c, const ChannelRing& ring, double bytes,
+                         RingKind kind);
+// Full fidelity, the same collective: NCCL's fixed cost as a delay on each member (label
+// "<name> nccl fixed cost"), then one ring per channel (channel_orders of `by_node`, each
+// node's member indices into c.members) over c.bytes / channels; a member is done when all
+// its channels are.
+std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
+                                       const core::Cluster& cluster,
+                                       const std::vector<std::vector<int>>& by_node, RingKind kind);
+
+// ---- tensor parallelism, as NCCL runs it -----------------------------------------------------
+
+// The channel rings of a tensor-parallel group of `tp` GPUs of cluster `c`. Inside one node,
+// one NVLink ring. A group larger than a node holds whole nodes (placement: tp a multiple
+// of gpus_per_node) and NCCL runs one channel per GPU of a node, each leaving the node
+// through its own GPU's NIC (channel_ring of gpus_per_node members on each node).
+ChannelRing tensor_parallel_channels(const core::Cluster& c, int tp);
+// The tensor-parallel collective after a block of `bytes` (the all-reduce's input): an
+// all-reduce, or with sequence parallelism a reduce-scatter and an all-gather (two kernels,
+// each with its fixed cost). The simulator's folded fidelity and the planner both use it.
+double tensor_parallel_block_time(const core::Cluster& c, int tp, double bytes,
+                                  bool sequence_parallel);
+// The all-gather of `bytes` (the gathered size) across a tensor-parallel group.
+double tensor_parallel_all_gather_time(const core::Cluster& c, int tp, double bytes);
+// Full fidelity: the same collectives over the group's devices (consecutive GPUs of the
+// cluster from `first_gpu`, in ring order).
+std::vector<NodeId> tensor_parallel_collective(const Sender& s, const Collective& c,
+                                               const core::Cluster& cluster, int first_gpu,
+                                               RingKind kind);
 
 }  // namespace hgsim::sim

@@ -415,7 +415,8 @@ std::string intra_node_provenance(const core::Scenario& s) {
            "%" + (cluster.calibration.nvlink_efficiency ? " calibrated" : "");
   }
   return out +
-         "; uncalibrated: NCCL's per-link model, src/graph/topo.h, kernels/kernel_costs.yaml)";
+         "; uncalibrated: NCCL's measured bus rate or per-link model, kernels/kernel_costs.yaml; "
+         "each collective at least NCCL's measured fixed cost, kernels/nccl_costs.yaml)";
 }
 
 // Where the numbers come from: compute, codecs, memory, iterations and network.

@@ -310,9 +310,10 @@ class Builder {
     Graph& graph = w_.graph;
     const std::string name =
         label + (r_.choices.sequence_parallel ? " tp reduce-scatter+all-gather" : " tp all-reduce");
+    const core::Cluster& cluster = s_.clusters[g.cluster];
     if (in_.folded) {
       const double seconds =
-          ring_all_reduce_time(bytes, tensor_parallel_ring(s_.clusters[g.cluster], stage.tp));
+          tensor_parallel_block_time(cluster, stage.tp, bytes, r_.choices.sequence_parallel);
       NodeId n = graph.delay(g.devices[0], seconds, Work::tp_comm, graph.label(name), mb);
       graph.edge(at[0], n);
       at[0] = n;
@@ -321,10 +322,11 @@ class Builder {
     Sender sender{graph, w_.platform, nullptr, nullptr, Work::tp_comm, mb};
     Collective c{g.devices, at, bytes, name, 1};
     if (r_.choices.sequence_parallel) {
-      c.ready = ring_reduce_scatter(sender, c);
-      at = ring_all_gather(sender, c);
+      c.ready =
+          tensor_parallel_collective(sender, c, cluster, g.first_gpu, RingKind::reduce_scatter);
+      at = tensor_parallel_collective(sender, c, cluster, g.first_gpu, RingKind::all_gather);
     } else {
-      at = ring_all_reduce(sender, c);
+      at = tensor_parallel_collective(sender, c, cluster, g.first_gpu, RingKind::all_reduce);
     }
   }
 
@@ -364,8 +366,8 @@ class Builder {
       const double bytes = total * pipeline.replicas;
       arrived[0].push_back(sender.send(a.devices[0], b.devices[0], bytes, ready, label, flows));
       if (!r_.choices.sequence_parallel && to.tp > 1) {
-        const double seconds = ring_all_gather_time(
-            slice_bytes(to), tensor_parallel_ring(s_.clusters[b.cluster], to.tp));
+        const double seconds =
+            tensor_parallel_all_gather_time(s_.clusters[b.cluster], to.tp, slice_bytes(to));
         NodeId n = graph.delay(b.devices[0], seconds, Work::pp_comm,
                                graph.label("gather activations across tp"), mb);
         graph.edge(arrived[0].back(), n);
@@ -398,8 +400,9 @@ class Builder {
         }
         if (!r_.choices.sequence_parallel && to.tp > 1) {
           Sender local{graph, w_.platform, nullptr, nullptr, Work::pp_comm, mb};
-          have = ring_all_gather(
-              local, {b.devices, have, slice_bytes(to), "gather activations across tp", 1});
+          have = tensor_parallel_collective(
+              local, {b.devices, have, slice_bytes(to), "gather activations across tp", 1},
+              s_.clusters[b.cluster], b.first_gpu, RingKind::all_gather);
         }
         arrived[k] = have;
       }
@@ -515,8 +518,8 @@ class Builder {
               std::find(clusters.begin(), clusters.end(), groups_[g].cluster) - clusters.begin();
           by_cluster[k].push_back(groups_[g].devices[index]);
         }
-        if (clusters.size() == 1 && by_node.size() > 1 && runs_as_channel_rings(algorithm)) {
-          channel_all_reduce(sender, c, by_node);
+        if (clusters.size() == 1 && runs_as_channel_rings(algorithm)) {
+          channel_all_reduce(sender, c, clusters[0], by_node);
           continue;
         }
         auto done = clusters.size() > 1 && algorithm == core::GradSyncAlgorithm::hierarchical
@@ -602,35 +605,16 @@ class Builder {
     }
   }
 
-  // A data-parallel ring over several nodes of one cluster, as NCCL plays it: one channel per
-  // NIC it can use (sim::channel_ring), channel j over each node's members rotated by j, each
-  // reducing bytes / channels; a member's bucket is done when all its channels are.
-  void channel_all_reduce(const Sender& sender, const Collective& c,
+  // A data-parallel ring inside one cluster, as NCCL plays it (sim::channel_collective): one
+  // channel per NIC it can use, channel j over each node's members rotated by j, each
+  // reducing bytes / channels, after NCCL's fixed cost; a member's bucket is done when all
+  // its channels are.
+  void channel_all_reduce(const Sender& sender, const Collective& c, int cluster,
                           const std::map<int, std::vector<int>>& by_node) {
     std::vector<std::vector<int>> nodes;
-    std::vector<int> counts;
-    for (const auto& [node, members] : by_node) {
-      nodes.push_back(members);
-      counts.push_back(static_cast<int>(members.size()));
-    }
-    const ChannelRing ring = channel_ring(counts);
-    std::vector<NodeId> done(c.members.size());
-    for (std::size_t m = 0; m < done.size(); ++m) done[m] = w_.graph.join();
-    const auto orders = channel_orders(nodes, ring.channels);
-    for (std::size_t j = 0; j < orders.size(); ++j) {
-      Collective channel{{},
-                         {},
-                         c.bytes / ring.channels,
-                         c.name + (ring.channels > 1 ? " channel " + std::to_string(j) : ""),
-                         1};
-      for (int m : orders[j]) {
-        channel.members.push_back(c.members[m]);
-        channel.ready.push_back(c.ready[m]);
-      }
-      const auto finished = ring_all_reduce(sender, channel);
-      for (std::size_t i = 0; i < finished.size(); ++i)
-        w_.graph.edge(finished[i], done[orders[j][i]]);
-    }
+    for (const auto& [node, members] : by_node) nodes.push_back(members);
+    const auto done =
+        channel_collective(sender, c, s_.clusters[cluster], nodes, RingKind::all_reduce);
     for (std::size_t m = 0; m < done.size(); ++m) dp_stream_[c.members[m]] = done[m];
   }
 

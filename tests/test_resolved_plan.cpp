@@ -208,20 +208,24 @@ TEST(ResolvedPlacement, TensorParallelismAcrossNodesIsWarnedAndPartNodesRefused)
   }
 }
 
-// A tensor-parallel group of two whole nodes: a ring of 16 whose two node-crossing hops go
-// over the NIC and the 14 others over NVLink. One stage, one replica, no recomputation: the
-// exposed communication of every GPU is 4 all-reduces per layer and micro-batch (two
-// forward, two backward) of one micro-batch's activations S, each 2 (n - 1) steps of a chunk
-// S / n, a step max(chunk / B_nic, the hops' mean latency + chunk / bandwidth), written here
-// from the scenario's figures. Small activations over a fast NIC (the mean hop sets the
-// pace) and large ones over a slow NIC (the NIC does), at full and at folded fidelity.
+// A tensor-parallel group of two whole nodes: NCCL's rings of 16 (one channel per GPU of a
+// node) whose two node-crossing hops go over the NIC and the 14 others over NVLink. One stage, one
+// replica, no recomputation: the exposed communication of every GPU is 4 all-reduces per layer and
+// micro-batch (two forward, two backward) of one micro-batch's activations S, each 2 (n - 1) steps
+// of a chunk S / (8 n) on every channel at once, a step max(chunk / B_nic, the hops' mean latency +
+// chunk / bandwidth), written here from the scenario's figures. Small activations over a fast NIC
+// (the mean hop sets the pace) and large ones over a slow NIC (the NIC does), at full and at folded
+// fidelity.
 TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded) {
   struct Case {
     const char* name;
     double hidden, seq_len, layers, micro_batches, nic_gbps;
-    double tolerance_full;  // full against the closed form
+    // Full against the closed form: the channels' in-node hops share a GPU's NVLink only
+    // while they overlap, so the lowering runs up to 1% faster (as the data-parallel
+    // channels below).
+    double tolerance_full;
   };
-  for (const Case& c : {Case{"latency-bound", 1024, 128, 12, 4, 200, 1e-9},
+  for (const Case& c : {Case{"latency-bound", 1024, 128, 12, 4, 200, 1e-2},
                         Case{"bandwidth-bound", 4096, 2048, 2, 1, 10, 5e-3}}) {
     SCOPED_TRACE(c.name);
     std::string yaml = one_cluster(2, {16});
@@ -237,10 +241,13 @@ TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded)
     set("global_batch: 4", "global_batch: " + std::to_string(int(c.micro_batches)));
     set("micro_batches: 4", "micro_batches: " + std::to_string(int(c.micro_batches)));
     set("200Gbps", std::to_string(int(c.nic_gbps)) + "Gbps");
-    const double n = 16, crossings = 2;
-    const double chunk = 1 * c.seq_len * c.hidden * 2 / n;  // micro_batch 1, bf16
+    // NCCL's 8 channels (one per GPU of a node, each leaving through its own NIC), each
+    // over S / 8; each GPU's NVLink carries 7 channels' in-node hops. The ring's latency
+    // terms (30 x 2.25us) exceed NCCL's fixed cost (31us on Hopper): no extra.
+    const double n = 16, crossings = 2, channels = 8, load = 7;
+    const double chunk = 1 * c.seq_len * c.hidden * 2 / channels / n;  // micro_batch 1, bf16
     const double nic = c.nic_gbps * 1e9 / 8, nic_latency = 2 * 2e-6;
-    const double nvlink = 300e9 * testing::kNcclNvlinkShareH100, nvlink_latency = 2 * 1e-6;
+    const double nvlink = 300e9 * testing::kNcclNvlinkShareH100 / load, nvlink_latency = 2 * 1e-6;
     const double mean = ((n - crossings) * (nvlink_latency + chunk / nvlink) +
                          crossings * (nic_latency + chunk / nic)) /
                         n;
@@ -424,10 +431,14 @@ TEST(ResolvedChoices, APlansChoicesCostWhatTheSameSettingsInTheScenarioCost) {
   // And the choices matter: the scenario's own settings cost something else.
   EXPECT_GT(std::abs(planner::estimate(ctx_written, plain).iteration_s - analytic_own),
             1e-6 * analytic_own);
-  // Sequence parallelism: no all-gather of the activations after a transfer.
+  // Sequence parallelism is honoured: no all-gather of the activations after a transfer, but
+  // two NCCL kernels (reduce-scatter, all-gather) a block instead of one all-reduce, each with
+  // its fixed cost; on these small activations the second wins, so only the difference is
+  // asserted.
   core::Plan no_sp = *own;
   no_sp.sequence_parallel = false;
-  EXPECT_GT(planner::estimate(ctx_written, no_sp).iteration_s, analytic_own);
+  EXPECT_GT(std::abs(planner::estimate(ctx_written, no_sp).iteration_s - analytic_own),
+            1e-6 * analytic_own);
 }
 
 // ---- one fidelity rule ------------------------------------------------------------------

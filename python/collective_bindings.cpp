@@ -1,0 +1,89 @@
+// The simulator's price of one NCCL collective on a cluster described in a few figures, for
+// validation/kernel_collectives.py: the closed forms every fidelity and the planner use
+// (sim/collectives.hpp), never a Python copy of them.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "core/text.hpp"
+#include "core/units.hpp"
+#include "kernels/gpu_catalog.hpp"
+#include "python/bindings.hpp"
+#include "sim/collectives.hpp"
+
+namespace hgsim::python {
+namespace {
+
+template <class Parsed>
+auto checked(const Parsed& parsed, const char* what, const std::string& text) {
+  if (!parsed)
+    throw Error(std::string("collective_time: ") + what + " '" + core::excerpt(text) +
+                "': " + parsed.error);
+  return *parsed.value;
+}
+
+double collective_time(const std::string& kind, const std::string& gpu, int ranks,
+                       int ranks_per_node, double bytes,
+                       const std::optional<std::string>& nvlink_bandwidth,
+                       const std::string& nvlink_latency, const std::string& nic_bandwidth,
+                       const std::string& nic_latency) {
+  const kernels::GpuSpec* spec = kernels::find_gpu(gpu);
+  if (spec == nullptr)
+    throw Error("collective_time: gpu '" + core::excerpt(gpu) +
+                "' is not in the catalog (hgsim gpus lists it)");
+  if (ranks < 1 || ranks_per_node < 1 || ranks % ranks_per_node != 0)
+    throw Error("collective_time: ranks (" + std::to_string(ranks) +
+                ") must be a positive multiple of ranks_per_node (" +
+                std::to_string(ranks_per_node) + ")");
+  if (!(bytes >= 0)) throw Error("collective_time: bytes must be at least 0");
+  core::Cluster c;
+  c.name = "collective";
+  c.gpu = spec->name;
+  c.nodes = ranks / ranks_per_node;
+  c.gpus_per_node = ranks_per_node;
+  if (nvlink_bandwidth) {
+    c.nvlink.bandwidth =
+        checked(core::parse_bandwidth(*nvlink_bandwidth), "nvlink_bandwidth", *nvlink_bandwidth);
+  } else if (auto nvlink = spec->nvlink_bandwidth_per_direction()) {
+    c.nvlink.bandwidth = *nvlink;
+  } else {
+    throw Error("collective_time: " + spec->name +
+                " has no NVLink in the catalog; give nvlink_bandwidth (its PCIe rate)");
+  }
+  c.nvlink.latency =
+      checked(core::parse_duration(nvlink_latency), "nvlink_latency", nvlink_latency);
+  c.nic.bandwidth = checked(core::parse_bandwidth(nic_bandwidth), "nic_bandwidth", nic_bandwidth);
+  c.nic.latency = checked(core::parse_duration(nic_latency), "nic_latency", nic_latency);
+  if (kind == "send_recv") {
+    // A pipeline transfer between two GPUs: the hop's latency and bytes at its bandwidth.
+    const sim::Hop2 hop = c.nodes == 1 ? sim::nvlink_hop(c) : sim::nic_hop(c);
+    return hop.latency_s + bytes / hop.bytes_per_s;
+  }
+  const sim::ChannelRing ring = sim::channel_ring(std::vector<int>(c.nodes, ranks_per_node));
+  if (kind == "all_reduce")
+    return sim::channel_ring_time(c, ring, bytes, sim::RingKind::all_reduce);
+  if (kind == "reduce_scatter")
+    return sim::channel_ring_time(c, ring, bytes, sim::RingKind::reduce_scatter);
+  if (kind == "all_gather")
+    return sim::channel_ring_time(c, ring, bytes, sim::RingKind::all_gather);
+  throw Error("collective_time: kind '" + core::excerpt(kind) +
+              "' is not all_reduce, reduce_scatter, all_gather or send_recv");
+}
+
+}  // namespace
+
+void bind_collectives(py::module_& m) {
+  m.def("collective_time", &collective_time, py::arg("kind"), py::arg("gpu"), py::arg("ranks"),
+        py::arg("ranks_per_node"), py::arg("bytes"), py::kw_only(),
+        py::arg("nvlink_bandwidth") = py::none(), py::arg("nvlink_latency") = "1us",
+        py::arg("nic_bandwidth") = "200Gbps", py::arg("nic_latency") = "2us",
+        "Seconds the simulator (every fidelity) and the planner give one NCCL collective of "
+        "`bytes` (the all-reduce's input, the all-gather's output) over `ranks` GPUs of a cluster "
+        "of `gpu` with `ranks_per_node` a node: kind all_reduce, reduce_scatter, all_gather (the "
+        "channel rings of sim/collectives.hpp and NCCL's fixed cost) or send_recv (one transfer "
+        "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction.");
+}
+
+}  // namespace hgsim::python
