@@ -257,4 +257,5 @@ PYBIND11_MODULE(_hgsim, m) {
       py::arg("text"), "text with every character a terminal would act on escaped.");
   bind_scenario(m);
   bind_codecs(m);
+  bind_kernels(m);
 }
