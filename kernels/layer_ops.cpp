@@ -156,20 +156,28 @@ PhaseOps layer_ops(const LayerShape& l) {
   const double qkv = (d.heads + 2 * d.kv_heads) * d.head_dim;
   const double up = swiglu ? 2 * d.ffn : d.ffn;
   PhaseOps ops;
+  // The role of the ops pushed next (OpCall::role).
+  std::string role;
   auto fwd = [&](const std::string& op, std::vector<double> shape) {
     ops.forward.push_back(make_op(op, std::move(shape), e));
+    ops.forward.back().role = role;
   };
   auto bwd = [&](const std::string& op, std::vector<double> shape) {
     ops.backward.push_back(make_op(op, std::move(shape), e));
+    ops.backward.back().role = role;
   };
   // fp8 training (Transformer Engine): each GEMM's input (forward) or output gradient
   // (backward) is also written as fp8 and transposed fp8: m x k or m x n elements.
   const bool fp8 = l.precision == core::Precision::fp8;
   auto cast_input = [&](const std::vector<double>& gemm) {
-    if (fp8) fwd("fp8_cast_transpose", {gemm[0] * gemm[2]});
+    if (!fp8) return;
+    fwd("fp8_cast_transpose", {gemm[0] * gemm[2]});
+    ops.forward.back().role = "fp8_cast";
   };
   auto cast_gradient = [&](const std::vector<double>& gemm) {
-    if (fp8) bwd("fp8_cast_transpose", {gemm[0] * gemm[1]});
+    if (!fp8) return;
+    bwd("fp8_cast_transpose", {gemm[0] * gemm[1]});
+    ops.backward.back().role = "fp8_cast";
   };
   auto linear_backward = [&](std::vector<double> shape) {
     cast_gradient(shape);
@@ -185,14 +193,18 @@ PhaseOps layer_ops(const LayerShape& l) {
   const double norm_tokens = l.sequence_parallel ? d.tokens / std::max(l.tp, 1) : d.tokens;
 
   // Forward, in the order the layer runs.
+  role = "input_norm";
   fwd(norm, {norm_tokens, d.hidden});
+  role = "qkv_proj";
   cast_input(qkv_gemm);
   fwd("gemm", qkv_gemm);
+  role = "rope";
   if (rotary) fwd("rope", rope);
   const double batch_heads = d.sequences * d.heads;
   const double scores = batch_heads * d.seq * d.seq;
   const bool flash = l.attention == core::Attention::flash;
   const bool attention_dropout = m.dropout;
+  role = "attention";
   if (flash) {
     fwd("attention", attention);
   } else {
@@ -201,31 +213,45 @@ PhaseOps layer_ops(const LayerShape& l) {
     if (attention_dropout) fwd("dropout", {scores});
     fwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // P V
   }
+  role = "out_proj";
   cast_input(out_gemm);
   fwd("gemm", out_gemm);
+  role = "attn_residual";
   fwd("add", {norm_tokens * d.hidden});
+  role = "post_norm";
   fwd(norm, {norm_tokens, d.hidden});
+  role = "up_proj";
   cast_input(up_gemm);
   fwd("gemm", up_gemm);
+  role = "act";
   if (swiglu)
     fwd("swiglu", {d.tokens, d.ffn});
   else
     fwd("gelu", {d.tokens * d.ffn});
+  role = "down_proj";
   cast_input(down_gemm);
   fwd("gemm", down_gemm);
+  role = "mlp_residual";
   fwd("add", {norm_tokens * d.hidden});
 
   // Backward, in reverse: the residual gradient flows past each block and is added to the
   // block's input gradient after the block's norm.
+  role = "down_proj";
   linear_backward(down_gemm);
+  role = "act";
   if (swiglu)
     bwd("swiglu_backward", {d.tokens, d.ffn});
   else
     bwd("gelu_backward", {d.tokens * d.ffn});
+  role = "up_proj";
   linear_backward(up_gemm);
+  role = "post_norm";
   bwd(norm + "_backward", {norm_tokens, d.hidden});
+  role = "attn_residual";
   bwd("add", {norm_tokens * d.hidden});
+  role = "out_proj";
   linear_backward(out_gemm);
+  role = "attention";
   if (flash) {
     bwd("attention_backward", attention);
   } else {
@@ -236,9 +262,13 @@ PhaseOps layer_ops(const LayerShape& l) {
     bwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // dQ = dS K
     bwd("bmm", {batch_heads, d.seq, d.head_dim, d.seq});  // dK = dS^T Q
   }
+  role = "rope";
   if (rotary) bwd("rope", rope);
+  role = "qkv_proj";
   linear_backward(qkv_gemm);
+  role = "input_norm";
   bwd(norm + "_backward", {norm_tokens, d.hidden});
+  role = "mlp_residual";
   bwd("add", {norm_tokens * d.hidden});
   return ops;
 }
@@ -251,13 +281,17 @@ PhaseOps logits_ops(const LayerShape& l) {
   const double vocab = double(m.vocab) / std::max(l.tp, 1);
   const std::vector<double> head{d.tokens, vocab, d.hidden};
   PhaseOps ops;
-  ops.forward.push_back(make_op(norm, {d.tokens, d.hidden}, e));
-  ops.forward.push_back(make_op("gemm", head, e));
+  auto add = [](std::vector<OpCall>& phase, OpCall op, const char* role) {
+    op.role = role;
+    phase.push_back(std::move(op));
+  };
+  add(ops.forward, make_op(norm, {d.tokens, d.hidden}, e), "final_norm");
+  add(ops.forward, make_op("gemm", head, e), "lm_head");
   // The logits and their gradient are fp32 (as in Megatron-LM's cross-entropy).
-  ops.forward.push_back(make_op("cross_entropy", {d.tokens, vocab}, 4));
-  ops.backward.push_back(make_op("gemm_dgrad", head, e));
-  ops.backward.push_back(make_op("gemm_wgrad", head, e));
-  ops.backward.push_back(make_op(norm + "_backward", {d.tokens, d.hidden}, e));
+  add(ops.forward, make_op("cross_entropy", {d.tokens, vocab}, 4), "loss");
+  add(ops.backward, make_op("gemm_dgrad", head, e), "lm_head");
+  add(ops.backward, make_op("gemm_wgrad", head, e), "lm_head");
+  add(ops.backward, make_op(norm + "_backward", {d.tokens, d.hidden}, e), "final_norm");
   return ops;
 }
 

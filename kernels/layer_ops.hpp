@@ -48,6 +48,11 @@ struct OpCall {
   double bytes = 0;  // bytes read and written once, at `element_bytes` per element
   Bound bound = Bound::memory;
   int kernels = 1;  // kernels the op launches
+  // What the op is in its layer (layer_ops and logits_ops set it): "input_norm",
+  // "qkv_proj", "rope", "attention", "out_proj", "attn_residual", "post_norm", "up_proj",
+  // "act", "down_proj", "mlp_residual", "final_norm", "lm_head", "loss", "fp8_cast" (the
+  // backward ops carry the role of the forward op they differentiate); "" elsewhere.
+  std::string role;
   double work() const { return bound == Bound::compute ? flops : bytes; }
 };
 

@@ -51,5 +51,6 @@ std::string text_of(py::handle object);
 void bind_scenario(py::module_& m);
 void bind_codecs(py::module_& m);
 void bind_collectives(py::module_& m);
+void bind_kernels(py::module_& m);
 
 }  // namespace hgsim::python

@@ -258,4 +258,5 @@ PYBIND11_MODULE(_hgsim, m) {
   bind_scenario(m);
   bind_codecs(m);
   bind_collectives(m);
+  bind_kernels(m);
 }

@@ -25,7 +25,7 @@ from ._hgsim import CodecError, Error, TensorCodec
 __all__ = [
     "Error", "CodecError", "load_scenario", "load_plan", "resolve", "simulate", "plan",
     "codecs", "encoded_bytes", "encode", "decode", "TensorCodec", "parse_quantity",
-    "outer_sync_events", "fragment_layers",
+    "outer_sync_events", "fragment_layers", "layer_kernels",
 ]
 
 
@@ -115,6 +115,21 @@ def fragment_layers(layers, fragment, fragments):
     (the simulator's rule; the embeddings go with fragment 0, the final norm and head with
     the last)."""
     return _hgsim.fragment_layers(layers, fragment, fragments)
+
+
+def layer_kernels(gpu, *, hidden, heads, kv_heads, ffn_hidden, tokens, tp=1, sequences=1,
+                  activation="swiglu", norm="rmsnorm", rotary=True, precision="bf16",
+                  phase="forward"):
+    """The kernels one GPU of a tensor-parallel group of ``tp`` runs for one transformer
+    layer (no biases, no dropout) at ``tokens`` tokens split into ``sequences`` sequences,
+    in the order the layer runs them: one dict per op with ``op``, ``role`` (what it is in
+    the layer: ``"qkv_proj"``, ``"input_norm"``, ...), ``shape``, ``flops``, ``bytes``,
+    ``kernels`` and ``seconds``, the compute model's time for it (the simulator's and the
+    planner's, without host dispatch). ``phase`` is ``"forward"`` or ``"backward"``."""
+    return _hgsim.layer_kernels(gpu, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                                ffn_hidden=ffn_hidden, tokens=tokens, tp=tp,
+                                sequences=sequences, activation=activation, norm=norm,
+                                rotary=rotary, precision=precision, phase=phase)
 
 
 def codecs():

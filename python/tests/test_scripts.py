@@ -56,6 +56,8 @@ NOWHERE = "/nonexistent-hgsim-dir"
     ("scripts/reproduce-paper.py", ["--out", NOWHERE + "/t.md"], "no folder"),
     ("validation/published.py", ["--csv", NOWHERE + "/runs.csv"], "no such file"),
     ("validation/published.py", ["--out", NOWHERE + "/p.md"], "no folder"),
+    ("validation/kernels.py", ["--out", NOWHERE + "/k.md"], "no folder"),
+    ("validation/kernels.py", ["--measured", NOWHERE], "no vidur_"),
     ("validation/live-validation.py", ["--repeat", "0"], "must be at least 1"),
     ("validation/live-validation.py", ["--steps", "x"], "not a whole number"),
     ("validation/live-validation.py", ["--render-only", "--json-out", NOWHERE + "/l.json",

@@ -1,0 +1,65 @@
+"""hgsim.layer_kernels: the compute model's kernels of one layer, as validation/kernels.py
+reads them. Shapes, FLOPs and bytes are checked against the layer's algebra written out
+here; times against the model's closed forms on a small case (kernels/kernel_costs.yaml:
+element-wise = bytes / (HBM bandwidth x memory_efficiency) + kernel_overhead)."""
+import pytest
+
+import hgsim
+
+LLAMA_7B = dict(hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008)
+
+
+def by_role(kernels):
+    out = {}
+    for k in kernels:
+        out.setdefault(k["role"], k)
+    return out
+
+
+def test_forward_roles_in_the_order_the_layer_runs():
+    ks = hgsim.layer_kernels("a100", tokens=128, tp=1, precision="fp16", **LLAMA_7B)
+    assert [k["role"] for k in ks] == [
+        "input_norm", "qkv_proj", "rope", "attention", "out_proj", "attn_residual",
+        "post_norm", "up_proj", "act", "down_proj", "mlp_residual"]
+
+
+def test_gemm_shapes_are_sharded_over_tp():
+    tp, t, h, f = 4, 256, 4096, 11008
+    r = by_role(hgsim.layer_kernels("h100", tokens=t, tp=tp, precision="fp16", **LLAMA_7B))
+    assert r["qkv_proj"]["shape"] == [t, 3 * h / tp, h]
+    assert r["out_proj"]["shape"] == [t, h, h / tp]
+    assert r["up_proj"]["shape"] == [t, 2 * f / tp, h]
+    assert r["down_proj"]["shape"] == [t, h, f / tp]
+    assert r["up_proj"]["flops"] == 2 * t * (2 * f / tp) * h
+    # fp16 operands: X, W and Y once each.
+    assert r["down_proj"]["bytes"] == 2 * (t * f / tp + f / tp * h + t * h)
+
+
+def test_residual_add_is_bytes_at_hbm_rate_plus_overhead():
+    # A100-80GB-SXM: 2039 GB/s (kernels/gpus.yaml); ampere: memory_efficiency 0.85,
+    # kernel_overhead 2 us (kernels/kernel_costs.yaml). add reads two tensors, writes one.
+    t, h = 4096, 4096
+    add = by_role(hgsim.layer_kernels("a100", tokens=t, precision="fp16",
+                                      **LLAMA_7B))["attn_residual"]
+    assert add["bytes"] == 3 * 2 * t * h
+    assert add["seconds"] == pytest.approx(3 * 2 * t * h / (0.85 * 2039e9) + 2e-6, rel=1e-9)
+
+
+def test_backward_has_two_gemms_per_linear():
+    ks = hgsim.layer_kernels("a100", tokens=64, precision="fp16", phase="backward", **LLAMA_7B)
+    gemms = [k["role"] for k in ks if k["op"].startswith("gemm")]
+    assert gemms == ["down_proj"] * 2 + ["up_proj"] * 2 + ["out_proj"] * 2 + ["qkv_proj"] * 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gpu="no-such-gpu"), "unknown GPU"),
+    (dict(norm="batchnorm"), "unknown norm"),
+    (dict(phase="sideways"), "phase is"),
+    (dict(tokens=0), "must be positive"),
+])
+def test_bad_arguments_are_one_clear_error(kwargs, message):
+    args = dict(gpu="a100", tokens=8, **LLAMA_7B)
+    args.update(kwargs)
+    gpu = args.pop("gpu")
+    with pytest.raises(hgsim.Error, match=message):
+        hgsim.layer_kernels(gpu, **args)
