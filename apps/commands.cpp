@@ -576,7 +576,7 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
           ->check(non_empty_path());
   run->add_option("--layer-profile", o.layer_profile,
                   "a layer profile (hgsim-layer-profile/1, what the live profiler measures): "
-                  "every device's compute comes from it")
+                  "the compute of the GPU type it measured (every device for a CPU's)")
       ->excludes(op_profiles)
       ->check(non_empty_path());
   run->add_option("--trace", o.sim.trace_path,

@@ -11,8 +11,10 @@
 #include "core/units.hpp"
 #include "kernels/compute_model.hpp"
 #include "planner/baselines.hpp"
+#include "planner/loss_bound.hpp"
 #include "planner/outer_sync_cost.hpp"
 #include "planner/planner.hpp"
+#include "sim/uncertainty.hpp"
 
 namespace hgsim::apps {
 
@@ -105,12 +107,27 @@ void print_stages(const core::Plan& plan, std::ostream& out) {
   }
 }
 
+// The codecs a chosen plan uses: the scenario's (as the report holds them), or none for a
+// traffic class the plan turned off (the planner chooses between the two only).
+compress::CompressionSpecs codecs_used(const PlanReport& r, const core::Plan& plan) {
+  compress::CompressionSpecs used = r.compression;
+  if (!plan.compression) return used;
+  if (plan.compression->wan_activations.codec == "none") used.wan_activations = {};
+  if (plan.compression->wan_gradients.codec == "none") used.wan_gradients = {};
+  return used;
+}
+
 }  // namespace
 
 std::optional<core::Plan> auto_plan(const CheckedScenario& c, core::Diagnostics& diags,
                                     double time_budget_s, int jobs) {
   const kernels::KernelModel compute(kernels::calibrations_of(c.scenario));
-  const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+  compress::CompressionSpecs codecs = c.compression;
+  std::vector<std::string> loss_notes;
+  planner::apply_loss_bound(c.scenario, codecs, loss_notes);
+  for (const std::string& note : loss_notes)
+    diags.warning(c.scenario.where("planner.max_loss_increase"), "planner.max_loss_increase", note);
+  const planner::Context ctx = planner::make_context(c.scenario, c.model, codecs, compute);
   planner::Options options;
   options.progress = &std::cerr;
   if (time_budget_s > 0) options.time_budget_s = time_budget_s;
@@ -254,6 +271,22 @@ Json search_json(const PlanReport& r) {
   }
   j["compression"] = {{"wan_activations", compress::describe(r.compression.wan_activations)},
                       {"wan_gradients", compress::describe(r.compression.wan_gradients)}};
+  const compress::CompressionSpecs used = codecs_used(r, best.candidate.plan);
+  Json loss = Json::object();
+  for (const auto& [traffic, spec] : {std::pair{"wan_activations", &used.wan_activations},
+                                      std::pair{"wan_gradients", &used.wan_gradients}}) {
+    if (spec->kind == compress::CodecKind::none) continue;
+    const auto m = planner::measured_loss(*spec, traffic);
+    loss[traffic] = {{"codec", compress::describe(*spec)},
+                     {"measured", m.has_value()},
+                     {"text", planner::loss_text(*spec, traffic)}};
+    if (m) {
+      loss[traffic]["setting"] = m->setting;
+      loss[traffic]["loss_increase"] = m->loss_increase;
+    }
+  }
+  j["best"]["codec_loss"] = loss;
+  j["loss_notes"] = r.loss_notes;
   j["search"] = {{"candidates_evaluated", r.search.evaluated},
                  {"rejected_memory", r.search.rejected_memory},
                  {"search_s", r.search.search_s},
@@ -271,6 +304,8 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
   out << r.scenario << ": best plan " << seconds_text(best.simulated_s)
       << " per iteration (simulated, " << best.fidelity << " fidelity), "
       << static_cast<long>(tokens / best.simulated_s) << " tokens/s\n";
+  out << "  uncertainty: "
+      << sim::uncertainty_text(best.result.compute_provenance, best.result.gpus_used) << "\n";
   out << "  " << best.candidate.description << "\n";
   print_outer_sync(r, best, out);
   if (!r.adopted_from_baseline.empty())
@@ -278,7 +313,14 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
         << ", with the scenario's codecs; the planner's own best: "
         << (r.own_best ? seconds_text(r.own_best->simulated_s) : std::string("none")) << ")\n";
   out << "  compression: WAN activations " << compress::describe(r.compression.wan_activations)
-      << ", WAN gradients " << compress::describe(r.compression.wan_gradients) << "\n\n";
+      << ", WAN gradients " << compress::describe(r.compression.wan_gradients) << "\n";
+  const compress::CompressionSpecs used = codecs_used(r, best.candidate.plan);
+  for (const auto& [traffic, spec] : {std::pair{"wan_activations", &used.wan_activations},
+                                      std::pair{"wan_gradients", &used.wan_gradients}})
+    if (const std::string text = planner::loss_text(*spec, traffic); !text.empty())
+      out << "  loss: " << text << "\n";
+  for (const std::string& note : r.loss_notes) out << "  " << note << "\n";
+  out << "\n";
   print_stages(best.candidate.plan, out);
   out << "\n  verified candidates (the model's error is analytic / simulated - 1):\n";
   out << "    rank  analytic    simulated   error   plan\n";
@@ -372,10 +414,11 @@ void search_plan(const planner::Context& ctx, const PlanCommandOptions& options,
 std::optional<PlanReport> plan_report(CheckedScenario c, const PlanCommandOptions& options,
                                       std::ostream& progress, core::Diagnostics& diags) {
   if (options.no_compression) c.compression = {};
+  PlanReport report;
+  planner::apply_loss_bound(c.scenario, c.compression, report.loss_notes);
   const kernels::KernelModel compute(kernels::calibrations_of(c.scenario));
   const auto wall_start = std::chrono::steady_clock::now();
   const planner::Context ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
-  PlanReport report;
   report.scenario = c.scenario.name;
   report.compression = c.compression;
   report.tokens_per_iteration =

@@ -46,6 +46,8 @@ struct PlanReport {
   // printed whenever a plan with outer sync is chosen or evaluated.
   double diloco_token_efficiency = 1;
   std::string token_efficiency_source;
+  // Codecs planner.max_loss_increase kept the planner from using (planner/loss_bound.hpp).
+  std::vector<std::string> loss_notes;
 };
 
 // Plans (or, with options.evaluate_file, evaluates) a checked scenario (one point). Progress

@@ -1,5 +1,6 @@
 #include "apps/run_point.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "apps/plan_command.hpp"
@@ -25,29 +26,52 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
   return ChosenPlan{*chosen, ""};
 }
 
+namespace {
+
+// The compute model of the scenario's GPUs without a layer profile: measured op profiles
+// (--profile files, else the ones shipped in kernels/profiles/), else estimated (the
+// kernel-level model on datasheet figures, with the clusters' calibrations).
+std::unique_ptr<kernels::ComputeModel> op_compute_model(const RunOptions& options,
+                                                        const core::Scenario& scenario,
+                                                        const std::vector<std::string>& gpus,
+                                                        core::Diagnostics& diags) {
+  const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
+  auto model = kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
+  // A --profile the user asked for that answers for none of the scenario's GPUs is said.
+  if (model && !options.profiles.empty()) kernels::warn_unused_profiles(*model, gpus, diags);
+  return model;
+}
+
+}  // namespace
+
 std::unique_ptr<kernels::ComputeModel> run_compute_model(const RunOptions& options,
                                                          const core::Scenario& scenario,
                                                          core::Diagnostics& diags) {
-  if (!options.layer_profile.empty()) {
-    try {
-      return std::make_unique<kernels::LayerProfileModel>(
-          kernels::read_layer_profile(options.layer_profile));
-    } catch (const kernels::LayerProfileError& e) {
-      diags.error({}, "", e.what());  // the message starts with the file and the JSON path
-      return nullptr;
-    }
+  std::vector<std::string> gpus;
+  for (const core::Cluster& cluster : scenario.clusters) gpus.push_back(cluster.gpu);
+  auto others = op_compute_model(options, scenario, gpus, diags);
+  if (options.layer_profile.empty() || !others) return others;
+  try {
+    // A layer profile answers for the GPU type it measured; the others keep their model.
+    auto profile = kernels::read_layer_profile(options.layer_profile);
+    const std::string measured = profile.catalog_gpu;
+    auto model = std::make_unique<kernels::LayerProfileModel>(
+        std::move(profile), std::shared_ptr<const kernels::ComputeModel>(std::move(others)));
+    const bool used = measured.empty() || std::any_of(gpus.begin(), gpus.end(), [&](auto& g) {
+                        const kernels::GpuSpec* gpu = kernels::find_gpu(g);
+                        return gpu && gpu->name == measured;
+                      });
+    if (!used)
+      diags.warning({}, "--layer-profile",
+                    options.layer_profile + " measured " + measured +
+                        ", which is none of the scenario's GPUs; it is not used",
+                    "a layer profile answers for the GPU type it measured (device.catalog_gpu) "
+                    "and no other");
+    return model;
+  } catch (const kernels::LayerProfileError& e) {
+    diags.error({}, "", e.what());  // the message starts with the file and the JSON path
+    return nullptr;
   }
-  // Measured profiles: --profile files, else the ones shipped in kernels/profiles/. GPUs
-  // without a profile of their own are estimated (the kernel-level model on datasheet figures).
-  const auto files = options.profiles.empty() ? kernels::shipped_profiles() : options.profiles;
-  auto model = kernels::compute_model_for(files, diags, kernels::calibrations_of(scenario));
-  if (model && !options.profiles.empty()) {
-    // A --profile the user asked for that answers for none of the scenario's GPUs is said.
-    std::vector<std::string> gpus;
-    for (const core::Cluster& cluster : scenario.clusters) gpus.push_back(cluster.gpu);
-    kernels::warn_unused_profiles(*model, gpus, diags);
-  }
-  return model;
 }
 
 std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOptions& options,

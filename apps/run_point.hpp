@@ -23,7 +23,7 @@ struct RunOptions {
   std::optional<core::Plan> plan;     // a plan already parsed (the Python module); checked here
   std::string fidelity;               // "full", "folded", "auto"; empty: the scenario's
   std::vector<std::string> profiles;  // measured op profiles; empty: kernels/profiles/
-  std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): all compute
+  std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): its GPU type
   std::string trace_filter;           // --trace-filter cluster=..,stage=..,kind=..
   bool report_stats = false;
   double planner_time_budget_s = 0;  // strategy: auto; 0: the planner's default

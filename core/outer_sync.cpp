@@ -218,6 +218,18 @@ PlannerSettings parse_planner_settings(const Node& n, const std::string& path, D
     else if (e)
       p.diloco_token_efficiency = *e;
   }
+  if (const Node* v = f.optional("max_loss_increase")) {
+    const std::string at = f.path_of("max_loss_increase");
+    auto e = as_number(*v, at, d);
+    if (e && !(*e >= 0 && *e <= 10))
+      d.error(v->where, at,
+              "the largest loss increase a codec may cost is a fraction from 0 to 10, found " +
+                  excerpt(v->text),
+              "e.g. 0.05: the planner uses no WAN codec whose measured final loss is more than "
+              "5% above training without compression (validation/convergence.md)");
+    else if (e)
+      p.max_loss_increase = *e;
+  }
   f.reject_unknown();
   return p;
 }
@@ -225,11 +237,13 @@ PlannerSettings parse_planner_settings(const Node& n, const std::string& path, D
 Json planner_settings_json(const PlannerSettings& p) {
   Json methods = Json::array();
   for (OuterSyncMethod m : p.outer_sync) methods.push_back(to_string(m));
-  return {{"outer_sync", methods},
-          {"inner_steps", p.inner_steps},
-          {"fragments", p.fragments},
-          {"overlap_steps", p.overlap_steps},
-          {"diloco_token_efficiency", p.diloco_token_efficiency}};
+  Json j{{"outer_sync", methods},
+         {"inner_steps", p.inner_steps},
+         {"fragments", p.fragments},
+         {"overlap_steps", p.overlap_steps},
+         {"diloco_token_efficiency", p.diloco_token_efficiency}};
+  if (p.max_loss_increase) j["max_loss_increase"] = *p.max_loss_increase;
+  return j;
 }
 
 std::string diloco_token_efficiency_source(const Scenario& s) {

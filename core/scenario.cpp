@@ -168,6 +168,7 @@ class ScenarioReader {
  private:
   void read_model(const Node& n);
   void read_training(const Node& n);
+  FailureModel read_failures(const Node& n);
   void read_clusters(const Node& n);
   void read_wan(const Node& n);
   void warn_unjoined_clusters(const Node& at, const std::string& key_path);
@@ -248,6 +249,11 @@ class ScenarioReader {
   auto duration() {
     return [this](const Node& n, const std::string& p) {
       return as_quantity(n, p, d_, parse_duration, "a duration such as 15ms");
+    };
+  }
+  auto long_duration() {
+    return [this](const Node& n, const std::string& p) {
+      return as_quantity(n, p, d_, parse_long_duration, "a duration such as 50000h");
     };
   }
 
@@ -366,7 +372,55 @@ void ScenarioReader::read_training(const Node& n) {
     d_.error(f.optional("iterations")->where, f.path_of("iterations"),
              "training.tokens and training.iterations both say how long training is",
              "keep one of them");
+  if (const Node* v = f.optional("failures")) t.failures = read_failures(*v);
   f.reject_unknown();
+}
+
+FailureModel ScenarioReader::read_failures(const Node& n) {
+  FailureModel m;
+  Fields f(n, "training.failures", d_);
+  if (!f.ok()) return m;
+  // One of the two ways to give the rate: MTBF per GPU, or failures per GPU-hour.
+  if (f.has("gpu_mtbf") == f.has("failures_per_gpu_hour"))
+    d_.error(n.where, "training.failures",
+             f.has("gpu_mtbf") ? "gpu_mtbf and failures_per_gpu_hour both give the failure rate"
+                               : "no failure rate",
+             "give gpu_mtbf (a duration, e.g. 50000h) or failures_per_gpu_hour (e.g. 2e-5)");
+  // A duration that must be positive (`zero` false) or may be zero.
+  auto read = [&](const Node* v, const char* key, Seconds& out, bool zero) {
+    if (v == nullptr) return false;
+    const auto t = long_duration()(*v, f.path_of(key));
+    if (!t) return false;
+    if (!zero && !(t->value() > 0)) {
+      d_.error(v->where, f.path_of(key),
+               std::string(key) + " must be positive, found " + excerpt(v->text));
+      return false;
+    }
+    out = *t;
+    return true;
+  };
+  read(f.optional("gpu_mtbf"), "gpu_mtbf", m.gpu_mtbf, false);
+  if (const Node* v = f.optional("failures_per_gpu_hour"))
+    if (auto rate = as_number(*v, f.path_of("failures_per_gpu_hour"), d_)) {
+      if (!(*rate > 0) || *rate >= 1)
+        d_.error(v->where, f.path_of("failures_per_gpu_hour"),
+                 "a failure rate per GPU-hour is in (0, 1), found " + excerpt(v->text),
+                 "e.g. 2e-5 (one failure per 50 000 GPU-hours)");
+      else
+        m.gpu_mtbf = Seconds(3600 / *rate);
+    }
+  const bool interval =
+      read(f.required("checkpoint_interval"), "checkpoint_interval", m.checkpoint_interval, false);
+  read(f.optional("restart_time"), "restart_time", m.restart_time, true);
+  const bool cost = read(f.optional("checkpoint_cost"), "checkpoint_cost", m.checkpoint_cost, true);
+  if (interval && cost && m.checkpoint_cost >= m.checkpoint_interval)
+    d_.error(f.optional("checkpoint_cost")->where, f.path_of("checkpoint_cost"),
+             "writing a checkpoint (" + format_duration(m.checkpoint_cost) +
+                 ") takes the whole interval between checkpoints (" +
+                 format_duration(m.checkpoint_interval) + ")",
+             "checkpoint less often, or give the time one checkpoint stalls training");
+  f.reject_unknown();
+  return m;
 }
 
 std::optional<LinkSpec> ScenarioReader::read_link(const Node& n, const std::string& path) {
@@ -941,6 +995,11 @@ Json scenario_to_json(const Scenario& s) {
                        {"start_time", format_duration(s.simulation.start_time)}};
   if (s.training.tokens) out["training"]["tokens"] = *s.training.tokens;
   if (s.training.iterations) out["training"]["iterations"] = *s.training.iterations;
+  if (const auto& m = s.training.failures)
+    out["training"]["failures"] = {{"gpu_mtbf", format_duration(m->gpu_mtbf)},
+                                   {"checkpoint_interval", format_duration(m->checkpoint_interval)},
+                                   {"checkpoint_cost", format_duration(m->checkpoint_cost)},
+                                   {"restart_time", format_duration(m->restart_time)}};
   if (!(s.planner == PlannerSettings{})) out["planner"] = planner_settings_json(s.planner);
   if (!s.sweep.empty()) {
     Json sweep = Json::object();

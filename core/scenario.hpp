@@ -280,6 +280,16 @@ struct Strategy {
 
 // ---- compression, training, sweep ------------------------------------------------------
 
+// What long runs lose to failures (`training.failures`): GPU failures at a constant rate,
+// work since the last checkpoint lost at each, and a restart. sim/iterations.hpp prices it.
+struct FailureModel {
+  Seconds gpu_mtbf{0};             // mean time between failures of one GPU
+  Seconds checkpoint_interval{0};  // from one checkpoint's start to the next's
+  Seconds checkpoint_cost{0};      // training stalled while one checkpoint is written
+  Seconds restart_time{0};         // from a failure to training again (reload, requeue)
+  bool operator==(const FailureModel&) const = default;
+};
+
 struct Training {
   int global_batch = 0;  // sequences per iteration
   int seq_len = 0;       // tokens per sequence
@@ -294,6 +304,7 @@ struct Training {
   // results extrapolate time to train from the simulated iterations.
   std::optional<double> tokens;
   std::optional<long long> iterations;
+  std::optional<FailureModel> failures;
   bool operator==(const Training&) const = default;
 };
 
@@ -320,6 +331,10 @@ struct PlannerSettings {
   // 8 workers with 500x less communication perform as well as fully synchronous training on
   // C4 (docs/diloco.md, "The planner and outer sync"); an assumption, not a measured efficiency.
   double diloco_token_efficiency = 1.0;
+  // The most a lossy WAN codec may raise the final training loss, as a fraction (0.05: 5 %),
+  // by the project's convergence runs (validation/convergence-losses.json); with it set, the
+  // planner does not use a codec above it, nor one those runs did not measure.
+  std::optional<double> max_loss_increase;
   bool allows_diloco() const;
   bool operator==(const PlannerSettings&) const = default;
 };

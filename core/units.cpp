@@ -67,8 +67,8 @@ constexpr std::array kBandwidthUnits{
 };
 
 constexpr std::array kDurationUnits{
-    Unit{"s", 1.0},    Unit{"ms", 1e-3},  Unit{"us", 1e-6},        Unit{"ns", 1e-9},
-    Unit{"min", 60.0}, Unit{"h", 3600.0}, Unit{"\xC2\xB5s", 1e-6},  // µs
+    Unit{"s", 1.0},    Unit{"ms", 1e-3},  Unit{"us", 1e-6},   Unit{"ns", 1e-9},
+    Unit{"min", 60.0}, Unit{"h", 3600.0}, Unit{"d", 86400.0}, Unit{"\xC2\xB5s", 1e-6},  // µs
 };
 
 constexpr std::array kComputeRateUnits{
@@ -199,7 +199,7 @@ Range range_of() {
 
 template <class Q, std::size_t N>
 Parsed<Q> parse_with(std::string_view text, const std::array<Unit, N>& units, std::string_view kind,
-                     std::string_view example, bool allow_zero) {
+                     std::string_view example, bool allow_zero, Range range = range_of<Q>()) {
   NumberAndUnit nu = split(text);
   if (!nu.error.empty())
     return fail<Q>(nu.error + "; expected " + std::string(kind) + " such as " +
@@ -213,7 +213,6 @@ Parsed<Q> parse_with(std::string_view text, const std::array<Unit, N>& units, st
     return fail<Q>(quoted(text) + ": " + std::string(kind) + " must be " +
                    (allow_zero ? "zero or positive" : "positive"));
   const double value = nu.number * unit->factor;
-  const Range range = range_of<Q>();
   if (!std::isfinite(value) || value > range.max || (value != 0 && value < range.min))
     return fail<Q>(quoted(text) + " is outside the range hgsim accepts for " + std::string(kind) +
                    " (" + range.text + ")");
@@ -271,7 +270,16 @@ Parsed<Seconds> parse_duration(std::string_view text) {
       parse_with<Seconds>(text, kDurationUnits, "a duration", "15ms or 1us", /*allow_zero=*/true);
   if (p || !p.error.empty()) return p;
   return fail<Seconds>(explain_unit(text, split(text).unit, "a duration") +
-                       "; a duration takes ns, us, ms, s, min or h");
+                       "; a duration takes ns, us, ms, s, min, h or d");
+}
+
+Parsed<Seconds> parse_long_duration(std::string_view text) {
+  // A GPU's MTBF runs to millions of hours; 1e10 s is three centuries.
+  auto p = parse_with<Seconds>(text, kDurationUnits, "a duration", "50000h or 3d",
+                               /*allow_zero=*/true, Range{0, 1e10, "up to 100000d"});
+  if (p || !p.error.empty()) return p;
+  return fail<Seconds>(explain_unit(text, split(text).unit, "a duration") +
+                       "; a duration takes ns, us, ms, s, min, h or d");
 }
 
 Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text) {
@@ -428,6 +436,8 @@ std::string human_bandwidth(BytesPerSecond rate) {
 
 std::string human_duration(Seconds time) {
   constexpr std::array ladder{Unit{"s", 1.0}, Unit{"ms", 1e-3}, Unit{"us", 1e-6}, Unit{"ns", 1e-9}};
+  // Past a day in days (long runs: time to train), keeping the unit the parser reads.
+  if (time.value() >= 86400) return four_digits(time.value() / 86400) + " d";
   if (time.value() >= 3600) return four_digits(time.value() / 3600) + " h";
   if (time.value() >= 60) return four_digits(time.value() / 60) + " min";
   return human_with(time.value(), ladder);

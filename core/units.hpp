@@ -94,6 +94,8 @@ Parsed<Bytes> parse_size(std::string_view text);
 Parsed<BytesPerSecond> parse_bandwidth(std::string_view text);
 // Durations: ns, us (or µs), ms, s, min, h.
 Parsed<Seconds> parse_duration(std::string_view text);
+// The same for the durations of long runs (MTBF, checkpoint intervals): up to 1e10 s.
+Parsed<Seconds> parse_long_duration(std::string_view text);
 // Compute rates: FLOPS, KFLOPS ... PFLOPS, also written FLOP/s, TFLOP/s.
 Parsed<FlopsPerSecond> parse_compute_rate(std::string_view text);
 

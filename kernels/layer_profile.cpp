@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/files.hpp"
+#include "kernels/gpu_catalog.hpp"
 #include "kernels/json_reader.hpp"
 #include "models/transformer.hpp"
 
@@ -32,6 +33,7 @@ class Reader : public JsonReader<LayerProfileError> {
     if (!device.is_object()) fail("device", "expected an object {kind, name, ...}");
     p.device_kind = string(device, "device", "kind");
     p.device_name = string(device, "device", "name");
+    p.catalog_gpu = gpu_type(device);
     if (j.contains("created")) p.created = string(j, "", "created");
     const Json& entries = member(j, "", "entries");
     if (!entries.is_array()) fail("entries", "expected an array");
@@ -42,6 +44,25 @@ class Reader : public JsonReader<LayerProfileError> {
   }
 
  private:
+  // The GPU type a profile measured: device.catalog_gpu, else a CUDA device named as a
+  // catalog GPU; "" for a device outside the catalog (the live runner's CPU). A CUDA device
+  // the catalog does not name would be applied to GPUs it is not: refused.
+  std::string gpu_type(const Json& device) const {
+    if (device.contains("catalog_gpu") && !device["catalog_gpu"].is_null()) {
+      const std::string name = string(device, "device", "catalog_gpu");
+      const GpuSpec* gpu = find_gpu(name);
+      if (!gpu)
+        fail("device.catalog_gpu", "unknown GPU " + quote(device["catalog_gpu"]) + "; " +
+                                       core::did_you_mean(name, gpu_names()));
+      return gpu->name;
+    }
+    if (string(device, "device", "kind") != "cuda") return "";
+    if (const GpuSpec* gpu = find_gpu(string(device, "device", "name"))) return gpu->name;
+    fail("device.catalog_gpu",
+         "a layer profile of a CUDA device names its GPU type (a kernels/gpus.yaml name, e.g. "
+         "\"H100-80GB-SXM\"): its times apply to that GPU type only");
+  }
+
   // The keys read so far, for the duplicate checks in linear time (a 200 000-entry file
   // took minutes when each entry was compared with every earlier one).
   struct Seen {
@@ -188,13 +209,43 @@ LayerProfile read_layer_profile(const std::filesystem::path& file) {
   return parse_layer_profile(*text, file.string());
 }
 
-LayerProfileModel::LayerProfileModel(LayerProfile profile) : profile_(std::move(profile)) {
-  std::sort(
-      profile_.optimizer.begin(), profile_.optimizer.end(),
-      [](const OptimizerEntry& a, const OptimizerEntry& b) { return a.parameters < b.parameters; });
+LayerProfileModel::LayerProfileModel(LayerProfile profile,
+                                     std::shared_ptr<const ComputeModel> others)
+    : LayerProfileModel(std::vector<LayerProfile>{std::move(profile)}, std::move(others)) {}
+
+LayerProfileModel::LayerProfileModel(std::vector<LayerProfile> profiles,
+                                     std::shared_ptr<const ComputeModel> others)
+    : profiles_(std::move(profiles)), others_(std::move(others)) {
+  if (!others_) others_ = std::make_shared<KernelModel>();
+  for (LayerProfile& p : profiles_)
+    std::sort(p.optimizer.begin(), p.optimizer.end(),
+              [](const OptimizerEntry& a, const OptimizerEntry& b) {
+                return a.parameters < b.parameters;
+              });
+  for (std::size_t i = 0; i < profiles_.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (profiles_[i].catalog_gpu == profiles_[j].catalog_gpu)
+        throw LayerProfileError(profiles_[i].file + " and " + profiles_[j].file + " both measure " +
+                                (profiles_[i].catalog_gpu.empty()
+                                     ? "a device outside the GPU catalog"
+                                     : profiles_[i].catalog_gpu) +
+                                ": give one layer profile per GPU type");
+}
+
+const LayerProfile* LayerProfileModel::profile_for(const GpuSpec& gpu) const {
+  for (const LayerProfile& p : profiles_)
+    if (p.catalog_gpu == gpu.name) return &p;
+  // A device outside the catalog (the live runner's CPU) plays every GPU it is not told
+  // apart from: the live run's own devices.
+  for (const LayerProfile& p : profiles_)
+    if (p.catalog_gpu.empty()) return &p;
+  return nullptr;
 }
 
 PhaseTimes LayerProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
+  const LayerProfile* own = profile_for(gpu);
+  if (!own) return others_->layer(gpu, work);
+  const LayerProfile& profile_ = *own;
   PhaseTimes t = look_up(profile_.layers, "layer", work, profile_.file);
   check_within_peak(gpu, work,
                     models::layer_forward_flops(*work.model, work.sequences, work.seq_len),
@@ -220,6 +271,9 @@ PhaseTimes LayerProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) c
 }
 
 PhaseTimes LayerProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) const {
+  const LayerProfile* own = profile_for(gpu);
+  if (!own) return others_->logits(gpu, work);
+  const LayerProfile& profile_ = *own;
   PhaseTimes t = look_up(profile_.logits, "logits", work, profile_.file);
   LayerWork at_logits_precision = work;  // fp8 training keeps the LM head 16-bit
   at_logits_precision.precision = logits_precision(work.precision);
@@ -230,8 +284,12 @@ PhaseTimes LayerProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) 
   return t;
 }
 
-core::Seconds LayerProfileModel::optimizer_step(const GpuSpec&, double parameters, core::Precision,
-                                                core::Optimizer) const {
+core::Seconds LayerProfileModel::optimizer_step(const GpuSpec& gpu, double parameters,
+                                                core::Precision precision,
+                                                core::Optimizer optimizer) const {
+  const LayerProfile* own = profile_for(gpu);
+  if (!own) return others_->optimizer_step(gpu, parameters, precision, optimizer);
+  const LayerProfile& profile_ = *own;
   const auto& points = profile_.optimizer;
   if (points.empty())
     throw LayerProfileError(profile_.file +
@@ -251,8 +309,13 @@ core::Seconds LayerProfileModel::optimizer_step(const GpuSpec&, double parameter
                                    upper->seconds));
 }
 
-std::string LayerProfileModel::provenance(const GpuSpec&) const {
-  return "measured:" + std::filesystem::path(profile_.file).filename().string();
+std::string LayerProfileModel::provenance(const GpuSpec& gpu) const {
+  const LayerProfile* own = profile_for(gpu);
+  if (!own) return others_->provenance(gpu);
+  const std::string file = std::filesystem::path(own->file).filename().string();
+  if (!own->catalog_gpu.empty()) return "measured:" + file;
+  return "measured:" + file + " (" + own->device_kind + " '" + own->device_name +
+         "' plays every device)";
 }
 
 }  // namespace hgsim::kernels

@@ -3,7 +3,9 @@
 // exactly as the live run measured it (validation of the simulator against live runs).
 //
 // JSON (format "hgsim-layer-profile/1"):
-//   device   {kind, name, threads, torch, conditions {...}}  (kind and name required)
+//   device   {kind, name, catalog_gpu, threads, torch, conditions {...}}  (kind and name
+//            required; catalog_gpu, the kernels/gpus.yaml name, required for a CUDA device
+//            whose name is not a catalog GPU's)
 //   created  ISO 8601 UTC (optional)
 //   entries[]:
 //     {what: "layer",  sequences, seq_len, tp, hidden?, forward_s, backward_s, recompute_s?}
@@ -22,10 +24,16 @@
 // one entry). Recomputation: an entry's recompute_s when it is positive; else a full
 // recompute repeats the forward, a selective one its attention share (models/).
 //
-// Every GPU takes its compute from the file: provenance "measured:<file name>".
+// Which GPUs a layer profile answers for: a profile measured on a catalog GPU answers for
+// that GPU type only (provenance "measured:<file name>"); the others are costed by the
+// model given for them (the kernel-level model by default). A profile of a device outside
+// the catalog (the live runner's CPU, which plays every device of a live run) answers for
+// every GPU no GPU-type profile does, and says so: "measured:<file> (cpu '<name>' plays
+// every device)".
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,6 +66,7 @@ struct OptimizerEntry {
 struct LayerProfile {
   std::string device_kind;
   std::string device_name;
+  std::string catalog_gpu;  // the GPU type it measured; "" for a device outside the catalog
   std::string created;
   std::vector<LayerEntry> layers;
   std::vector<LayerEntry> logits;
@@ -70,7 +79,11 @@ LayerProfile parse_layer_profile(const std::string& json_text, const std::string
 
 class LayerProfileModel final : public ComputeModel {
  public:
-  explicit LayerProfileModel(LayerProfile profile);
+  // `others` costs the GPUs no profile answers for (nullptr: the KernelModel). Throws
+  // LayerProfileError for two profiles of one GPU type.
+  explicit LayerProfileModel(LayerProfile profile,
+                             std::shared_ptr<const ComputeModel> others = nullptr);
+  LayerProfileModel(std::vector<LayerProfile> profiles, std::shared_ptr<const ComputeModel> others);
 
   // Throw LayerProfileError when the profile has nothing for the work asked for.
   PhaseTimes layer(const GpuSpec& gpu, const LayerWork& work) const override;
@@ -79,10 +92,13 @@ class LayerProfileModel final : public ComputeModel {
                                core::Optimizer optimizer) const override;
   std::string provenance(const GpuSpec& gpu) const override;
 
-  const LayerProfile& profile() const { return profile_; }
+  // The profile that answers for `gpu`; nullptr when `others` does.
+  const LayerProfile* profile_for(const GpuSpec& gpu) const;
+  const std::vector<LayerProfile>& profiles() const { return profiles_; }
 
  private:
-  LayerProfile profile_;
+  std::vector<LayerProfile> profiles_;
+  std::shared_ptr<const ComputeModel> others_;
 };
 
 }  // namespace hgsim::kernels

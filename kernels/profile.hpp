@@ -18,13 +18,12 @@
 // the throughput of the nearest measured point is kept (time proportional to work). The
 // result is exact at measured points and monotone between two of them.
 //
-// Roofline transfer (ProfileModel): a GPU with a profile of its own (catalog_gpu or device
-// name) is `measured:<file>`. A GPU without one takes the profile of the nearest profiled
-// architecture (volta < turing < ampere < ada < hopper; on a tie the newer) and scales its
-// times by datasheet ratios: compute-bound ops by the source's over the target's math rate
-// for the precision (kernels/gpu_catalog.hpp's precision policy), memory-bound ops by the
-// ratio of memory bandwidths. Its provenance is `estimated`. Without any GPU profile the
-// KernelModel answers (also `estimated`).
+// Which GPU a profile answers for (ProfileModel): the GPU type it measured (catalog_gpu or
+// device name) and no other. Ops its entries lack are costed by the KernelModel on that
+// GPU's own figures; its provenance is then `partly measured:<file>: N of M ops (estimated:
+// ...)` over the ops costed so far, and `measured:<file>` when every one was measured. GPUs
+// without a profile of their own are costed by the KernelModel (`estimated`, or
+// `calibrated`): one GPU's profile never moves another GPU's times.
 #pragma once
 
 #include <array>
@@ -112,8 +111,7 @@ class ProfileDatabase {
 
 class ProfileModel final : public ComputeModel {
  public:
-  // `profiles` must not be empty. GPUs that neither have a profile nor can be transferred
-  // to (no GPU profile at all) go to `fallback`.
+  // `profiles` must not be empty. GPUs without a profile of their own go to `fallback`.
   explicit ProfileModel(std::vector<Profile> profiles, KernelModel fallback = {});
 
   PhaseTimes layer(const GpuSpec& gpu, const LayerWork& work) const override;
@@ -126,10 +124,9 @@ class ProfileModel final : public ComputeModel {
   core::Seconds ops_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                          core::Precision precision) const;
 
-  // Which profile answers for `gpu` and how: nullptr when the roofline fallback does.
+  // Which profile answers for `gpu`: nullptr when the KernelModel does.
   struct Source {
     const ProfileDatabase* database = nullptr;
-    const GpuSpec* profiled_gpu = nullptr;  // the source GPU of a transfer; nullptr if own
     bool measured = false;
   };
   Source source_for(const GpuSpec& gpu) const;
@@ -138,6 +135,10 @@ class ProfileModel final : public ComputeModel {
  private:
   std::vector<std::unique_ptr<ProfileDatabase>> databases_;
   KernelModel fallback_;
+  // Which ops were costed per GPU and whether the profile measured them (for provenance);
+  // shared by copies, thread-safe.
+  struct Coverage;
+  std::shared_ptr<Coverage> coverage_;
 };
 
 // Checks a profile against the datasheet of the GPU it measured (kernels/gpus.yaml, the
@@ -162,9 +163,8 @@ inline constexpr double kPeakMargin = 1.10;
 // measured on another device; it is a warning, not an error, since a slow device is possible.
 inline constexpr double kImplausiblySlowFraction = 0.01;
 
-// Every GPU of `gpu_names` (the scenario's) that a profile of `model` answers for, measured
-// or transferred; a warning for each profile that answers for none of them (a CPU profile
-// on a GPU scenario, a profile of a GPU the scenario lacks while another profile is nearer),
+// A warning for each profile of `model` that answers for none of `gpu_names` (the
+// scenario's GPUs: a CPU profile on a GPU scenario, a profile of a GPU the scenario lacks),
 // naming the profile, what it measured and the scenario's GPUs. Does nothing when `model` is
 // not a ProfileModel. For `--profile` files (the shipped ones are a default, not a request).
 void warn_unused_profiles(const ComputeModel& model, const std::vector<std::string>& gpu_names,

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
 #include <sstream>
 
 #include "kernels/profile.hpp"
@@ -40,12 +42,6 @@ std::string device_key(const ProfileDevice& device) {
 const GpuSpec* catalog_gpu_of(const ProfileDatabase& db) {
   const std::string& name = db.profile().device.catalog_gpu;
   return name.empty() ? nullptr : find_gpu(name);
-}
-
-double rate_of(const GpuSpec& gpu, core::Precision precision) {
-  const auto rate = math_rate(gpu, precision);
-  if (!rate) throw std::invalid_argument(gpu.name + " cannot run " + core::to_string(precision));
-  return rate->rate.value();
 }
 
 // The measured time of `call` in `precision` from one database. When the profile lacks that
@@ -197,38 +193,59 @@ GpuSpec device_as_gpu(const ProfileDevice& device) {
 }
 
 ProfileModel::ProfileModel(std::vector<Profile> profiles, KernelModel fallback)
-    : fallback_(std::move(fallback)) {
+    : fallback_(std::move(fallback)), coverage_(std::make_shared<Coverage>()) {
   for (Profile& p : profiles) databases_.push_back(std::make_unique<ProfileDatabase>(std::move(p)));
 }
 
 ProfileModel::Source ProfileModel::source_for(const GpuSpec& gpu) const {
+  // A profile answers for the GPU type it measured and no other: deriving another GPU's
+  // times from it by datasheet ratios would move that GPU's estimate while its provenance
+  // still said "estimated".
   for (const auto& db : databases_) {
     const ProfileDevice& dev = db->profile().device;
     const GpuSpec* catalog = catalog_gpu_of(*db);
     if ((catalog && names_match(catalog->name, gpu.name)) || names_match(dev.name, gpu.name) ||
         names_match(dev.catalog_gpu, gpu.name))
-      return {db.get(), nullptr, true};
+      return {db.get(), true};
   }
-  // Roofline transfer from the nearest profiled architecture (ties: the newer one).
-  Source best;
-  int best_distance = 1 << 20;
-  for (const auto& db : databases_) {
-    const GpuSpec* catalog = catalog_gpu_of(*db);
-    if (!catalog) continue;
-    const int distance = std::abs(int(catalog->architecture) - int(gpu.architecture));
-    const bool newer = best.profiled_gpu && catalog->architecture > best.profiled_gpu->architecture;
-    if (distance < best_distance || (distance == best_distance && newer)) {
-      best = {db.get(), catalog, false};
-      best_distance = distance;
-    }
-  }
-  return best;
+  return {};
 }
+
+struct ProfileModel::Coverage {
+  std::shared_mutex mutex;
+  // By GPU name: the ops costed on it, and whether the profile measured each.
+  std::map<std::string, std::map<std::string, bool>> ops;
+
+  void note(const std::string& gpu, const std::string& op, bool measured) {
+    {
+      std::shared_lock<std::shared_mutex> lock(mutex);
+      const auto g = ops.find(gpu);
+      if (g != ops.end() && g->second.count(op)) return;
+    }
+    std::unique_lock<std::shared_mutex> lock(mutex);
+    ops[gpu].emplace(op, measured);
+  }
+};
 
 std::string ProfileModel::provenance(const GpuSpec& gpu) const {
   const Source s = source_for(gpu);
   if (!s.measured) return fallback_.provenance(gpu);
-  return "measured:" + std::filesystem::path(s.database->profile().file).filename().string();
+  const std::string file = std::filesystem::path(s.database->profile().file).filename().string();
+  std::shared_lock<std::shared_mutex> lock(coverage_->mutex);
+  const auto it = coverage_->ops.find(gpu.name);
+  if (it == coverage_->ops.end()) return "measured:" + file;
+  std::size_t measured = 0;
+  std::string missing;
+  for (const auto& [op, was_measured] : it->second) {
+    if (was_measured) {
+      ++measured;
+      continue;
+    }
+    missing += (missing.empty() ? "" : ", ") + op;
+  }
+  if (measured == it->second.size()) return "measured:" + file;
+  return "partly measured:" + file + ": " + std::to_string(measured) + " of " +
+         std::to_string(it->second.size()) + " ops (estimated: " + missing + ")";
 }
 
 Seconds ProfileModel::ops_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
@@ -236,23 +253,10 @@ Seconds ProfileModel::ops_time(const GpuSpec& gpu, const std::vector<OpCall>& op
   const Source s = source_for(gpu);
   double total = 0;
   for (const OpCall& call : ops) {
-    if (!s.database) {
-      total += fallback_.op_time(gpu, call, precision).value();
-      continue;
-    }
-    const GpuSpec& measured_on = s.profiled_gpu ? *s.profiled_gpu : gpu;
-    auto t = measured_time(*s.database, measured_on, call, precision);
-    if (!t) {
-      total += fallback_.op_time(gpu, call, precision).value();
-      continue;
-    }
-    if (s.profiled_gpu) {  // roofline transfer
-      if (call.bound == Bound::compute)
-        *t *= rate_of(*s.profiled_gpu, precision) / rate_of(gpu, precision);
-      else
-        *t *= s.profiled_gpu->memory_bandwidth / gpu.memory_bandwidth;
-    }
-    total += *t;
+    const auto t = s.database ? measured_time(*s.database, gpu, call, precision) : std::nullopt;
+    if (s.database) coverage_->note(gpu.name, call.op, t.has_value());
+    // An op the profile lacks stays estimated, on this GPU's own datasheet figures.
+    total += t ? *t : fallback_.op_time(gpu, call, precision).value();
   }
   return Seconds(total);
 }
@@ -314,9 +318,8 @@ void warn_unused_profiles(const ComputeModel& model, const std::vector<std::stri
                   db->profile().file + " measured " + device.kind + " '" + device_key(device) +
                       "', which is none of the scenario's GPUs (" + listed +
                       "); it is not used, and they are costed without it",
-                  "a profile answers for the GPU it measured (device.catalog_gpu) and, by "
-                  "datasheet ratios, for GPUs no nearer profile measured; profile these GPUs "
-                  "with 'hgsim profile --device cuda'");
+                  "a profile answers for the GPU type it measured (device.catalog_gpu) and no "
+                  "other; profile these GPUs with 'hgsim profile --device cuda'");
   }
 }
 

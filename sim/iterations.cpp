@@ -458,11 +458,79 @@ std::string format_iterations(const core::Json& r) {
         r["time_to_train"]["note"].get<std::string>().c_str(), r["tokens_per_day"].get<double>());
     out += line;
   }
+  if (r.contains("time_to_train") && r["time_to_train"].contains("failures")) {
+    const auto& f = r["time_to_train"]["failures"];
+    std::snprintf(
+        line, sizeof line,
+        "  with failures (one per %s of a GPU; the job's %d GPUs: one every %s): %.3g "
+        "expected, %s lost to them (%s each) and %s to %.3g checkpoints; expected "
+        "time to train %s\n",
+        duration(f["gpu_mtbf_s"]).c_str(), f["gpus"].get<int>(), duration(f["job_mtbf_s"]).c_str(),
+        f["failures"].get<double>(), duration(f["lost_to_failures_s"]).c_str(),
+        duration(f["lost_per_failure_s"]).c_str(), duration(f["checkpoint_overhead_s"]).c_str(),
+        f["checkpoints"].get<double>(), duration(f["expected_time_s"]).c_str());
+    out += line;
+    if (f.contains("young_interval_s")) {
+      std::snprintf(line, sizeof line,
+                    "  Young's optimal checkpoint interval sqrt(2 x checkpoint cost x job MTBF): "
+                    "%s (this run checkpoints every %s)\n",
+                    duration(f["young_interval_s"]).c_str(),
+                    duration(f["checkpoint_interval_s"]).c_str());
+      out += line;
+    }
+    if (!f["first_order_valid"].get<bool>())
+      out +=
+          "  warning: the checkpoint interval and restart are not short against the job's "
+          "MTBF; the first-order failure model understates the loss\n";
+  }
   return out.empty() ? out : out + "\n";
 }
 
+FailureCost expected_failure_cost(const core::FailureModel& m, double work_s, int gpus) {
+  FailureCost c;
+  const double interval = m.checkpoint_interval.value(), cost = m.checkpoint_cost.value();
+  c.job_mtbf_s = m.gpu_mtbf.value() / std::max(gpus, 1);
+  c.checkpoints = work_s / (interval - cost);
+  c.checkpoint_overhead_s = c.checkpoints * cost;
+  c.failures = (work_s + c.checkpoint_overhead_s) / c.job_mtbf_s;
+  c.lost_per_failure_s = interval / 2 + m.restart_time.value();
+  c.lost_to_failures_s = c.failures * c.lost_per_failure_s;
+  c.expected_time_s = work_s + c.checkpoint_overhead_s + c.lost_to_failures_s;
+  c.young_interval_s = std::sqrt(2 * cost * c.job_mtbf_s);
+  c.first_order_valid = interval + m.restart_time.value() < c.job_mtbf_s / 2;
+  return c;
+}
+
+namespace {
+
+void add_failures(core::Json& time_to_train, const core::FailureModel& m, double work_s, int gpus) {
+  const FailureCost c = expected_failure_cost(m, work_s, gpus);
+  core::Json j = {{"gpus", gpus},
+                  {"gpu_mtbf_s", m.gpu_mtbf.value()},
+                  {"job_mtbf_s", c.job_mtbf_s},
+                  {"checkpoint_interval_s", m.checkpoint_interval.value()},
+                  {"checkpoint_cost_s", m.checkpoint_cost.value()},
+                  {"restart_time_s", m.restart_time.value()},
+                  {"checkpoints", c.checkpoints},
+                  {"checkpoint_overhead_s", c.checkpoint_overhead_s},
+                  {"failures", c.failures},
+                  {"lost_per_failure_s", c.lost_per_failure_s},
+                  {"lost_to_failures_s", c.lost_to_failures_s},
+                  {"expected_time_s", c.expected_time_s},
+                  {"first_order_valid", c.first_order_valid},
+                  {"note",
+                   "first order (Young 1974, CACM 17(9); Daly 2006, FGCS 22(3)): failures = "
+                   "GPUs x hours / gpu_mtbf; each loses checkpoint_interval / 2 + "
+                   "restart_time; checkpoints stall checkpoint_cost each"}};
+  if (m.checkpoint_cost.value() > 0) j["young_interval_s"] = c.young_interval_s;
+  time_to_train["failures"] = j;
+}
+
+}  // namespace
+
 void add_time_to_train(core::Json& result, const core::Training& training,
-                       double tokens_per_iteration, double mean_iteration_s, int iterations) {
+                       double tokens_per_iteration, double mean_iteration_s, int iterations,
+                       int gpus) {
   result["tokens_per_day"] = tokens_per_iteration / mean_iteration_s * 86400;
   double to_train = 0;
   if (training.iterations) to_train = static_cast<double>(*training.iterations);
@@ -483,6 +551,8 @@ void add_time_to_train(core::Json& result, const core::Training& training,
                              {"tokens", to_train * tokens_per_iteration},
                              {"tokens_per_iteration", tokens_per_iteration},
                              {"note", window + " x the iterations to train"}};
+  if (training.failures)
+    add_failures(result["time_to_train"], *training.failures, to_train * mean_iteration_s, gpus);
 }
 
 }  // namespace hgsim::sim

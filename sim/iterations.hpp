@@ -137,8 +137,31 @@ void add_outer_sync_results(core::Json& result, const core::OuterSync& o, const 
 std::string format_iterations(const core::Json& result);
 
 // tokens_per_day, and with training.tokens or training.iterations: time_to_train_s, both
-// extrapolated from the mean simulated iteration.
+// extrapolated from the mean simulated iteration; with training.failures also
+// time_to_train.failures (expected_failure_cost) over the `gpus` the plan uses.
 void add_time_to_train(core::Json& result, const core::Training& training,
-                       double tokens_per_iteration, double mean_iteration_s, int iterations);
+                       double tokens_per_iteration, double mean_iteration_s, int iterations,
+                       int gpus);
+
+// What failures cost a run of `work_s` seconds of failure-free training on `gpus` GPUs,
+// to first order (Young 1974, "A first order approximation to the optimum checkpoint
+// interval", CACM 17(9); Daly 2006, FGCS 22(3), eq. 1): the job fails every M = gpu_mtbf /
+// gpus; checkpoints every `checkpoint_interval` stall it `checkpoint_cost` each; a failure
+// loses half an interval of work on average plus `restart_time`; failures over the run =
+// its hours x gpus / gpu_mtbf. Valid while the interval and the restart are short against M
+// (`first_order_valid`).
+struct FailureCost {
+  double job_mtbf_s = 0;             // M
+  double checkpoints = 0;            // work_s / (interval - cost)
+  double checkpoint_overhead_s = 0;  // checkpoints x cost
+  double failures = 0;               // (work + checkpoint overhead) / M
+  double lost_per_failure_s = 0;     // interval / 2 + restart
+  double lost_to_failures_s = 0;
+  double expected_time_s = 0;  // work + checkpoint overhead + lost to failures
+  // Young's optimal interval sqrt(2 cost M) (0 without a checkpoint cost).
+  double young_interval_s = 0;
+  bool first_order_valid = true;  // interval + restart under M / 2
+};
+FailureCost expected_failure_cost(const core::FailureModel& m, double work_s, int gpus);
 
 }  // namespace hgsim::sim

@@ -8,6 +8,7 @@
 
 #include "core/units.hpp"
 #include "sim/iterations.hpp"
+#include "sim/uncertainty.hpp"
 
 namespace hgsim::sim {
 
@@ -74,6 +75,8 @@ Json to_json(const Results& r) {
                        {"flops",
                         "models/: model FLOPs 6N + attention per token (training_flops without "
                         "recomputation); hardware FLOPs add the recomputed forward"}};
+  // How far such predictions have been from measured runs: derived, never stored.
+  out["uncertainty"] = uncertainty_json(r.compute_provenance, r.gpus_used);
   out["simulator"] = {{"fidelity", r.simulator.fidelity},
                       {"network_model", r.simulator.network_model},
                       {"graph_nodes", r.simulator.graph_nodes},
@@ -137,7 +140,7 @@ Results results_from_json(const Json& j) {
                                          "mfu",          "mfu_available",  "gpus",
                                          "gpus_used",    "gpus_available", "devices",
                                          "links",        "compression",    "warnings",
-                                         "provenance",   "simulator"};
+                                         "provenance",   "simulator",      "uncertainty"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!own.count(it.key())) r.iterations[it.key()] = it.value();
   return r;
@@ -170,7 +173,8 @@ std::string format_table(const Results& r) {
   // Names and the provenance list are unbounded: streamed, not into the fixed buffer.
   out << r.scenario << ": one iteration takes " << core::human_duration(core::Seconds(T))
       << (r.iterations.value("iterations_simulated", 1) > 1 ? " on average" : "") << " (simulated, "
-      << r.simulator.fidelity << " fidelity; compute " << compute_source(r) << ")\n";
+      << r.simulator.fidelity << " fidelity; compute " << compute_source(r) << ")\n"
+      << "  uncertainty: " << uncertainty_text(r.compute_provenance, r.gpus_used) << "\n";
   std::snprintf(line, sizeof line,
                 "  %.0f tokens/s, %.1f model TFLOP/s per GPU (6N + attention, recomputation "
                 "not counted), MFU %.1f%% on %d of %d GPUs (%.1f%% of all %d)\n\n",

@@ -545,7 +545,7 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
     per_sync[fragment] = {stats.wan_raw_bytes, stats.wan_wire_bytes};
   add_outer_sync_results(iteration_results, plan.outer_sync, totals, per_sync, phases,
                          compress::describe(*outer_codec));
-  add_time_to_train(iteration_results, s.training, tokens, T, iterations);
+  add_time_to_train(iteration_results, s.training, tokens, T, iterations, r.gpus_used);
   result.iterations = iteration_results;
   auto codec = [&](const compress::CodecSpec& spec, const CodecStats& stats) {
     return CodecResult{compress::describe(spec), stats.wan_raw_bytes, stats.wan_wire_bytes};

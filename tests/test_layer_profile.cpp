@@ -108,7 +108,47 @@ TEST(LayerProfile, ExactEntriesAreReturnedAsMeasured) {
   const PhaseTimes l = model.logits(any_gpu(), work(m, 4, 64, 1));
   EXPECT_DOUBLE_EQ(l.forward.value(), 0.005);
   EXPECT_DOUBLE_EQ(l.backward.value(), 0.007);
-  EXPECT_EQ(model.provenance(any_gpu()), "measured:test.json");
+  // The live runner's CPU plays every device, and the provenance says so.
+  EXPECT_EQ(model.provenance(any_gpu()), "measured:test.json (cpu 'test cpu' plays every device)");
+}
+
+TEST(LayerProfile, AGpuLayerProfileAppliesToItsGpuTypeOnly) {
+  const auto m = small_model();
+  Json doc = document(standard_entries());
+  doc["device"] = {
+      {"kind", "cuda"}, {"name", "NVIDIA H100 80GB HBM3"}, {"catalog_gpu", "H100-80GB-SXM"}};
+  const LayerProfileModel model(parse_layer_profile(doc.dump(), "h100-layers.json"));
+  const GpuSpec& h100 = *find_gpu("H100-80GB-SXM");
+  const GpuSpec& a100 = *find_gpu("A100-80GB-SXM");
+  EXPECT_DOUBLE_EQ(model.layer(h100, work(m, 4, 64, 1)).forward.value(), 0.018);
+  EXPECT_EQ(model.provenance(h100), "measured:h100-layers.json");
+  // The A100 keeps its own model: the H100's layer times are not applied to it.
+  const KernelModel estimate;
+  EXPECT_EQ(model.layer(a100, work(m, 4, 64, 1)).forward,
+            estimate.layer(a100, work(m, 4, 64, 1)).forward);
+  EXPECT_EQ(model.logits(a100, work(m, 4, 64, 1)).forward,
+            estimate.logits(a100, work(m, 4, 64, 1)).forward);
+  EXPECT_EQ(model.optimizer_step(a100, 1e6, core::Precision::bf16, core::Optimizer::adam),
+            estimate.optimizer_step(a100, 1e6, core::Precision::bf16, core::Optimizer::adam));
+  EXPECT_EQ(model.provenance(a100), "estimated");
+  // A CUDA device's profile must say which GPU type it measured.
+  doc["device"] = {{"kind", "cuda"}, {"name", "some card"}};
+  const std::string e = parse_error(doc);
+  EXPECT_EQ(e.rfind("bad.json: device.catalog_gpu: a layer profile of a CUDA device names its "
+                    "GPU type",
+                    0),
+            0u)
+      << e;
+  doc["device"] = {{"kind", "cuda"}, {"name", "x"}, {"catalog_gpu", "H100-80GB-SMX"}};
+  EXPECT_NE(parse_error(doc).find("did you mean 'H100-80GB-SXM'"), std::string::npos)
+      << parse_error(doc);
+  // Two profiles of one GPU type: only the first would answer.
+  auto h100_profile = parse_layer_profile(document(standard_entries()).dump(), "a.json");
+  h100_profile.catalog_gpu = "H100-80GB-SXM";
+  EXPECT_NE(error_of([&] {
+              LayerProfileModel({h100_profile, h100_profile}, nullptr);
+            }).find("both measure H100-80GB-SXM"),
+            std::string::npos);
 }
 
 TEST(LayerProfile, InterpolatesLinearlyInSequencesBetweenEntries) {

@@ -270,6 +270,31 @@ TEST(Iterations, IdenticalIterationsAreReusedAndTimeToTrainExtrapolates) {
   EXPECT_NE(r["time_to_train"]["note"].get<std::string>().find("extrapolated"), std::string::npos);
 }
 
+TEST(Iterations, TimeToTrainCountsFailuresAndCheckpoints) {
+  const FixedTimes compute(1e-3);
+  std::string yaml = islands_scenario(2, 1, "");
+  yaml.replace(yaml.find("precision: bf16}"), 16,
+               "precision: bf16, tokens: 1G, failures: {gpu_mtbf: 100h, checkpoint_interval: "
+               "10min, checkpoint_cost: 30s, restart_time: 2min}}");
+  const Json r = run(checked(yaml), compute);
+  const double work = r["time_to_train_s"].get<double>();
+  const Json& f = r["time_to_train"]["failures"];
+  // By hand: 2 GPUs fail every 50 h; checkpoints every 9.5 min of work, 30 s each; a failure
+  // loses 5 min + 2 min.
+  const double overhead = work / 570 * 30;
+  const double failures = (work + overhead) / (50 * 3600.0);
+  EXPECT_EQ(f["gpus"].get<int>(), 2);
+  EXPECT_NEAR(f["failures"].get<double>(), failures, 1e-9 * failures);
+  EXPECT_NEAR(f["expected_time_s"].get<double>(), work + overhead + failures * 420, 1e-9 * work);
+  EXPECT_NEAR(f["young_interval_s"].get<double>(), std::sqrt(2 * 30 * 50 * 3600.0), 1e-6);
+  const std::string table = sim::format_iterations(r);
+  EXPECT_NE(
+      table.find("with failures (one per 4.167 d of a GPU; the job's 2 GPUs: one every 2.083 d)"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("Young's optimal checkpoint interval"), std::string::npos) << table;
+}
+
 TEST(Iterations, BandwidthTraceChangesIterationsAfterItsStep) {
   // Synchronous data parallelism across the WAN: every iteration all-reduces the gradients
   // over it. At W the iteration takes T_fast; the trace drops to W / 4 at 3.5 T_fast.

@@ -137,13 +137,19 @@ TEST(ProfileChecks, AProfileNoneOfTheScenariosGpusUsesIsAWarning) {
   EXPECT_EQ(m.rfind(shipped[0] + " measured cpu '", 0), 0u) << m;
   EXPECT_NE(m.find("none of the scenario's GPUs (H100-80GB-SXM, A100-80GB-SXM)"), std::string::npos)
       << m;
-  // A GPU profile answers for its own GPU, and by transfer for others: no warning.
+  // A GPU profile answers for its own GPU type only: an H100 profile on an A100 scenario is
+  // not used, and said; on an H100 scenario it is.
   core::Diagnostics gpu_diags;
   const auto file = gemm_profile("own.json", kH100, 0.7);
   const auto gpu = compute_model_for({file}, gpu_diags);
   std::filesystem::remove(file);
-  warn_unused_profiles(*gpu, {"A100-80GB-SXM"}, gpu_diags);
+  warn_unused_profiles(*gpu, {kH100}, gpu_diags);
   EXPECT_TRUE(gpu_diags.empty()) << gpu_diags.format();
+  warn_unused_profiles(*gpu, {"A100-80GB-SXM"}, gpu_diags);
+  ASSERT_EQ(gpu_diags.all().size(), 1u) << gpu_diags.format();
+  EXPECT_NE(gpu_diags.all()[0].message.find("none of the scenario's GPUs (A100-80GB-SXM)"),
+            std::string::npos)
+      << gpu_diags.format();
 }
 
 TEST(ProfileChecks, ALayerProfileFasterThanThePeakIsRefused) {

@@ -14,6 +14,11 @@ the loss matters here, not the time), and writes:
     validation/convergence.csv   step, then the loss of every setting
     validation/convergence.png   the curves (smoothed) and their gap to no compression
     validation/convergence.md    the table of final losses
+    validation/convergence-losses.json  the same losses per codec setting, as hgsim's
+                                 planner reads them (planner.max_loss_increase)
+
+With --summary-only: no training; convergence-losses.json again from the committed
+convergence.csv (same final-loss rule as the table).
 
 With --diloco: scenarios/live/diloco.yaml (two islands of one worker) with synchronous data
 parallelism and DiLoCo for a few H and outer-sync codecs, at equal tokens (same steps, same
@@ -185,6 +190,51 @@ def diloco(args) -> int:
     return 0
 
 
+def loss_summary(curves, names, steps):
+    """The final loss of each codec setting (mean of the last steps // 10 steps, as the
+    table) and its relative increase over the first setting (no compression), with the
+    settings' codecs in the scenario form: what validation/convergence-losses.json holds."""
+    tail = max(1, steps // 10)
+    specs = dict(SETTINGS)
+    base = sum(curves[names[0]][-tail:]) / tail
+    out = []
+    for n in names:
+        final = sum(curves[n][-tail:]) / tail
+        out.append({"setting": n, "wan_activations": specs[n]["wan_activations"],
+                    "wan_gradients": specs[n]["wan_gradients"], "final_loss": final,
+                    "loss_increase": (final - base) / base})
+    return {"source": "validation/convergence.md",
+            "scenario": "scenarios/live/convergence.yaml", "steps": steps, "tail_steps": tail,
+            "baseline": names[0], "settings": out}
+
+
+def write_loss_summary(out_dir, curves, names, steps):
+    import json
+    with open(os.path.join(out_dir, "convergence-losses.json"), "w") as f:
+        json.dump(loss_summary(curves, names, steps), f, indent=2)
+        f.write("\n")
+
+
+def summary_from_csv(out_dir):
+    """convergence-losses.json from the committed convergence.csv (no training)."""
+    path = os.path.join(out_dir, "convergence.csv")
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise cli.ScriptError(f"{path}: {e.strerror}") from None
+    if not rows:
+        raise cli.ScriptError(f"{path}: no rows")
+    names = [n for n in rows[0] if n != "step"]
+    unknown = [n for n in names if n not in dict(SETTINGS)]
+    if unknown:
+        raise cli.ScriptError(f"{path}: column {cli.quoted(unknown[0])} is no setting of this "
+                              "script")
+    curves = {n: [float(r[n]) for r in rows] for n in names}
+    write_loss_summary(out_dir, curves, names, len(rows))
+    return 0
+
+
 def chosen_settings(only):
     """The settings --only names (comma-separated numbers from 0), in its order; all of them
     without --only. ScriptError for a number that names no setting, or one named twice."""
@@ -215,8 +265,13 @@ def main(argv=None) -> int:
                         help="DiLoCo against synchronous data parallelism instead of codecs")
     parser.add_argument("--seeds", type=cli.positive_int, default=3,
                         help="seeds per setting (--diloco)")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="only write convergence-losses.json from the folder's "
+                             "convergence.csv (no training)")
     args = parser.parse_args(argv)
     cli.output_folder(args.out, "--out")
+    if args.summary_only:
+        return summary_from_csv(args.out)
     if args.diloco:
         if args.only is not None:
             raise cli.ScriptError("--only chooses codec settings; --diloco runs every DiLoCo "
@@ -267,6 +322,7 @@ def main(argv=None) -> int:
             f.write(f"| {n} | {final:.4f} | {100 * (final - base) / base:+.2f}% | "
                     f"{wire / args.steps / 1e6:.3f} | {100 * wire / raw:.1f}% |\n")
         f.write(kept)
+    write_loss_summary(args.out, curves, names, args.steps)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -135,8 +135,38 @@ def test_published_error_summary_is_the_committed_tables_figures():
     assert single["runs"] == 2 and single["refused"] == 1 and single["optimistic_runs"] == 1
     assert single["mean_abs_error"] == pytest.approx(0.2)
     assert single["mean_signed_error"] == pytest.approx(-0.1)
+    # The iteration time's errors (what hgsim prints beside a time): a throughput 25 % too
+    # high is a time 20 % too short; an iteration_s error is the time's own.
+    assert published.time_error("mfu", 0.25) == pytest.approx(-0.2)
+    assert published.time_error("iteration_s", -0.2) == pytest.approx(-0.2)
+    timed = published.error_summary({"single-node": [0.25, -0.2]},
+                                    {"single-node": [-0.2, -0.2]})["classes"]["datasheet"]
+    assert timed["single-node"]["optimistic_runs"] == 2
+    assert timed["single-node"]["mean_signed_time_error"] == pytest.approx(-0.2)
+    assert timed["single-node"]["mean_abs_time_error"] == pytest.approx(0.2)
     committed = json.loads((ROOT / "validation/published-errors.json").read_text())
     table = (ROOT / "validation/published.md").read_text()
     for group, figures in committed["classes"]["datasheet"].items():
         assert f"- {group}: {figures['runs'] + figures['refused']} runs, mean |error| " \
                f"{figures['mean_abs_error']:.1%}" in table
+
+
+def test_convergence_loss_summary_is_the_committed_tables_figures():
+    """convergence-losses.json (what the planner reads) says what convergence.md's table
+    says, and --summary-only writes it again from the committed CSV."""
+    import json
+    committed = json.loads((ROOT / "validation/convergence-losses.json").read_text())
+    table = (ROOT / "validation/convergence.md").read_text()
+    for s in committed["settings"]:
+        assert f"| {s['setting']} | {s['final_loss']:.4f} | {100 * s['loss_increase']:+.2f}% |" \
+            in table
+
+
+def test_convergence_summary_only_rewrites_the_committed_summary(tmp_path):
+    import json
+    import shutil
+    shutil.copy(ROOT / "validation/convergence.csv", tmp_path / "convergence.csv")
+    out = script("validation/convergence.py", "--summary-only", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "convergence-losses.json").read_text()) == \
+        json.loads((ROOT / "validation/convergence-losses.json").read_text())
