@@ -134,26 +134,32 @@ def key(line):
 
 
 def updated(block, output, volatile):
-    """The block with each quoted line replaced by the output line it stands for, or None
-    when a quoted line's words are not found."""
+    """The block with each quoted line replaced by the output line it stands for (found
+    again by its first words; output lines that appeared between two consecutive quoted
+    lines are taken in too), or None when a quoted line after a '...' is not found."""
     out = output.splitlines()
     new, o = [], 0
-    realign = True
+    after_gap = True
     for line in block:
-        if line.strip() == "..." or (volatile is not None and volatile.search(line)):
+        if line.strip() == "...":
             new.append(line)
-            realign = line.strip() == "..." or realign
-            o += 0 if line.strip() == "..." else 1
+            after_gap = True
             continue
-        if realign:
-            found = next((k for k in range(o, len(out)) if key(out[k]) == key(line)), None)
-            if found is None:
+        if volatile is not None and volatile.search(line):
+            new.append(line)
+            o += 1
+            continue
+        found = next((k for k in range(o, len(out)) if key(out[k]) == key(line)), None)
+        if found is None:
+            if after_gap:
                 return None
-            o, realign = found, False
-        if o >= len(out):
+            found = o  # the line changed its first words: the one at its place stands for it
+        if found >= len(out):
             return None
-        new.append(out[o].rstrip())
-        o += 1
+        if not after_gap:
+            new.extend(extra.rstrip() for extra in out[o:found])
+        new.append(out[found].rstrip())
+        o, after_gap = found + 1, False
     return new
 
 
