@@ -169,6 +169,7 @@ class ScenarioReader {
   void read_model(const Node& n);
   void read_training(const Node& n);
   FailureModel read_failures(const Node& n);
+  void read_storage_dtypes(Fields& f, Training& t);
   void read_clusters(const Node& n);
   void read_wan(const Node& n);
   void warn_unjoined_clusters(const Node& at, const std::string& key_path);
@@ -364,6 +365,7 @@ void ScenarioReader::read_training(const Node& n) {
     else if (version)
       t.flash_version = static_cast<int>(*version);
   }
+  read_storage_dtypes(f, t);
   if (const Node* v = f.optional("tokens"))
     t.tokens = parse_token_count(*v, f.path_of("tokens"), d_);
   if (const Node* v = f.optional("iterations"))
@@ -374,6 +376,39 @@ void ScenarioReader::read_training(const Node& n) {
              "keep one of them");
   if (const Node* v = f.optional("failures")) t.failures = read_failures(*v);
   f.reject_unknown();
+}
+
+// training.grad_dtype and training.optimizer_state: the dtypes gradients and optimizer
+// state are kept in, each restricted to what a training stack offers.
+void ScenarioReader::read_storage_dtypes(Fields& f, Training& t) {
+  if (const Node* v = f.optional("grad_dtype")) {
+    const auto dtype = as_enum<Precision>(*v, f.path_of("grad_dtype"), d_, "gradient dtype");
+    if (dtype && *dtype != Precision::fp32 && *dtype != Precision::bf16 &&
+        *dtype != Precision::fp16)
+      d_.error(v->where, f.path_of("grad_dtype"),
+               "gradients are kept in fp32, bf16 or fp16, found " + excerpt(v->text),
+               "fp32: Megatron-LM's main gradients under bf16; bf16: --grad-reduce-in-bf16 or "
+               "NeMo's grad_sync_dtype: bf16; leave it out for the precision's default");
+    else if (dtype)
+      t.grad_dtype = *dtype;
+  }
+  if (const Node* v = f.optional("optimizer_state")) {
+    const auto dtype =
+        as_enum<Precision>(*v, f.path_of("optimizer_state"), d_, "optimizer state dtype");
+    if (dtype && *dtype != Precision::fp32 && *dtype != Precision::bf16)
+      d_.error(v->where, f.path_of("optimizer_state"),
+               "the optimizer's state is kept in fp32 or bf16, found " + excerpt(v->text),
+               "fp32: master weights and moments in fp32 (the default); bf16: as NeMo's "
+               "distributed_fused_adam with dtype: bf16");
+    else if (dtype == Precision::bf16 &&
+             (t.precision == Precision::fp32 || t.precision == Precision::tf32))
+      d_.error(v->where, f.path_of("optimizer_state"),
+               "a bf16 optimizer state needs 16-bit training, but training.precision is " +
+                   to_string(t.precision),
+               "set training.precision: bf16 (or fp16, fp8), or remove optimizer_state");
+    else if (dtype)
+      t.optimizer_state = *dtype;
+  }
 }
 
 FailureModel ScenarioReader::read_failures(const Node& n) {
@@ -950,6 +985,9 @@ Json scenario_to_json(const Scenario& s) {
                      {"recompute", to_string(s.training.recompute)},
                      {"attention", to_string(s.training.attention)}};
   if (s.training.flash_version) out["training"]["flash_version"] = s.training.flash_version;
+  if (s.training.grad_dtype) out["training"]["grad_dtype"] = to_string(*s.training.grad_dtype);
+  if (s.training.optimizer_state != Precision::fp32)
+    out["training"]["optimizer_state"] = to_string(s.training.optimizer_state);
   Json clusters = Json::array();
   for (const Cluster& c : s.clusters)
     clusters.push_back({{"name", c.name},

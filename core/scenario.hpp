@@ -300,6 +300,14 @@ struct Training {
   // FlashAttention's version (`training.flash_version: 2 | 3`, attention: flash only); 0:
   // the GPU's own, kernels/kernel_costs.yaml `attention_version` (3 on Hopper, 2 before).
   int flash_version = 0;
+  // The dtype of the main gradients (`training.grad_dtype: fp32 | bf16 | fp16`): what they
+  // are accumulated in and what the data-parallel reduction moves. Unset: the rule of
+  // Megatron-LM (models::gradient_precision).
+  std::optional<Precision> grad_dtype;
+  // The dtype of the optimizer's state, its master weights and moments
+  // (`training.optimizer_state: fp32 | bf16`): bf16 as NeMo's distributed_fused_adam keeps it
+  // with `dtype: bf16`.
+  Precision optimizer_state = Precision::fp32;
   // How much training the run is for (`tokens: 1T` or `iterations: 100000`; at most one):
   // results extrapolate time to train from the simulated iterations.
   std::optional<double> tokens;

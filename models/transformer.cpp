@@ -305,14 +305,27 @@ bool mixed_precision(Precision precision) {
 // 4 + 4 + 4 in fp32. FP8 training (Transformer Engine) still keeps 16-bit weights, fp32
 // main gradients and fp32 optimizer state, as bf16 does; its fp8 weight copies are
 // counted apart (fp8_weight_copies_bytes).
-BytesPerParameter bytes_per_parameter(Precision precision, core::Optimizer optimizer) {
-  const bool mixed = mixed_precision(precision);
-  const double moments = optimizer == core::Optimizer::sgd ? 1 : 2;
+Precision gradient_precision(const core::Training& training) {
+  if (training.grad_dtype) return *training.grad_dtype;
+  return training.precision == Precision::fp16 ? Precision::fp16 : Precision::fp32;
+}
+
+BytesPerParameter bytes_per_parameter(const core::Training& training) {
+  const bool mixed = mixed_precision(training.precision);
+  const double moments = training.optimizer == core::Optimizer::sgd ? 1 : 2;
+  const double state = core::element_bytes(training.optimizer_state);
   BytesPerParameter per;
   per.weights = mixed ? 2 : 4;
-  per.gradients = precision == Precision::fp16 ? 2 : 4;
-  per.optimizer = (mixed ? 4 : 0) + 4 * moments;
+  per.gradients = core::element_bytes(gradient_precision(training));
+  per.optimizer = (mixed ? state : 0) + state * moments;
   return per;
+}
+
+BytesPerParameter bytes_per_parameter(Precision precision, core::Optimizer optimizer) {
+  core::Training training;
+  training.precision = precision;
+  training.optimizer = optimizer;
+  return bytes_per_parameter(training);
 }
 
 Bytes weight_bytes(double parameters, Precision precision) {
@@ -321,6 +334,15 @@ Bytes weight_bytes(double parameters, Precision precision) {
 
 Bytes gradient_bytes(double parameters, Precision precision) {
   return Bytes(parameters * bytes_per_parameter(precision, core::Optimizer::adam).weights);
+}
+
+Bytes gradient_sync_bytes(double parameters, const core::Training& training, int zero) {
+  const BytesPerParameter per = bytes_per_parameter(training);
+  if (zero <= 0) return Bytes(parameters * per.gradients);
+  // A reduce-scatter of the gradients and 2 f - 1 all-gathers of the weights, each half an
+  // all-reduce (f = zero_traffic_factor: 1 gather under ZeRO-1 and -2, 2 under ZeRO-3).
+  const double weight_gathers = 2 * zero_traffic_factor(zero) - 1;
+  return Bytes(parameters * (per.gradients + weight_gathers * per.weights) / 2);
 }
 
 Bytes optimizer_bytes(double parameters, Precision precision, core::Optimizer optimizer) {
@@ -416,7 +438,7 @@ StageMemory stage_memory(const ModelConfig& m, const core::Training& training,
 
   // ZeRO shards over the stage's data-parallel copies; stage 3 also holds the gathered
   // weights of the layer it computes and of the one it prefetches.
-  const BytesPerParameter per = bytes_per_parameter(training.precision, training.optimizer);
+  const BytesPerParameter per = bytes_per_parameter(training);
   const double shards = std::max(stage.zero_shards, 1);
   const double layer_params = layer_parameters(m) / std::max(stage.tp, 1);
   StageMemory memory;

@@ -102,17 +102,39 @@ struct BytesPerParameter {
   double total() const { return weights + gradients + optimizer; }
 };
 
+// The dtype a run keeps its main gradients in, which is also what its data-parallel
+// reduction moves: training.grad_dtype where the scenario says, else Megatron-LM's rule
+// (megatron/training/arguments.py, "bfloat16 requires gradient accumulation and all-reduce to
+// be done in fp32"): bf16 and fp8 training accumulate and reduce in fp32, fp16 in fp16
+// (accumulate_allreduce_grads_in_fp32 off by default), fp32 and tf32 in fp32.
+core::Precision gradient_precision(const core::Training& training);
+
 // Bytes each parameter costs in training, as Megatron-LM keeps them (theoretical_memory_usage.py:
 // 18 bytes per parameter for bf16 Adam): 2 bytes of bf16 weights, 4 of fp32 main gradients
-// (Megatron accumulates and reduces bf16 gradients in fp32) and 12 of optimizer state (fp32
-// master copy and two moments, Rajbhandari et al. 2020, sec. 3.1). fp16 keeps 16-bit
-// gradients (Megatron's default for fp16): 2 + 2 + 12 = 16. fp32 Adam 4 + 4 + 8; SGD with
-// momentum keeps one moment. AdamW is Adam. fp8 (Transformer Engine) keeps bf16 weights,
-// fp32 main gradients and state as bf16 does (its fp8 weight copies: fp8_weight_copies_bytes).
+// (gradient_precision) and 12 of optimizer state (fp32 master copy and two moments,
+// Rajbhandari et al. 2020, sec. 3.1). fp16 keeps 16-bit gradients: 2 + 2 + 12 = 16. fp32
+// Adam 4 + 4 + 8; SGD with momentum keeps one moment. AdamW is Adam. fp8 (Transformer
+// Engine) keeps bf16 weights, fp32 main gradients and state as bf16 does (its fp8 weight
+// copies: fp8_weight_copies_bytes). training.optimizer_state: bf16 keeps the master copy and
+// the moments in 2 bytes each (apex's DistributedFusedAdam with dtype bf16, as NeMo runs it:
+// 2 + 2 + 2 = 6 bytes of state).
+BytesPerParameter bytes_per_parameter(const core::Training& training);
+// The same for a training of this precision and optimizer with every other dtype at its
+// default.
 BytesPerParameter bytes_per_parameter(core::Precision precision, core::Optimizer optimizer);
 core::Bytes weight_bytes(double parameters, core::Precision precision);
-// Bytes of the gradients the data-parallel reduction moves: one element per parameter.
+// Bytes of one 16-bit or 32-bit element per parameter in the training precision (what a
+// DiLoCo pseudo-gradient shard carries).
 core::Bytes gradient_bytes(double parameters, core::Precision precision);
+
+// The bytes a data-parallel step moves, in units of a ring all-reduce (2 (n - 1) / n of them
+// per member): plain data parallelism all-reduces the main gradients (gradient_precision);
+// ZeRO-1 and -2 reduce-scatter them and all-gather the updated weights in the training
+// precision, (n - 1) / n each (Megatron's distributed optimizer: fp32 gradients out, bf16
+// weights back); ZeRO-3 all-gathers the weights once more (forward and backward each
+// gather them). With gradients and weights of one size these are 1, 1 and 1.5 times the
+// gradients (zero_traffic_factor).
+core::Bytes gradient_sync_bytes(double parameters, const core::Training& training, int zero);
 
 // Data-parallel traffic per step under a ZeRO stage, in units of a ring all-reduce of the
 // gradients (2 (n - 1) / n of their bytes per member). ZeRO-1 and -2 reduce-scatter the

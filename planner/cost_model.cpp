@@ -74,9 +74,10 @@ struct Coded {
   double decode = 0;
 };
 
-Coded code(const Context& ctx, const compress::CodecSpec& spec, double share, int from, int to) {
+Coded code(const Context& ctx, const compress::CodecSpec& spec, core::Precision dtype, double share,
+           int from, int to) {
   // One sender coding `share` bytes, as the simulator's Sender codes each flow's share.
-  const sim::WanCodec codec{spec, ctx.scenario->training.precision, ctx.model->hidden};
+  const sim::WanCodec codec{spec, dtype, ctx.model->hidden};
   const sim::CodedTransfer c =
       sim::code_wan_transfer(codec, share, 1, *ctx.gpus[from], *ctx.gpus[to]);
   return {c.wire_bytes, c.encode_s, c.decode_s};
@@ -146,7 +147,8 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
     return x;
   }
   const int pieces = static_cast<int>(reshard.size());
-  const Coded c = code(ctx, r.choices.codecs.wan_activations, total / pieces, ca, cb);
+  const Coded c = code(ctx, r.choices.codecs.wan_activations, r.choices.training.precision,
+                       total / pieces, ca, cb);
   const double flows = static_cast<double>(pipeline.replicas) * pieces;
   x.wire = c.wire * flows;
   const double nic =
@@ -540,7 +542,8 @@ double hierarchical_bucket_time(const Context& ctx, const sim::ResolvedPlan& r,
   std::vector<Coded> coded(k);
   for (int j = 0; j < k; ++j) {
     const int a = g.clusters[j], b = g.clusters[(j + 1) % k];
-    coded[j] = code(ctx, r.choices.codecs.wan_gradients, chunk / flows, a, b);
+    coded[j] = code(ctx, r.choices.codecs.wan_gradients,
+                    models::gradient_precision(r.choices.training), chunk / flows, a, b);
     for (int l : ctx.wan_links[a][b]) load[l] += coded[j].wire * flows;
   }
   double step = 0;

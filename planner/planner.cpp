@@ -730,7 +730,7 @@ std::vector<std::string> explain_infeasible(const Context& ctx, const Options& o
   std::vector<std::string> out;
   const auto& s = *ctx.scenario;
   const auto& m = *ctx.model;
-  const auto per_param = models::bytes_per_parameter(s.training.precision, s.training.optimizer);
+  const auto per_param = models::bytes_per_parameter(s.training);
   const double state = per_param.total() * models::parameter_count(m);
   double memory = 0;
   for (std::size_t c = 0; c < s.clusters.size(); ++c)

@@ -244,8 +244,8 @@ int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket) {
 
 GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket) {
-  const double per_ring = models::gradient_bytes(parameters, choices.precision).value() *
-                          models::zero_traffic_factor(choices.zero) / rings;
+  const double per_ring =
+      models::gradient_sync_bytes(parameters, choices.training, choices.zero).value() / rings;
   GradientBuckets out;
   out.count = std::max(1, static_cast<int>(std::ceil(per_ring / bucket.value())));
   out.bytes_per_ring = per_ring / out.count;

@@ -138,9 +138,9 @@ struct Segment {
 };
 
 // Gradient buckets of `parameters` synchronised in `rings` parallel rings: ceil(bytes per
-// ring / bucket) equal buckets of `bytes_per_ring`. The bytes are the gradients' in the
-// choices' precision times the ZeRO stage's data-parallel traffic factor
-// (models::zero_traffic_factor: ZeRO-3's weight gathers ride on the gradient stream).
+// ring / bucket) equal buckets of `bytes_per_ring`. The bytes are what the data-parallel step
+// moves (models::gradient_sync_bytes: the main gradients in their dtype and, under ZeRO, the
+// weight gathers that ride on the gradient stream).
 struct GradientBuckets {
   int count = 1;
   double bytes_per_ring = 0;

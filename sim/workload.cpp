@@ -494,7 +494,8 @@ class Builder {
                    int bucket) {
     Graph& graph = w_.graph;
     const std::string name = "dp bucket " + std::to_string(bucket);
-    WanCodec codec{r_.choices.codecs.wan_gradients, s_.training.precision, model_->hidden};
+    WanCodec codec{r_.choices.codecs.wan_gradients, models::gradient_precision(r_.choices.training),
+                   model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.gradient_codec, Work::dp_comm, -1};
     const auto algorithm = plan_->grad_sync.algorithm;
     std::vector<int> clusters;

@@ -48,9 +48,9 @@ core::ModelConfig gpt(int layers, int hidden, int heads, int vocab = 50257) {
 
 TEST(ModelZoo, HoldsTheNamedModels) {
   const std::vector<std::string> expected = {
-      "gpt2-124m", "gpt2-355m",  "gpt2-774m",  "gpt2-1.5b", "gpt3-125m", "gpt3-350m",
-      "gpt3-760m", "gpt3-1.3b",  "gpt3-2.7b",  "gpt3-6.7b", "gpt3-13b",  "gpt3-175b",
-      "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b"};
+      "gpt2-124m", "gpt2-355m",  "gpt2-774m",  "gpt2-1.5b", "gpt3-125m",  "gpt3-350m",
+      "gpt3-760m", "gpt3-1.3b",  "gpt3-2.7b",  "gpt3-6.7b", "gpt3-13b",   "gpt3-175b",
+      "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "nemotron-4-340b"};
   EXPECT_EQ(model_names(), expected);
   for (const ZooEntry& entry : zoo()) {
     EXPECT_FALSE(entry.source.empty()) << entry.config.name;
@@ -419,6 +419,108 @@ TEST(OptimizerState, MegatronAndZeroPaperBytesPerParameter) {
   EXPECT_EQ(gradient_bytes(params, Precision::fp16).value(), 14e9);
   EXPECT_EQ(optimizer_bytes(params, Precision::bf16, core::Optimizer::adam).value(), 84e9);
   EXPECT_EQ(weight_bytes(params, Precision::fp32).value(), 28e9);
+}
+
+// The dtype of the main gradients: Megatron-LM's rule (arguments.py: bf16 accumulates and
+// all-reduces gradients in fp32; fp16 keeps them in fp16) unless training.grad_dtype says.
+TEST(OptimizerState, GradientDtypeFollowsMegatronUnlessTheScenarioSays) {
+  core::Training t;
+  const std::pair<Precision, Precision> defaults[] = {{Precision::bf16, Precision::fp32},
+                                                      {Precision::fp8, Precision::fp32},
+                                                      {Precision::fp16, Precision::fp16},
+                                                      {Precision::fp32, Precision::fp32},
+                                                      {Precision::tf32, Precision::fp32}};
+  for (auto [precision, gradients] : defaults) {
+    t.precision = precision;
+    EXPECT_EQ(gradient_precision(t), gradients) << core::to_string(precision);
+  }
+  t.precision = Precision::bf16;
+  t.grad_dtype = Precision::bf16;
+  EXPECT_EQ(gradient_precision(t), Precision::bf16);
+  EXPECT_EQ(bytes_per_parameter(t).gradients, 2);
+}
+
+// NeMo's distributed_fused_adam with `dtype: bf16` and `grad_sync_dtype: bf16` (apex's
+// DistributedFusedAdam: master weights and both moments in the state dtype): 2 bytes of
+// weights, 2 of gradients and 3 x 2 of state, against Megatron's 2 + 4 + 12.
+TEST(OptimizerState, Bf16StateAndGradientsAsNemoKeepsThem) {
+  core::Training t;
+  t.precision = Precision::bf16;
+  t.grad_dtype = Precision::bf16;
+  t.optimizer_state = Precision::bf16;
+  const BytesPerParameter per = bytes_per_parameter(t);
+  EXPECT_EQ(per.weights, 2);
+  EXPECT_EQ(per.gradients, 2);
+  EXPECT_EQ(per.optimizer, 6);
+  t.optimizer = core::Optimizer::sgd;  // one moment and the master copy
+  EXPECT_EQ(bytes_per_parameter(t).optimizer, 4);
+}
+
+// What a data-parallel step moves, in all-reduce units of bytes: the gradients in their dtype
+// (ZeRO 0), a reduce-scatter of them plus an all-gather of the 16-bit weights (ZeRO 1, 2:
+// Megatron's distributed optimizer), plus a second gather (ZeRO 3). With gradients and weights
+// of one size it is zero_traffic_factor times the gradients.
+TEST(OptimizerState, GradientSyncBytesCountEachDtypeOnTheWire) {
+  const double params = 1e9;
+  core::Training bf16;
+  bf16.precision = Precision::bf16;
+  EXPECT_EQ(gradient_sync_bytes(params, bf16, 0).value(), 4e9);              // fp32 all-reduce
+  EXPECT_EQ(gradient_sync_bytes(params, bf16, 1).value(), (4e9 + 2e9) / 2);  // RS 4, AG 2
+  EXPECT_EQ(gradient_sync_bytes(params, bf16, 3).value(), (4e9 + 2 * 2e9) / 2);
+  core::Training fp16;
+  fp16.precision = Precision::fp16;
+  for (int zero : {0, 1, 2, 3})
+    EXPECT_DOUBLE_EQ(gradient_sync_bytes(params, fp16, zero).value(),
+                     2e9 * zero_traffic_factor(zero))
+        << "ZeRO " << zero;
+}
+
+// Nemotron-4 340B on 128 H100 as NVIDIA benchmarked it (NVIDIA/dgxc-benchmarking
+// nemotron/README_340b.md and nemotron4-340b-synth.yaml @8f5cbb37: TP 8, PP 8, VP 12, DP 2,
+// micro-batch 1, global batch 32, sequence 4096, selective recomputation, sequence
+// parallelism, distributed_fused_adam with `dtype: bf16` and `grad_sync_dtype: bf16`): it
+// ran (4.61 s per step), so its first stage fits in 80 GB. Under Megatron-LM's own defaults
+// (fp32 main gradients and state, distributed optimizer) it does not, by Megatron's own
+// count: theoretical_memory_usage.py gives the first stage's weights and optimizer as
+// (12 layers + embedding) / tp parameters x (6 + 12 / dp) bytes.
+TEST(StageMemory, Nemotron4On128H100FitsAsNemoRanItAndNotAsMegatronDefaults) {
+  const core::ModelConfig m = zoo_model("nemotron-4-340b");
+  StageSpec first;
+  first.schedule = Schedule::interleaved;
+  first.stages = 8;
+  first.stage_index = 0;
+  first.micro_batches = 16;
+  first.virtual_stages = 12;
+  first.layers = 12;
+  first.tp = 8;
+  first.sequence_parallel = true;
+  first.zero_shards = 2;
+  core::Training t;
+  t.global_batch = 32;
+  t.seq_len = 4096;
+  t.precision = Precision::bf16;
+  t.recompute = Recompute::selective;
+
+  // Megatron's count, written from its formula: attention 2 h^2 (1 + g / a) (head dim
+  // h / a), MLP 2 h f, two layer norms of 2 h each; the untied input embedding on stage 0.
+  const double h = 18432, f = 73728, a = 96, g = 8, V = 256000;
+  const double layer = 2 * h * h * (1 + g / a) + 2 * h * f + 2 * 2 * h;
+  const double shard = (12 * layer + V * h) / 8;
+  const double gib = 1024.0 * 1024 * 1024;
+
+  first.zero = 1;
+  const StageMemory megatron = stage_memory(m, t, first);
+  const double states = (megatron.weights + megatron.gradients + megatron.optimizer).value();
+  EXPECT_NEAR(states / (shard * (6 + 12.0 / 2)), 1.0, 1e-3);
+  EXPECT_GT(megatron.total.value(), 80 * gib);
+
+  first.zero = 2;  // apex's DistributedFusedAdam shards the gradients too (ZeRO-2)
+  t.grad_dtype = Precision::bf16;
+  t.optimizer_state = Precision::bf16;
+  const StageMemory nemo = stage_memory(m, t, first);
+  EXPECT_NEAR(nemo.weights.value() + nemo.gradients.value() + nemo.optimizer.value(),
+              shard * (2 + 2.0 / 2 + 6.0 / 2), 1e-3 * shard);
+  EXPECT_LT(nemo.total.value(), 80 * gib);
 }
 
 // ---- pipeline stage memory ------------------------------------------------------------------

@@ -162,8 +162,8 @@ TEST(GradReduce, OverlappedBucketsHideAllButTheLast) {
            std::to_string(static_cast<long long>(bucket_bytes)) + "B}\n";
   };
   const auto probe = checked(scenario("", 1e9));
-  const double grad =
-      models::gradient_bytes(models::parameter_count(probe.model), core::Precision::bf16).value();
+  // bf16 training all-reduces fp32 main gradients (Megatron-LM): 4 bytes per parameter.
+  const double grad = 4.0 * models::parameter_count(probe.model);
   const double bucket = grad / 8 + 1;  // ceil(grad / bucket) = 8 buckets
   // A bucket's ring plus NCCL's fixed cost of a 2-rank kernel on Hopper (kernels/nccl_costs.yaml).
   const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0}) + 31e-6;
@@ -175,21 +175,34 @@ TEST(GradReduce, OverlappedBucketsHideAllButTheLast) {
   EXPECT_NEAR(after, 8 * 3 * 2e-3 + 8 * one, 1e-6 * after);
 }
 
-// ZeRO-1 moves what the all-reduce moves (reduce-scatter + all-gather); ZeRO-3 gathers the
-// weights once more: 1.5 times the data-parallel traffic. With a slow NIC the sync dominates
-// and the difference is half the ZeRO-1 sync time.
+// With 16-bit gradients ZeRO-1 moves what the all-reduce moves (reduce-scatter + all-gather);
+// ZeRO-3 gathers the weights once more: 1.5 times the data-parallel traffic. With a slow NIC
+// the sync dominates and the difference is half the ZeRO-1 sync time. With Megatron's fp32
+// main gradients under bf16 the reduce-scatter carries 4 bytes and the gather 2: ZeRO-1 moves
+// (4 + 2) / 2 = 3 bytes per parameter where the all-reduce moves 4, and ZeRO-3 (4 + 2 x 2) / 2.
 TEST(Zero, DataParallelTrafficFollowsTheStage) {
   EXPECT_EQ(models::zero_traffic_factor(0), 1.0);
   EXPECT_EQ(models::zero_traffic_factor(1), 1.0);
   EXPECT_EQ(models::zero_traffic_factor(2), 1.0);
   EXPECT_EQ(models::zero_traffic_factor(3), 1.5);
   const FixedTimes compute(1e-6);
-  const double z0 = iteration(checked(dp_scenario("", "1f1b", 1)), compute);
-  const double z1 = iteration(checked(dp_scenario("  zero: 1\n", "1f1b", 1)), compute);
-  const double z3 = iteration(checked(dp_scenario("  zero: 3\n", "1f1b", 1)), compute);
+  auto run = [&](const std::string& zero, bool bf16_gradients) {
+    std::string text = dp_scenario(zero, "1f1b", 1);
+    if (bf16_gradients) {
+      const std::string from = "precision: bf16}";
+      text.replace(text.find(from), from.size(), "precision: bf16, grad_dtype: bf16}");
+    }
+    return iteration(checked(text), compute);
+  };
+  const double z0 = run("", true), z1 = run("  zero: 1\n", true), z3 = run("  zero: 3\n", true);
   EXPECT_NEAR(z0, z1, 1e-12);
   EXPECT_GT(z3, 1.4 * z1);
   EXPECT_LT(z3, 1.5 * z1);
+  const double f0 = run("", false), f1 = run("  zero: 1\n", false), f3 = run("  zero: 3\n", false);
+  EXPECT_GT(f0 / z0, 1.85);          // the all-reduce carries twice the bytes (and the compute
+  EXPECT_LE(f0 / z0, 2.0);           // and pipeline are the same)
+  EXPECT_NEAR(f1 / f0, 0.75, 0.01);  // 3 bytes against 4
+  EXPECT_NEAR(f3 / f0, 1.0, 0.01);   // 4 bytes against 4
 }
 
 // Under ZeRO >= 1 a rank steps the optimizer over its shard only (Megatron-LM's distributed
@@ -198,8 +211,9 @@ TEST(Zero, DataParallelTrafficFollowsTheStage) {
 // in the planner's model alike.
 TEST(Zero, TheOptimizerStepsItsShard) {
   auto scenario = [](const std::string& extra) {
+    // 16-bit gradients: ZeRO-1's reduce-scatter and gather move what the all-reduce moves.
     return std::string("name: dp4\n") + kTinyModel +
-           "training: {global_batch: 4, seq_len: 128, precision: bf16}\n"
+           "training: {global_batch: 4, seq_len: 128, precision: bf16, grad_dtype: bf16}\n"
            "clusters:\n"
            "  - {name: c, gpu: H100-80GB-SXM, nodes: 4, gpus_per_node: 1, nvlink: {bandwidth: "
            "1000TB/s, latency: 0s}, nic: {bandwidth: 100GB/s, latency: 0s}}\n"

@@ -110,6 +110,13 @@ const hgsim::core::Diagnostic* find_error(const hgsim::core::Diagnostics& diags,
 }
 
 const Case kCases[] = {
+    {"GradientsInFp8", "  optimizer: adam\n", "  optimizer: adam\n  grad_dtype: fp8\n",
+     "training.grad_dtype", 8, "fp32, bf16 or fp16"},
+    {"OptimizerStateInFp16", "  optimizer: adam\n", "  optimizer: adam\n  optimizer_state: fp16\n",
+     "training.optimizer_state", 8, "fp32 or bf16"},
+    {"Bf16StateUnderFp32Training", "  precision: fp16\n  optimizer: adam\n",
+     "  precision: fp32\n  optimizer: adam\n  optimizer_state: bf16\n", "training.optimizer_state",
+     8, "needs 16-bit training"},
     {"UnknownGpu", "gpu: A100-80GB-SXM", "gpu: A100-80GB-SMX", "clusters[0].gpu", 11,
      "did you mean 'A100-80GB-SXM'"},
     {"BandwidthWithoutPerSecond", "{bandwidth: 100Gbps, latency: 2us}",

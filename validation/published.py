@@ -92,7 +92,12 @@ def scenario_yaml(row):
     # Optional column: the FlashAttention version the run's software had (FlashAttention-3
     # appeared in July 2024; empty: the GPU's own, 3 on Hopper).
     flash_version = (row.get("flash_version") or "").strip()
-    flash_key = f"\n  flash_version: {int(flash_version)}" if flash_version else ""
+    training_extra = f"\n  flash_version: {int(flash_version)}" if flash_version else ""
+    # Optional columns: the dtypes the run kept its main gradients and optimizer state in
+    # (empty: Megatron-LM's, fp32 gradients under bf16 and fp32 state).
+    for key in ("grad_dtype", "optimizer_state"):
+        if (row.get(key) or "").strip():
+            training_extra += f"\n  {key}: {row[key].strip()}"
     stages = "\n".join(
         f"        - {{cluster: dgx, tp: {tp}, layers: {layers}{cp_key}}}" for _ in range(pp))
     vs = int(row["virtual_stages"])
@@ -104,7 +109,7 @@ training:
   precision: {row['precision']}
   optimizer: adam
   recompute: {row['recompute']}
-  attention: {row['attention']}{flash_key}
+  attention: {row['attention']}{training_extra}
 clusters:
   - name: dgx
     gpu: {row['gpu']}
