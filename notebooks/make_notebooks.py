@@ -591,7 +591,7 @@ print(f"header {header} bytes;", {k: round(v, 4) for k, v in ratio.items()})''',
     """md:Casts to 16 or 8 bits save exactly 2x or 4x; int8 and int4 also send one scale per
 block of 128 values, so slightly more than their bits (every encoding also carries a
 header of a few bytes); the sparsifiers (`topk`, `randomk`) and
-low-rank `powersgd` save 10-1000x, depending on their ratio or rank.
+low-rank `powersgd` save 50-200x at their defaults (more or less with their ratio or rank).
 
 ## What the bytes buy in time
 
