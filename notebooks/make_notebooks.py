@@ -634,8 +634,8 @@ what each setting saves in time (left of 1: faster) against what it costs in los
 0: worse).""",
     '''fig, ax = plt.subplots(figsize=(7, 4.2))
 for name, t, wire, dl in points:
-    ax.scatter(t / base_time, 100 * dl, s=60)
-    ax.annotate(name, (t / base_time, 100 * dl), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.scatter(t / base_time, 100 * dl, s=60, label=name)
+ax.legend(fontsize="x-small")
 ax.axhline(0, color="gray", lw=0.8); ax.axvline(1, color="gray", lw=0.8)
 ax.set_xlabel("iteration time / uncompressed (simulated, 1 Gbit/s)")
 ax.set_ylabel("final loss increase (%, convergence run)")
