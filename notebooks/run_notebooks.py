@@ -47,6 +47,10 @@ def run(path, out_dir, timeout):
     try:
         client.execute()
     except CellExecutionError as e:
+        # A notebook that stops itself on purpose (SystemExit: the module is not on its
+        # path) has said what to do in one line: that line alone, no cell dump.
+        if e.ename == "SystemExit":
+            return e.evalue, time.time() - start
         return f"failed: {e}", time.time() - start
     except TimeoutError as e:
         return f"failed: {cli.quoted(e)}", time.time() - start
