@@ -32,6 +32,7 @@
 #include "kernels/profile.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
+#include "sim/plan_memory.hpp"
 #include "sim/simulate.hpp"
 
 #ifndef HGSIM_VERSION
@@ -255,6 +256,32 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
          "simulates the iteration.\n";
 }
 
+// An explicit plan that does not fit in memory: the verdict `hgsim run` gives it
+// (sim::check_plan_memory), an error; a sweep point's a warning naming it, since `hgsim
+// sweep` records that point as failed and runs the others.
+void check_point_memory(const CheckedPoint& p, core::Diagnostics& diags) {
+  const CheckedScenario& c = p.checked;
+  if (c.scenario.strategy.automatic) return;
+  core::Diagnostics again;  // check_scenario reported these already
+  const auto resolved = sim::check_and_resolve(c.scenario, c.model, c.compression,
+                                               c.scenario.strategy.plan, "strategy", again);
+  if (!resolved) return;
+  core::Diagnostics memory;
+  if (sim::check_plan_memory(*resolved, "strategy", memory)) return;
+  std::string label;
+  for (const auto& [setting, value] : p.settings)
+    label += (label.empty() ? "" : ", ") + setting + "=" + value;
+  for (const core::Diagnostic& d : memory.all()) {
+    if (label.empty()) {
+      diags.error(d.where, d.key_path, d.message, d.hint);
+      continue;
+    }
+    diags.warning(d.where, d.key_path,
+                  d.message + " (sweep point " + label + ": hgsim sweep records it as failed)",
+                  d.hint);
+  }
+}
+
 int cmd_check(const std::string& path, bool json, bool summary, std::ostream& out,
               std::ostream& err) {
   core::Diagnostics diags;
@@ -262,9 +289,10 @@ int cmd_check(const std::string& path, bool json, bool summary, std::ostream& ou
   // --summary show).
   std::optional<CheckedPoint> first;
   const auto points = check_scenario_file_each(path, diags, [&](std::size_t, CheckedPoint& p) {
+    check_point_memory(p, diags);
     if (!first) first = std::move(p);
   });
-  if (!points || !first) return report_bad_input(diags, json, out, err);
+  if (!points || !first || diags.has_errors()) return report_bad_input(diags, json, out, err);
   if (json) {
     Json result{{"valid", true},
                 {"diagnostics", diagnostics_json(diags)},

@@ -376,12 +376,12 @@ void register_mpi(MpiSessionFactory factory) {
 
 std::string run_point_in_child(const SweepJob& job, long long k) {
   Running r = start_point(job, k);
-  char buffer[1 << 16];
+  std::vector<char> buffer(core::kPipeChunk);  // on the heap: see core::kPipeChunk
   for (;;) {
-    const ssize_t got = ::read(r.child.fd, buffer, sizeof buffer);
+    const ssize_t got = ::read(r.child.fd, buffer.data(), buffer.size());
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
-    r.text.append(buffer, static_cast<std::size_t>(got));
+    r.text.append(buffer.data(), static_cast<std::size_t>(got));
   }
   return finish_point(r);
 }
@@ -516,6 +516,8 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   std::unique_ptr<ResultsDb> db;
   std::vector<long long> todo;
   long long skipped = 0;
+  std::error_code exists_error;
+  const bool created = !fs::exists(db_path, exists_error) && !exists_error;
   try {
     db = open_for_sweep(db_path);
     const long long rows = db->point_count();
@@ -559,6 +561,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
     err << "hgsim sweep: " << skipped << " point" << (skipped == 1 ? "" : "s") << " already ok in "
         << core::path_excerpt(db_path) << " (skipped); " << todo.size() << " to run\n";
   std::vector<long long> failed;
+  long long recorded = 0;
   const auto started = Clock::now();
   const std::vector<std::string> axes = points.axis_paths();
   auto done = [&](long long k, const std::string& outcome, double wall_s) {
@@ -588,6 +591,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
       failed.push_back(k);
     }
     db->record(row);
+    ++recorded;
     progress.finished(row.status == "ok");
     progress.clear();
     if (!o.json) out << point_line(row, axes) << std::flush;
@@ -608,6 +612,16 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
         << " (hgsim results " << db->named()
         << "); hgsim sweep --resume continues once the database takes writes again\n";
     return kBadInput;
+  } catch (...) {
+    // No point could run (no process could start: ulimit -n, ulimit -u): a database this
+    // sweep created holds no point, and is removed rather than left as an empty sweep.
+    progress.clear();
+    if (created && recorded == 0) {
+      db.reset();
+      std::error_code ignored;
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix, ignored);
+    }
+    throw;
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   err << "hgsim sweep: " << todo.size() << " point" << (todo.size() == 1 ? "" : "s") << " run in "

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "core/limits.hpp"
 #include "core/process.hpp"
@@ -73,9 +74,9 @@ std::optional<std::string> read_input_file(const std::string& path, std::string_
   // Bounded read: a file may grow while it is read, or report no size (/proc files).
   std::string text;
   text.reserve(static_cast<std::size_t>(st.st_size));
-  char buffer[1 << 16];
+  std::vector<char> buffer(kPipeChunk);  // on the heap: see kPipeChunk
   for (;;) {
-    const ssize_t n = ::read(file.fd, buffer, sizeof buffer);
+    const ssize_t n = ::read(file.fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       diags.error(where, key_path, "cannot read " + named + ": " + std::strerror(errno));
@@ -86,7 +87,7 @@ std::optional<std::string> read_input_file(const std::string& path, std::string_
       too_large();
       return std::nullopt;
     }
-    text.append(buffer, static_cast<std::size_t>(n));
+    text.append(buffer.data(), static_cast<std::size_t>(n));
   }
   return text;
 }

@@ -193,12 +193,12 @@ Child start_child(const std::function<std::string()>& body, const char* what) {
 
 std::string finish_child(Child child) {
   std::string text;
-  char buffer[1 << 16];
+  std::vector<char> buffer(kPipeChunk);  // on the heap: see kPipeChunk
   for (;;) {
-    const ssize_t n = ::read(child.fd, buffer, sizeof buffer);
+    const ssize_t n = ::read(child.fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
+    text.append(buffer.data(), static_cast<std::size_t>(n));
   }
   return reap_child(child, std::move(text));
 }
@@ -244,6 +244,7 @@ void run_children(std::size_t count, int jobs,
   } end_running{running};
   std::size_t next = 0;
   jobs = std::max(jobs, 1);
+  std::vector<char> buffer(kPipeChunk);  // on the heap: see kPipeChunk
   while (next < count || !running.empty()) {
     while (static_cast<int>(running.size()) < jobs && next < count) {
       const std::size_t i = next++;
@@ -259,10 +260,9 @@ void run_children(std::size_t count, int jobs,
     if (n <= 0) continue;
     for (std::size_t k = running.size(); k-- > 0;) {
       if (polled[k].revents == 0) continue;
-      char buffer[1 << 16];
-      const ssize_t got = ::read(running[k].child.fd, buffer, sizeof buffer);
+      const ssize_t got = ::read(running[k].child.fd, buffer.data(), buffer.size());
       if (got > 0) {
-        running[k].text.append(buffer, static_cast<std::size_t>(got));
+        running[k].text.append(buffer.data(), static_cast<std::size_t>(got));
         continue;
       }
       if (got < 0 && errno == EINTR) continue;

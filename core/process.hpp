@@ -56,6 +56,10 @@ struct EnvironmentLimit : std::runtime_error {
 // limit (ulimit -s) is raised to it when the hard limit allows; stack_refusal says why it
 // cannot be (a 64 KiB stack would end a large scenario with SIGSEGV), else nullopt.
 constexpr long long kStackBytes = 8LL << 20;
+
+// What one read() of a child's pipe takes. Read buffers live on the heap: a 64 KiB array
+// on the stack alone overflows a 64 KiB stack (ulimit -s 64), in every simulation's parent.
+constexpr std::size_t kPipeChunk = 1 << 16;
 std::optional<std::string> stack_refusal();
 
 // The limit behind a system call that failed with `error` ("too many open files: the limit

@@ -31,6 +31,7 @@
 #include "sim/engine.hpp"
 #include "sim/iterations.hpp"
 #include "sim/outer_sync.hpp"
+#include "sim/plan_memory.hpp"
 #include "sim/trace.hpp"
 #include "sim/workload.hpp"
 
@@ -233,20 +234,6 @@ std::vector<std::string> window_warnings(const Platform& p, const std::vector<Li
         setting_text + ": " + core::format_size(core::Bytes(needed)) + " would fill it");
   }
   return out;
-}
-
-// Peak memory of one GPU of a stage: the memory model's, plus DiLoCo's parameter snapshot
-// and outer momentum when the plan has outer sync.
-models::StageMemory plan_stage_memory(const ResolvedPlan& r, int pipeline, int stage,
-                                      core::Bytes* outer_state) {
-  auto m = models::stage_memory(*r.model, r.choices.training, r.plan, pipeline, stage);
-  core::Bytes extra(0);
-  if (r.plan.outer_sync.enabled())
-    extra = outer_state_bytes(
-        models::stage_parameters(*r.model, models::stage_spec(r.plan, pipeline, stage)));
-  m.total = core::Bytes(m.total.value() + extra.value());
-  if (outer_state) *outer_state = extra;
-  return m;
 }
 
 double stage_memory_bytes(const ResolvedPlan& r, int pipeline, int stage) {
@@ -577,34 +564,6 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   return child_output(result, graph, graph_bytes, totals, wall_start, diags);
 }
 
-// Refuses a plan that does not fit, naming the stage, what it needs and what would help.
-void check_memory(const SimulationInput& in, const ResolvedPlan& r, core::Diagnostics& diags) {
-  const auto& s = *r.scenario;
-  const auto& plan = r.plan;
-  for (std::size_t i = 0; i < plan.pipelines.size(); ++i)
-    for (std::size_t st = 0; st < plan.pipelines[i].stages.size(); ++st) {
-      const auto& stage = plan.pipelines[i].stages[st];
-      const auto* gpu = &kernels::gpu_of(s.cluster(stage.cluster).gpu);
-      core::Bytes outer_state(0);
-      const auto m = plan_stage_memory(r, static_cast<int>(i), static_cast<int>(st), &outer_state);
-      if (m.total.value() <= gpu->memory.value()) continue;
-      const std::string path = (in.plan_path.empty() ? "" : in.plan_path + ".") + "pipelines[" +
-                               std::to_string(i) + "].stages[" + std::to_string(st) + "]";
-      diags.error(s.where(path), path,
-                  "does not fit in memory: each GPU needs " + core::human_size(m.total) +
-                      " (weights " + core::human_size(m.weights) + ", gradients " +
-                      core::human_size(m.gradients) + ", optimizer " +
-                      core::human_size(m.optimizer) + ", activations " +
-                      core::human_size(m.activations) +
-                      (outer_state.value() > 0
-                           ? ", outer-sync snapshot and momentum " + core::human_size(outer_state)
-                           : std::string()) +
-                      "), a " + gpu->name + " has " + core::human_size(gpu->memory),
-                  "give the stage fewer layers or more tp, turn on recompute, or pass --allow-oom "
-                  "to simulate it anyway");
-    }
-}
-
 }  // namespace
 
 namespace {
@@ -734,7 +693,7 @@ std::optional<ResolvedPlan> resolve_for_simulation(const SimulationInput& in,
   auto resolved =
       resolve_plan(*in.scenario, *in.model, in.compression, *in.plan, in.plan_path, diags);
   if (!resolved) return std::nullopt;
-  if (!options.allow_oom) check_memory(in, *resolved, diags);
+  if (!options.allow_oom) check_plan_memory(*resolved, in.plan_path, diags);
   if (diags.has_errors()) return std::nullopt;
   return resolved;
 }

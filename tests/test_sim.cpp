@@ -829,6 +829,58 @@ TEST(SimCli, APlanThatDoesNotFitIsRefusedUnlessAllowed) {
   fs::remove(scenario);
 }
 
+// `hgsim check` and `hgsim run` give an explicit plan one memory verdict
+// (sim::check_plan_memory): check accepted Llama-3-8B at tp 1, no ZeRO, no recompute, on an
+// 80 GB GPU (16 B of weights, gradients and Adam state per parameter: 128 GB) that run
+// refused.
+TEST(SimCli, CheckAndRunGiveAPlanThatDoesNotFitOneVerdict) {
+  const std::string scenario_text =
+      "name: oom\n"
+      "model: llama3-8b\n"
+      "training: {global_batch: 8, seq_len: 4096, precision: bf16, optimizer: adam}\n"
+      "clusters:\n"
+      "  - {name: a, gpu: H100-80GB-SXM, nodes: 1, gpus_per_node: 8, nvlink: {bandwidth: "
+      "450GB/s, latency: 1us}, nic: {bandwidth: 400Gbps, latency: 2us}}\n"
+      "strategy:\n"
+      "  micro_batch: 1\n"
+      "  pipelines:\n"
+      "    - replicas: 8\n"
+      "      micro_batches: 1\n"
+      "      stages:\n"
+      "        - {cluster: a, tp: 1, layers: 32}\n"
+      "  grad_sync: {algorithm: ring, bucket: 25MB}\n";
+  const auto scenario = temp_file("oom-check.yaml", scenario_text);
+  const auto check = hgsim({"check", scenario.string()});
+  const auto run = hgsim({"run", scenario.string()});
+  EXPECT_EQ(check.status, 1) << check.out << check.err;
+  EXPECT_EQ(run.status, 1) << run.out << run.err;
+  const auto first_error = [](const std::string& text) {
+    const auto at = text.find("error:");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_NE(first_error(check.err).find("strategy.pipelines[0].stages[0]: does not fit in memory"),
+            std::string::npos)
+      << check.err;
+  EXPECT_EQ(first_error(check.err), first_error(run.err)) << check.err << "\n" << run.err;
+  // The JSON answer says the same.
+  const auto json = hgsim({"check", scenario.string(), "--json"});
+  EXPECT_EQ(json.status, 1);
+  EXPECT_NE(json.out.find("does not fit in memory"), std::string::npos) << json.out;
+
+  // In a sweep, a point that does not fit is one `hgsim sweep` records as failed: check
+  // warns, naming the point, and the scenario stays valid.
+  const auto sweep =
+      temp_file("oom-sweep.yaml", scenario_text + "sweep:\n  strategy.zero: [0, 3]\n");
+  const auto swept = hgsim({"check", sweep.string()});
+  EXPECT_EQ(swept.status, 0) << swept.err;
+  EXPECT_NE(swept.err.find("warning:"), std::string::npos) << swept.err;
+  EXPECT_NE(swept.err.find("does not fit in memory"), std::string::npos) << swept.err;
+  EXPECT_NE(swept.err.find("sweep point strategy.zero=0:"), std::string::npos) << swept.err;
+  EXPECT_EQ(swept.err.find("strategy.zero=3"), std::string::npos) << swept.err;
+  fs::remove(scenario);
+  fs::remove(sweep);
+}
+
 TEST(SimCli, TraceGraphAndPlatformExportsAreWellFormed) {
   const auto scenario =
       temp_file("trace.yaml", fold_case("1f1b",

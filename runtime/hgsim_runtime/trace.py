@@ -4,7 +4,10 @@ The simulator's trace (sim/trace.cpp) has one process per cluster ("cluster NAME
 threads per device ("NAME/nN/gG compute" at tid 2d, "... comm" at 2d+1, d = the device's
 index in placement order) and a "WAN" process with one thread per WAN direction
 ("wan:A->B"). The live trace uses the same pids, tids and names, so the two files open side
-by side in Perfetto and line up track by track. Times are seconds from the start of the first
+by side in Perfetto and line up track by track. As there, slices that overlap on a track
+(concurrent sends, WAN transfers of several ranks) go to lanes: lane k >= 1 of track tid is
+thread tid + k * LANE_STRIDE, named "... (lane k+1)", and no two slices of a lane overlap
+(Perfetto drops a slice that partly overlaps another of its thread). Times are seconds from the start of the first
 recorded step.
 """
 
@@ -62,6 +65,31 @@ class Discard(Recorder):
         pass
 
 
+# sim/trace.cpp's kLaneStride: lane k of a track is thread tid + k * LANE_STRIDE.
+LANE_STRIDE = 1 << 20
+
+
+def _lanes(events, names):
+    """Moves each slice of `events` to the first lane of its track where it overlaps no
+    other (slices taken in order of their starts), and returns the thread_name events of the
+    lanes it opened; `names` maps (pid, tid) to the track's name."""
+    ends = {}
+    extra = []
+    for event in sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["ts"], e["dur"])):
+        track = (event["pid"], event["tid"])
+        lanes = ends.setdefault(track, [])
+        start, end = event["ts"], event["ts"] + event["dur"]
+        lane = next((k for k, last in enumerate(lanes) if last <= start), len(lanes))
+        if lane == len(lanes):
+            lanes.append(end)
+            if lane > 0:
+                extra.append(_meta("thread_name", track[0], track[1] + lane * LANE_STRIDE,
+                                   f"{names.get(track, '')} (lane {lane + 1})"))
+        lanes[lane] = end
+        event["tid"] = track[1] + lane * LANE_STRIDE
+    return extra
+
+
 def _meta(what, pid, tid, name):
     return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": {"name": name}}
 
@@ -107,6 +135,9 @@ def merge(path: str, clusters: list[str], devices: list[dict], spans_per_rank: d
             link = f"wan:{dev['cluster']}->{peer_cluster}"
             if peer_cluster != dev["cluster"] and link in wan_tid:
                 events.append(dict(event, pid=wan_pid, tid=wan_tid[link]))
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    events += _lanes(events, names)
     with atomic_open(path) as f:
         f.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
         f.write(",\n".join(json.dumps(e) for e in events))

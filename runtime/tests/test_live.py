@@ -787,3 +787,36 @@ def test_ctrl_c_ends_the_run_in_one_line_with_status_130(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "hgsim live: interrupted" and "Traceback" not in err
     assert worker_processes(tmp_path) == [] and namespaces_of(proc.pid) == []
+
+
+def test_the_merged_trace_puts_overlapping_slices_on_lanes(tmp_path):
+    # Concurrent sends of one rank (and of two ranks on one WAN direction) partly overlap:
+    # Perfetto drops such slices, so they go to lanes as in the simulator's traces
+    # (sim/trace.cpp): thread tid + k * 2^20, named "... (lane k+1)".
+    from hgsim_runtime import trace as tracing
+    devices = [{"rank": 0, "cluster": "a", "name": "a/n0/g0"},
+               {"rank": 1, "cluster": "b", "name": "b/n0/g0"},
+               {"rank": 2, "cluster": "a", "name": "a/n0/g1"}]
+    spans = {0: [["send 0", "pp_comm", 1, 0.0, 2.0, {"to": 1, "bytes": 10}],
+                 ["send 1", "pp_comm", 1, 1.0, 3.0, {"to": 1, "bytes": 10}],
+                 ["send 2", "pp_comm", 1, 2.0, 2.5, {"to": 1, "bytes": 10}]],
+             1: [["fwd", "compute", 0, 0.0, 1.0, None]],
+             2: [["send 3", "pp_comm", 1, 0.5, 1.5, {"to": 1, "bytes": 10}]]}
+    path = tmp_path / "t.json"
+    tracing.merge(str(path), ["a", "b"], devices, spans, ["wan:a->b", "wan:b->a"], 0.0)
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    by_thread = {}
+    for e in events:
+        if e["ph"] == "X":
+            assert (e["pid"], e["tid"]) in names, e  # every slice on a named thread
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for thread, slices in by_thread.items():
+        slices.sort()
+        for (_, end), (start, _) in zip(slices, slices[1:]):
+            assert end <= start, (names[thread], slices)
+    assert names[(0, 1 + tracing.LANE_STRIDE)] == "a/n0/g0 comm (lane 2)"
+    wan = [t for t in by_thread if t[0] == 2]
+    assert len(wan) == 3 and sum(len(by_thread[t]) for t in wan) == 4  # 4 sends over the WAN
+    assert names[(2, 0 + 2 * tracing.LANE_STRIDE)] == "wan:a->b (lane 3)"
