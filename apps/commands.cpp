@@ -32,6 +32,7 @@
 #include "kernels/profile.hpp"
 #include "models/transformer.hpp"
 #include "models/zoo.hpp"
+#include "sim/chakra.hpp"
 #include "sim/plan_memory.hpp"
 #include "sim/simulate.hpp"
 
@@ -475,6 +476,24 @@ int plot_run(const std::string& scenario, const core::Json& result, const std::s
   return status == 0 ? kSuccess : kBadInput;
 }
 
+// hgsim run SCENARIO --chakra PREFIX: the trace on the scenario's GPUs and links.
+int run_chakra(const core::Scenario& scenario, const RunOptions& options, bool json,
+               std::ostream& out, std::ostream& err) {
+  core::Diagnostics diags;
+  const auto result = sim::simulate_chakra(scenario, options.chakra_trace, diags);
+  if (!result) return report_bad_input(diags, json, out, err);
+  if (json) {
+    out << result->dump(2) << "\n";
+    return kSuccess;
+  }
+  out << "chakra trace " << options.chakra_trace << " on " << scenario.name << ": "
+      << (*result)["ranks"].get<int>() << " ranks, " << (*result)["chakra_nodes"] << " nodes, "
+      << (*result)["collectives"] << " collectives, " << (*result)["transfers"]
+      << " send/receive pairs\niteration time "
+      << core::format_duration(core::Seconds((*result)["iteration_time_s"].get<double>())) << "\n";
+  return kSuccess;
+}
+
 int cmd_run(const std::string& path, RunOptions options, const std::string& plot_file, bool json,
             std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
@@ -513,6 +532,8 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
     options.sim.trace_path = temporary_trace->path();
     options.sim.trace_filter.wan_only = true;
   }
+  if (!options.chakra_trace.empty())
+    return run_chakra(point->checked.scenario, options, json, out, err);
   auto result = simulate_point(point->checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();
@@ -621,6 +642,14 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
                   "write the execution graph as JSON (about 230 bytes a node, --stats counts "
                   "them: 0.9 GB for explicit-plan.yaml's 4 M; refused when its disk has less "
                   "free)")
+      ->check(non_empty_path());
+  run->add_option("--export-chakra", o.sim.chakra_prefix,
+                  "write the iteration as MLCommons Chakra ET, PREFIX.<rank>.et per GPU, for "
+                  "ASTRA-sim (full fidelity; docs/chakra.md)")
+      ->check(non_empty_path());
+  run->add_option("--chakra", o.chakra_trace,
+                  "simulate the Chakra ET PREFIX.<rank>.et on the scenario's GPUs and links "
+                  "instead of a plan (docs/chakra.md)")
       ->check(non_empty_path());
   run->add_flag("--stats", o.report_stats,
                 "print how long the simulation took and its peak memory (on stderr)");

@@ -29,6 +29,7 @@ struct RunOptions {
   double planner_time_budget_s = 0;  // strategy: auto; 0: the planner's default
   int planner_jobs = 0;  // strategy: auto: the planner's threads and simulations; 0: one per core
   sim::SimulationOptions sim;
+  std::string chakra_trace;  // --chakra PREFIX: simulate that Chakra trace instead of a plan
 };
 
 // The plan a point runs and the key path its messages use ("strategy" for the scenario's

@@ -11,6 +11,7 @@
 #include "compress/codec_spec.hpp"
 #include "models/schedule.hpp"
 #include "python/bindings.hpp"
+#include "sim/chakra.hpp"
 #include "sim/iterations.hpp"
 #include "sim/outer_sync.hpp"
 
@@ -159,8 +160,25 @@ py::object resolve(py::handle scenario, py::handle plan) {
 
 py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
                     py::handle layer_profile, py::handle fidelity, py::handle trace,
-                    py::handle trace_filter, bool allow_oom) {
+                    py::handle trace_filter, bool allow_oom, py::handle chakra,
+                    py::handle export_chakra) {
   const OnePoint point = checked_one(scenario, "simulate");
+  if (!chakra.is_none()) {
+    if (!plan.is_none() || !export_chakra.is_none())
+      throw Error(
+          "simulate: chakra= simulates a trace instead of a plan: give no plan and no "
+          "export_chakra with it");
+    const std::string prefix = path_text(chakra);
+    core::Diagnostics diags;
+    std::optional<core::Json> out;
+    {
+      py::gil_scoped_release release;
+      out = sim::simulate_chakra(point.checked.scenario, prefix, diags);
+    }
+    if (!out) fail(diags, "the Chakra trace gave no result");
+    raise_or_warn(diags);
+    return from_json(*out);
+  }
   apps::RunOptions options;
   options.plan = given_plan(plan);
   if (py::isinstance<py::str>(profiles) || py::isinstance<py::bytes>(profiles) ||
@@ -194,6 +212,7 @@ py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
     options.trace_filter = text_of(trace_filter);
   }
   options.sim.allow_oom = allow_oom;
+  if (!export_chakra.is_none()) options.sim.chakra_prefix = path_text(export_chakra);
   core::Diagnostics diags;
   std::optional<sim::Results> result;
   {
@@ -329,7 +348,10 @@ void bind_scenario(py::module_& m) {
         py::arg("profiles") = py::none(), py::arg("layer_profile") = py::none(),
         py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),
         py::arg("trace_filter") = py::none(), py::arg("allow_oom") = false,
-        "One simulated iteration: the `hgsim run --json` object.");
+        py::arg("chakra") = py::none(), py::arg("export_chakra") = py::none(),
+        "One simulated iteration: the `hgsim run --json` object; chakra=PREFIX simulates that "
+        "Chakra trace instead (`hgsim run --chakra`); export_chakra=PREFIX also writes the "
+        "iteration as Chakra ET (`hgsim run --export-chakra`).");
   m.def("outer_sync_events", &outer_sync_events, py::arg("iterations"), py::arg("inner_steps"),
         py::arg("fragments") = 1, py::arg("overlap_steps") = 1,
         "The simulator's outer-sync schedule: [{fragment, start_after, applies_after}] in "

@@ -1,5 +1,7 @@
 #include "sim/simulate.hpp"
 
+#include "sim/chakra.hpp"
+
 #include <xbt/base.h>  // what simgrid/version.h needs before it
 
 #include <simgrid/version.h>
@@ -291,6 +293,13 @@ void export_workload(const SimulationOptions& options, const Workload& work,
     if (auto e = core::write_file_atomically(options.platform_path,
                                              platform_xml_at(work.platform, fidelity)))
       throw std::runtime_error(*e);
+  }
+  if (!options.chakra_prefix.empty()) {
+    if (fidelity == core::Fidelity::folded)
+      throw std::runtime_error(
+          "--export-chakra writes one file per GPU and the simulation is folded; use "
+          "--fidelity full (simulation.fidelity: full)");
+    export_chakra(work.graph, work.platform, options.chakra_prefix);
   }
   if (options.graph_path.empty()) return;
   const double estimate = kGraphJsonBytesPerNode * static_cast<double>(work.graph.size());

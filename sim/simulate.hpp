@@ -38,6 +38,7 @@ struct SimulationOptions {
   TraceFilter trace_filter;   // what the trace keeps (sim/trace.hpp)
   std::string graph_path;     // execution graph JSON
   std::string platform_path;  // SimGrid platform XML
+  std::string chakra_prefix;  // Chakra ET, one file per GPU (sim/chakra.hpp)
 };
 
 // How the simulation itself went (not part of the results: they must not depend on it).

@@ -25,7 +25,7 @@ from ._hgsim import CodecError, Error, TensorCodec
 __all__ = [
     "Error", "CodecError", "load_scenario", "load_plan", "resolve", "simulate", "plan",
     "codecs", "encoded_bytes", "encode", "decode", "TensorCodec", "parse_quantity",
-    "outer_sync_events", "fragment_layers", "layer_kernels",
+    "outer_sync_events", "fragment_layers", "layer_kernels", "export_chakra",
 ]
 
 
@@ -75,7 +75,7 @@ def resolve(scenario, plan=None):
 
 
 def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity=None,
-             trace=None, trace_filter=None, allow_oom=False):
+             trace=None, trace_filter=None, allow_oom=False, chakra=None):
     """One simulated iteration: exactly the object ``hgsim run --json`` prints.
 
     profiles: measured op profile files (``hgsim profile``), default kernels/profiles/;
@@ -83,11 +83,22 @@ def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity
     (``hgsim run --layer-profile``); fidelity: "full", "folded" or "auto"; trace: write a
     Chrome trace there; trace_filter: what it keeps ("cluster=NAME,stage=N,kind=KIND", as
     ``hgsim run --trace-filter``); allow_oom: simulate a plan that does not fit in GPU memory.
+    chakra: a Chakra trace prefix (PREFIX.<rank>.et) to simulate on the scenario's GPUs and
+    links instead of a plan: what ``hgsim run --chakra PREFIX --json`` prints (docs/chakra.md).
     The simulator runs in a child process, with the GIL released.
     """
     return _hgsim.simulate(scenario, plan, profiles=profiles, layer_profile=layer_profile,
                            fidelity=fidelity, trace=trace, trace_filter=trace_filter,
-                           allow_oom=allow_oom)
+                           allow_oom=allow_oom, chakra=chakra)
+
+
+def export_chakra(scenario, prefix, plan=None, *, profiles=None, layer_profile=None):
+    """Simulate one iteration at full fidelity and write it as MLCommons Chakra ET, one file
+    per GPU (``PREFIX.<rank>.et``, what ASTRA-sim reads): ``hgsim run --fidelity full
+    --export-chakra PREFIX``. Returns the simulation's result (the ``hgsim run --json``
+    object); docs/chakra.md says what the files hold."""
+    return _hgsim.simulate(scenario, plan, profiles=profiles, layer_profile=layer_profile,
+                           fidelity="full", export_chakra=prefix)
 
 
 def plan(scenario, *, time_budget_s=60.0, verify=3, baselines=False, no_compression=False):
