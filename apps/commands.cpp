@@ -157,14 +157,87 @@ int report_bad_input(const core::Diagnostics& diags, bool json, std::ostream& ou
 
 // ---- hgsim check -------------------------------------------------------------------------
 
+// The FLOPs of one iteration, labelled by what they count: the model's (6N + attention per
+// token: what model TFLOP/s and MFU count) and, with recomputation, what the GPUs run.
+std::string flops_text(const core::Flops& model_flops, const core::Flops& hardware_flops,
+                       core::Recompute recompute, const std::string& whose) {
+  std::string out = fixed(model_flops.value() / 1e15, 1) +
+                    " PFLOP per iteration [models/: model FLOPs, 6N + attention per token]";
+  if (recompute == core::Recompute::none) return out;
+  return out + "; the GPUs run " + fixed(hardware_flops.value() / 1e15, 1) + " PFLOP with " +
+         whose + " recompute " + to_string(recompute) + " (the recomputed forwards)";
+}
+
+// The plan's own choices, as the check resolved them (sim::PlanChoices): what the
+// simulation plays, whether the plan makes a choice or leaves it to the scenario.
+void print_plan_choices(const sim::CheckedPlan& checked, std::ostream& out) {
+  const core::Plan& plan = checked.resolved().plan;
+  const sim::PlanChoices& choices = checked.resolved().choices;
+  out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch
+      << (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " virtual stages"
+                                  : "")
+      << ", grad sync " << to_string(plan.grad_sync.algorithm) << " (bucket "
+      << core::format_size(plan.grad_sync.bucket) << ")\n";
+  out << "  choices: recompute " << to_string(choices.recompute) << ", ZeRO " << choices.zero
+      << ", sequence parallel " << (choices.sequence_parallel ? "on" : "off") << ", grad reduce "
+      << to_string(choices.grad_reduce) << ", tp comm overlap "
+      << (choices.tp_comm_overlap ? "on" : "off") << "\n";
+  out << "  codecs: WAN activations " << compress::describe(choices.codecs.wan_activations)
+      << ", WAN gradients " << compress::describe(choices.codecs.wan_gradients);
+  if (plan.outer_sync.enabled())
+    out << ", outer sync " << compress::describe(choices.outer_sync_codec) << " (every "
+        << plan.outer_sync.inner_steps << " steps, " << plan.outer_sync.fragments << " fragment"
+        << (plan.outer_sync.fragments == 1 ? "" : "s") << ")";
+  out << "\n  [the plan's own where it makes them, else the scenario's: what hgsim run plays]\n";
+}
+
+void print_plan_stages(const CheckedScenario& c, const sim::CheckedPlan& checked,
+                       std::ostream& out) {
+  const core::Plan& plan = checked.resolved().plan;
+  Table stages({"pipeline", "replicas", "stage", "cluster", "gpu", "tp", "dp", "layers",
+                "in flight", "params/GPU", "memory/GPU", "of", "fits"});
+  for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
+    const core::Pipeline& p = plan.pipelines[pi];
+    for (std::size_t si = 0; si < p.stages.size(); ++si) {
+      const core::Stage& st = p.stages[si];
+      const kernels::GpuSpec* gpu = &kernels::gpu_of(c.scenario.cluster(st.cluster).gpu);
+      const sim::StageFigures& f = checked.stage(static_cast<int>(pi), static_cast<int>(si));
+      stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
+                  std::to_string(si), st.cluster, gpu->name, std::to_string(st.tp),
+                  std::to_string(st.dp) + (st.cp > 1 ? " cp" + std::to_string(st.cp) : ""),
+                  std::to_string(st.layers), std::to_string(f.micro_batches_in_flight),
+                  count_text(f.parameters), core::human_size(f.memory.total),
+                  core::human_size(gpu->memory), f.memory.total <= gpu->memory ? "yes" : "NO"});
+    }
+  }
+  stages.print(out, "  ");
+  out << "  in flight: micro-batches (x model chunks) whose activations the stage holds at its "
+         "peak under the schedule\n"
+         "  memory/GPU: weights, gradients and optimizer state (ZeRO-sharded) plus those "
+         "activations"
+      << (plan.outer_sync.enabled() ? ", plus DiLoCo's fp32 snapshot and outer momentum" : "")
+      << "\n  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
+}
+
 void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& out) {
   const CheckedScenario& c = point.checked;
   const core::Scenario& s = c.scenario;
   const core::ModelConfig& m = c.model;
   const double params = models::parameter_count(m);
   const double tokens = double(s.training.global_batch) * s.training.seq_len;
-  const core::Flops work =
-      models::training_flops(m, s.training.global_batch, s.training.seq_len, s.training.recompute);
+  // An explicit plan's FLOPs are its own (its recomputation); strategy: auto's the scenario's.
+  std::string flops;
+  if (c.plan) {
+    const sim::PlanFigures& f = c.plan->figures();
+    flops = flops_text(f.model_flops, f.hardware_flops, c.plan->resolved().choices.recompute,
+                       "the plan's");
+  } else {
+    flops = flops_text(models::training_flops(m, s.training.global_batch, s.training.seq_len,
+                                              core::Recompute::none),
+                       models::training_flops(m, s.training.global_batch, s.training.seq_len,
+                                              s.training.recompute),
+                       s.training.recompute, "the scenario's");
+  }
 
   out << "Scenario  " << s.name << "  (" << s.source_file << ")\n";
   if (points > 1) {
@@ -179,8 +252,7 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
   out << "Training  " << s.training.global_batch << " sequences x " << s.training.seq_len
       << " tokens = " << fixed(tokens / 1e6, 2) << "M tokens per iteration; "
       << to_string(s.training.precision) << ", " << to_string(s.training.optimizer)
-      << ", recompute " << to_string(s.training.recompute) << "; " << fixed(work.value() / 1e15, 1)
-      << " PFLOP per iteration [models/: 6N + attention]\n\n";
+      << ", recompute " << to_string(s.training.recompute) << "\n          " << flops << "\n\n";
 
   Table clusters({"cluster", "gpu", "gpus", "peak/GPU " + to_string(s.training.precision),
                   "memory/GPU", "nvlink", "nic"});
@@ -206,8 +278,9 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
                                 : "")
         << ", " << core::human_duration(w.latency) << (w.trace.empty() ? "" : ", trace " + w.trace)
         << "\n";
-  out << "  compression: WAN activations " << compress::describe(c.compression.wan_activations)
-      << ", WAN gradients " << compress::describe(c.compression.wan_gradients) << "\n\n";
+  out << "  compression (the scenario's): WAN activations "
+      << compress::describe(c.compression.wan_activations) << ", WAN gradients "
+      << compress::describe(c.compression.wan_gradients) << "\n\n";
 
   if (s.strategy.automatic) {
     out << "Strategy  auto: the planner chooses (hgsim plan)\n";
@@ -223,34 +296,9 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
           << s.planner.diloco_token_efficiency << " of a synchronous one ("
           << core::diloco_token_efficiency_source(s) << ")\n";
     }
-  } else {
-    const core::Plan& plan = s.strategy.plan;
-    out << "Plan      " << to_string(plan.schedule) << ", micro-batch " << plan.micro_batch
-        << (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " virtual stages"
-                                    : "")
-        << ", grad sync " << to_string(plan.grad_sync.algorithm) << " (bucket "
-        << core::format_size(plan.grad_sync.bucket) << ")\n";
-    Table stages({"pipeline", "replicas", "stage", "cluster", "gpu", "tp", "dp", "layers",
-                  "params/GPU", "memory/GPU", "of", "fits"});
-    for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
-      const core::Pipeline& p = plan.pipelines[pi];
-      for (std::size_t si = 0; si < p.stages.size(); ++si) {
-        const core::Stage& st = p.stages[si];
-        const kernels::GpuSpec* gpu = &kernels::gpu_of(s.cluster(st.cluster).gpu);
-        models::StageSpec spec = models::stage_spec(plan, pi, si);
-        models::StageMemory mem = models::stage_memory(m, s.training, spec);
-        stages.add({si == 0 ? std::to_string(pi) : "", si == 0 ? std::to_string(p.replicas) : "",
-                    std::to_string(si), st.cluster, gpu->name, std::to_string(st.tp),
-                    std::to_string(st.dp) + (st.cp > 1 ? " cp" + std::to_string(st.cp) : ""),
-                    std::to_string(st.layers), count_text(models::stage_parameters(m, spec)),
-                    core::human_size(mem.total), core::human_size(gpu->memory),
-                    mem.total <= gpu->memory ? "yes" : "NO"});
-      }
-    }
-    stages.print(out, "  ");
-    out << "  memory/GPU: weights, gradients and optimizer state plus activations in flight for "
-           "the schedule\n"
-           "  [models/: Korthikanti et al. 2022, ZeRO; an estimate, not a measurement]\n";
+  } else if (c.plan) {
+    print_plan_choices(*c.plan, out);
+    print_plan_stages(c, *c.plan, out);
   }
   if (points > 1) out << "\nSweep     " << points << " points (hgsim sweep --list shows them)\n";
   out << "\nThis summary uses only datasheet figures and closed-form model math; hgsim run "

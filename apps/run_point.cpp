@@ -15,15 +15,16 @@ std::optional<ChosenPlan> choose_plan(const CheckedScenario& c, const RunOptions
     std::optional<core::Plan> given = options.plan;
     if (!given) given = core::load_plan(options.plan_file, diags);
     if (!given || diags.has_errors()) return std::nullopt;
-    if (!check_plan_file_against(*given, c, diags, options.plan ? "" : options.plan_file))
-      return std::nullopt;
-    return ChosenPlan{*given, ""};
+    auto checked = check_plan_file_against(*given, c, diags, options.plan ? "" : options.plan_file);
+    if (!checked) return std::nullopt;
+    return ChosenPlan{*given, "", std::move(checked)};
   }
-  if (!c.scenario.strategy.automatic) return ChosenPlan{c.scenario.strategy.plan, "strategy"};
+  if (!c.scenario.strategy.automatic)
+    return ChosenPlan{c.scenario.strategy.plan, "strategy", c.own_plan()};
   // strategy: auto plays the planner's best plan
   auto chosen = auto_plan(c, diags, options.planner_time_budget_s, options.planner_jobs);
   if (!chosen) return std::nullopt;
-  return ChosenPlan{*chosen, ""};
+  return ChosenPlan{*chosen, "", nullptr};
 }
 
 namespace {
@@ -107,6 +108,7 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
   in.model = &c.model;
   in.compression = c.compression;
   in.compute = compute.get();
+  in.checked = chosen->checked;
   sim::SimulationStats stats;
   auto result = sim::simulate(in, sim_options, diags, &stats);
   if (result && options.report_stats)

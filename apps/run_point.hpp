@@ -37,6 +37,9 @@ struct RunOptions {
 struct ChosenPlan {
   core::Plan plan;
   std::string path;
+  // `plan` as its check resolved it (the scenario's own plan, a plan file or given plan);
+  // null for the planner's, which the simulation resolves.
+  std::shared_ptr<const sim::CheckedPlan> checked;
 };
 
 // The plan file or given plan (checked against `c`), else the scenario's strategy, else the

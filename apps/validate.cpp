@@ -25,15 +25,21 @@ std::optional<CheckedScenario> check_scenario(const core::Scenario& s, core::Dia
                         std::to_string(model->layers) + " layers",
                     "a fragment is at least one layer");
       }
+  std::shared_ptr<const sim::CheckedPlan> plan;
   if (!s.strategy.automatic) {
     // Placement needs a scenario without errors (clusters with nodes and GPUs).
     if (model && compression && !diags.has_errors())
-      sim::check_and_resolve(s, *model, *compression, s.strategy.plan, "strategy", diags);
+      plan = sim::CheckedPlan::check(s, *model, *compression, s.strategy.plan, "strategy", diags);
     else  // what can be checked without the model or the codecs
       core::check_plan(s.strategy.plan, s, model ? model->layers : 0, "strategy", diags);
   }
   if (diags.error_count() != errors_before || !model || !compression) return std::nullopt;
-  return CheckedScenario{s, *model, *compression};
+  return CheckedScenario{s, *model, *compression, std::move(plan)};
+}
+
+std::shared_ptr<const sim::CheckedPlan> CheckedScenario::own_plan() const {
+  if (!plan || !(plan->scenario() == scenario) || !(plan->model() == model)) return nullptr;
+  return plan;
 }
 
 namespace {
@@ -123,14 +129,14 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
   return points;
 }
 
-std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
-                                                         const CheckedScenario& s,
-                                                         core::Diagnostics& diags,
-                                                         const std::string& plan_file) {
+std::shared_ptr<const sim::CheckedPlan> check_plan_file_against(const core::Plan& plan,
+                                                                const CheckedScenario& s,
+                                                                core::Diagnostics& diags,
+                                                                const std::string& plan_file) {
   if (plan_file.empty())
-    return sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", diags);
+    return sim::CheckedPlan::check(s.scenario, s.model, s.compression, plan, "", diags);
   core::Diagnostics own;
-  auto resolved = sim::check_and_resolve(s.scenario, s.model, s.compression, plan, "", own);
+  auto resolved = sim::CheckedPlan::check(s.scenario, s.model, s.compression, plan, "", own);
   // Positions from the plan file itself (a JSON plan has none: its key paths say where).
   std::map<std::string, core::SourceLocation> locations;
   if (!own.empty()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "compress/codec_spec.hpp"
 #include "core/diagnostics.hpp"
 #include "core/scenario.hpp"
+#include "sim/checked_plan.hpp"
 #include "sim/resolved_plan.hpp"
 
 namespace hgsim::apps {
@@ -20,6 +22,14 @@ struct CheckedScenario {
   core::Scenario scenario;
   core::ModelConfig model;                 // resolved from the zoo or inline
   compress::CompressionSpecs compression;  // typed codecs
+  // An explicit strategy's plan as the check resolved it, with its stage memory, FLOPs and
+  // outer-sync codec (sim/checked_plan.hpp); null for strategy: auto. Shared and immutable:
+  // copies of this struct share it, and it keeps its own scenario and model to point into.
+  std::shared_ptr<const sim::CheckedPlan> plan;
+
+  // `plan` while it answers for `scenario` and `model` (null once either was edited after
+  // the check, as tests do): what run and the Python module read instead of resolving again.
+  std::shared_ptr<const sim::CheckedPlan> own_plan() const;
 };
 
 // Checks a parsed scenario. Returns it resolved when no errors were reported.
@@ -81,12 +91,13 @@ std::optional<std::vector<CheckedPoint>> check_scenario_document(const core::Nod
                                                                  core::Diagnostics& diags);
 
 // Checks an explicit plan (from a --plan file) against a checked scenario and resolves it
-// (sim::check_and_resolve: arithmetic, the model's rules, its codecs, placement). With
+// (sim::CheckedPlan::check: arithmetic, the model's rules, its codecs, placement; then its
+// memory and FLOPs); nullptr when it has errors. With
 // `plan_file`, every problem is reported in that file (at its line for a YAML plan), since
 // the scenario was checked before and these are the plan's.
-std::optional<sim::ResolvedPlan> check_plan_file_against(const core::Plan& plan,
-                                                         const CheckedScenario& s,
-                                                         core::Diagnostics& diags,
-                                                         const std::string& plan_file = {});
+std::shared_ptr<const sim::CheckedPlan> check_plan_file_against(const core::Plan& plan,
+                                                                const CheckedScenario& s,
+                                                                core::Diagnostics& diags,
+                                                                const std::string& plan_file = {});
 
 }  // namespace hgsim::apps

@@ -135,21 +135,24 @@ py::object resolve(py::handle scenario, py::handle plan) {
   options.plan = given_plan(plan);
   core::Diagnostics diags;
   std::optional<apps::ChosenPlan> chosen;
-  std::optional<sim::ResolvedPlan> resolved;
+  std::shared_ptr<const sim::CheckedPlan> checked;
   const auto& c = point.checked;
   {
     py::gil_scoped_release release;  // strategy: auto runs the planner
     chosen = apps::choose_plan(c, options, diags);
+    // The check's own resolution where there was one; the planner's plan is resolved here.
     if (chosen)
-      resolved =
-          sim::resolve_plan(c.scenario, c.model, c.compression, chosen->plan, chosen->path, diags);
+      checked = chosen->checked ? chosen->checked
+                                : sim::CheckedPlan::resolve(c.scenario, c.model, c.compression,
+                                                            chosen->plan, chosen->path, diags);
   }
-  if (!chosen || !resolved) fail(diags, "no plan to resolve");
+  if (!chosen || !checked) fail(diags, "no plan to resolve");
   raise_or_warn(diags);
   // The one resolved plan (sim/resolved_plan.hpp): the live runner reads its placement,
   // segments, buckets and reshard pieces from here instead of deriving them again.
-  core::Json out = sim::resolved_plan_json(*resolved);
-  const auto& codecs = resolved->choices.codecs;
+  const sim::ResolvedPlan& resolved = checked->resolved();
+  core::Json out = sim::resolved_plan_json(resolved);
+  const auto& codecs = resolved.choices.codecs;
   out["scenario"] = core::scenario_to_json(c.scenario);
   out["model"] = model_json(c.model);
   out["plan"] = core::plan_to_json(chosen->plan);

@@ -29,6 +29,12 @@ std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
     if (!activations || !gradients) return std::nullopt;
     out.codecs = {*activations, *gradients};
   }
+  if (plan.outer_sync.enabled()) {
+    const std::string at = core::child_path(core::child_path(plan_path, "outer_sync"), "codec");
+    auto outer = compress::resolve_codec(plan.outer_sync.codec, s, at, diags);
+    if (!outer) return std::nullopt;
+    out.outer_sync_codec = *outer;
+  }
   out.recompute = out.training.recompute;
   out.sequence_parallel = plan.sequence_parallel;
   out.zero = plan.zero;
@@ -220,11 +226,14 @@ std::vector<std::vector<LayerRange>> stage_layers(const core::Pipeline& pipeline
   return out;
 }
 
-std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster) {
+namespace {
+
+// Members per node, in node order, of the groups of `cluster` that `holds` (pipeline, stage).
+template <typename Holds>
+std::vector<int> members_per_node(const ResolvedPlan& r, int cluster, Holds holds) {
   std::vector<int> per_node(static_cast<std::size_t>(r.scenario->clusters[cluster].nodes), 0);
   for (const PlacedGroup& g : r.groups) {
-    if (g.cluster != cluster || g.pipeline >= int(seg.holders.size())) continue;
-    if (g.stage != seg.holders[g.pipeline].first) continue;
+    if (g.cluster != cluster || !holds(g.pipeline, g.stage)) continue;
     const auto node = static_cast<std::size_t>(g.node(*r.scenario));
     if (node >= per_node.size()) per_node.resize(node + 1, 0);  // never for a checked plan
     ++per_node[node];
@@ -233,6 +242,19 @@ std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& 
   for (int members : per_node)
     if (members > 0) out.push_back(members);
   return out;
+}
+
+}  // namespace
+
+std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster) {
+  return members_per_node(r, cluster, [&](int pipeline, int stage) {
+    return pipeline < int(seg.holders.size()) && stage == seg.holders[pipeline].first;
+  });
+}
+
+std::vector<int> stage_members_per_node(const ResolvedPlan& r, int pipeline, int stage) {
+  const int cluster = r.scenario->cluster_index(r.stage(pipeline, stage).cluster).value_or(0);
+  return members_per_node(r, cluster, [&](int p, int st) { return p == pipeline && st == stage; });
 }
 
 int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket) {

@@ -35,6 +35,9 @@ namespace hgsim::sim {
 struct PlanChoices {
   core::Recompute recompute = core::Recompute::none;
   compress::CompressionSpecs codecs;  // per WAN traffic class, typed
+  // DiLoCo's pseudo-gradients across islands (the plan's outer_sync.codec, typed; none
+  // without outer sync): resolved here once, read by the simulation and check --summary.
+  compress::CodecSpec outer_sync_codec;
   bool sequence_parallel = false;
   core::Precision precision = core::Precision::bf16;
   core::Attention attention = core::Attention::flash;  // the scenario's training.attention
@@ -47,9 +50,10 @@ struct PlanChoices {
 
 // The plan's own recomputation and codecs where it chooses them, else the scenario's
 // (`scenario_codecs`: the scenario's policy, typed), and the choices only a plan makes
-// (sequence parallelism, ZeRO stage, gradient reduction, tp_comm_overlap). Precision and
-// attention are the scenario's. A plan's codec is checked and typed here; problems are
-// reported at `plan_path`.compression.* and give nullopt.
+// (sequence parallelism, ZeRO stage, gradient reduction, tp_comm_overlap, the outer-sync
+// codec). Precision and attention are the scenario's. A plan's codecs are checked and typed
+// here; problems are reported at `plan_path`.compression.* (`plan_path`.outer_sync.codec)
+// and give nullopt.
 std::optional<PlanChoices> apply_plan_choices(const core::Scenario& s,
                                               const compress::CompressionSpecs& scenario_codecs,
                                               const core::Plan& plan, const std::string& plan_path,
@@ -199,6 +203,9 @@ struct ResolvedPlan {
 // node), in node order: what sim::channel_ring reads. The workload generator (both
 // fidelities) and the planner's cost model ask here.
 std::vector<int> segment_members_per_node(const ResolvedPlan& r, const Segment& seg, int cluster);
+// The same for every tensor-parallel group of stage `stage` of pipeline `pipeline` (all its
+// replicas, dp and cp ranks), on the nodes of the stage's cluster.
+std::vector<int> stage_members_per_node(const ResolvedPlan& r, int pipeline, int stage);
 
 // The resolved plan as data (what `_hgsim.resolve` gives the live runner):
 //   choices   {recompute, sequence_parallel, precision, attention, zero, grad_reduce,

@@ -238,12 +238,8 @@ std::vector<std::string> window_warnings(const Platform& p, const std::vector<Li
   return out;
 }
 
-double stage_memory_bytes(const ResolvedPlan& r, int pipeline, int stage) {
-  return plan_stage_memory(r, pipeline, stage, nullptr).total.value();
-}
-
-// The outer-sync codec of a DiLoCo plan (none without outer sync); problems, and outer sync
-// at folded fidelity, go to `diags`.
+// The outer-sync codec of a DiLoCo plan (resolved with the plan's choices; none without
+// outer sync); outer sync at folded fidelity goes to `diags`.
 std::optional<compress::CodecSpec> outer_sync_codec(const SimulationInput& in,
                                                     const ResolvedPlan& r, core::Fidelity fidelity,
                                                     core::Diagnostics& diags) {
@@ -256,7 +252,7 @@ std::optional<compress::CodecSpec> outer_sync_codec(const SimulationInput& in,
                 "outer sync is simulated at full fidelity only (up to " +
                     std::to_string(full_fidelity_max_gpus) + " GPUs with fidelity: auto)",
                 "use --fidelity full (or simulation.fidelity: full)");
-  return compress::resolve_codec(plan.outer_sync.codec, s, path + ".codec", diags);
+  return r.choices.outer_sync_codec;
 }
 
 // What --export-graph writes a node, measured: 4.0 M nodes of the `make demo` scenario
@@ -350,7 +346,7 @@ IterationPlan iteration_phases(const SimulationInput& in, const ResolvedPlan& r,
 
 // Every GPU's times (means over the iterations of `iteration_s`), its stage's memory and
 // its capacity; a folded device stands for several GPUs, each listed.
-std::vector<DeviceResult> device_results(const ResolvedPlan& r, const Workload& work,
+std::vector<DeviceResult> device_results(const CheckedPlan& checked, const Workload& work,
                                          const Totals& totals, int iterations, double iteration_s) {
   std::vector<DeviceResult> out;
   for (int d = 0; d < work.platform.device_count(); ++d) {
@@ -361,7 +357,7 @@ std::vector<DeviceResult> device_results(const ResolvedPlan& r, const Workload& 
     const double bubble_s = totals.bubble_s[d] / iterations;
     const auto& cluster = *work.platform.clusters[dev.cluster].spec;
     const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
-    const double memory = stage_memory_bytes(r, role.pipeline, role.stage);
+    const double memory = checked.stage(role.pipeline, role.stage).memory.total.value();
     const double capacity = gpu.memory.value();
     for (int position : work.gpus[d])
       out.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline, role.stage,
@@ -375,15 +371,12 @@ std::vector<DeviceResult> device_results(const ResolvedPlan& r, const Workload& 
 // FLOPs and their rates: model FLOPs (no recomputation) and hardware FLOPs (with the
 // plan's), TFLOP/s per GPU used, MFU over the GPUs used and over all the scenario has; and
 // each GPU type's compute provenance.
-void add_flops(const SimulationInput& in, const ResolvedPlan& r, Results& result) {
+void add_flops(const SimulationInput& in, const CheckedPlan& checked, Results& result) {
+  const ResolvedPlan& r = checked.resolved();
   const core::Scenario& s = *r.scenario;
   const double T = result.iteration_time_s;
-  const double sequences = r.plan.global_batch();
-  result.model_flops =
-      models::training_flops(*in.model, sequences, s.training.seq_len, core::Recompute::none)
-          .value();
-  result.hardware_flops =
-      models::training_flops(*in.model, sequences, s.training.seq_len, r.choices.recompute).value();
+  result.model_flops = checked.figures().model_flops.value();
+  result.hardware_flops = checked.figures().hardware_flops.value();
   double peak_used = 0, peak_available = 0;
   for (const auto& p : r.plan.pipelines)
     for (const auto& st : p.stages) {
@@ -478,8 +471,9 @@ core::Json child_output(const Results& result, const Graph& graph, double graph_
 
 // The whole simulation, inside the child process: the workload, the iterations played, and
 // the results read off them.
-core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
+core::Json run_child(const SimulationInput& in, const CheckedPlan& checked,
                      const SimulationOptions& options) {
+  const ResolvedPlan& r = checked.resolved();
   const auto wall_start = std::chrono::steady_clock::now();
   core::Diagnostics diags;
   const core::Scenario& s = *r.scenario;
@@ -516,7 +510,7 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
   result.plan = plan;
   result.iteration_time_s = totals.time_s / iterations;  // the mean iteration
   const double T = result.iteration_time_s;
-  result.devices = device_results(r, work, totals, iterations, T);
+  result.devices = device_results(checked, work, totals, iterations, T);
   // Links, and the WAN links the plan's flows cannot fill.
   const auto routes = flow_routes(work.platform, totals);
   result.links = link_results(work.platform, totals, iterations, routes);
@@ -530,7 +524,7 @@ core::Json run_child(const SimulationInput& in, const ResolvedPlan& r,
         std::to_string(plan.outer_sync.inner_steps) + " or more for its cost");
   result.gpus_used = r.gpus_used;
   result.gpus_available = r.gpus_available;
-  add_flops(in, r, result);
+  add_flops(in, checked, result);
   const double tokens = static_cast<double>(plan.global_batch()) * s.training.seq_len;
   result.tokens_per_s = tokens / T;
   // What sim/iterations.hpp adds about the iterations, the outer sync and time to train.
@@ -694,17 +688,19 @@ std::optional<Results> interpret(const core::Json& out, core::Diagnostics& diags
 }
 
 // The plan's own choices (recompute, codecs) applied, its GPUs placed: the one model of the
-// plan that the planner and the live runner read too; nullopt (problems in `diags`) when it
-// cannot be resolved or does not fit in memory.
-std::optional<ResolvedPlan> resolve_for_simulation(const SimulationInput& in,
-                                                   const SimulationOptions& options,
-                                                   core::Diagnostics& diags) {
-  auto resolved =
-      resolve_plan(*in.scenario, *in.model, in.compression, *in.plan, in.plan_path, diags);
-  if (!resolved) return std::nullopt;
-  if (!options.allow_oom) check_plan_memory(*resolved, in.plan_path, diags);
-  if (diags.has_errors()) return std::nullopt;
-  return resolved;
+// plan that the planner and the live runner read too (the input's own when check resolved
+// it already); nullptr (problems in `diags`) when it cannot be resolved or does not fit in
+// memory.
+std::shared_ptr<const CheckedPlan> resolve_for_simulation(const SimulationInput& in,
+                                                          const SimulationOptions& options,
+                                                          core::Diagnostics& diags) {
+  auto checked = in.checked ? in.checked
+                            : CheckedPlan::resolve(*in.scenario, *in.model, in.compression,
+                                                   *in.plan, in.plan_path, diags);
+  if (!checked) return nullptr;
+  if (!options.allow_oom) check_plan_memory(checked->resolved(), in.plan_path, diags);
+  if (diags.has_errors()) return nullptr;
+  return checked;
 }
 
 }  // namespace
@@ -728,7 +724,7 @@ std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInp
                                                  std::vector<core::Diagnostics>& diags, int jobs) {
   diags.resize(inputs.size());
   std::vector<std::optional<Results>> results(inputs.size());
-  std::vector<std::optional<ResolvedPlan>> resolved(inputs.size());
+  std::vector<std::shared_ptr<const CheckedPlan>> resolved(inputs.size());
   std::vector<std::function<core::Json()>> bodies;
   std::vector<std::size_t> which;
   for (std::size_t i = 0; i < inputs.size(); ++i) {

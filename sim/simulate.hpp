@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/document.hpp"
 #include "core/scenario.hpp"
 #include "kernels/compute_model.hpp"
+#include "sim/checked_plan.hpp"
 #include "sim/resolved_plan.hpp"
 #include "sim/results.hpp"
 #include "sim/trace.hpp"
@@ -28,6 +30,9 @@ struct SimulationInput {
   const core::ModelConfig* model = nullptr;
   compress::CompressionSpecs compression;  // the scenario's policy, typed
   const kernels::ComputeModel* compute = nullptr;
+  // `plan` checked and resolved against `scenario` already (apps::CheckedScenario's own plan,
+  // a checked --plan file): simulate reads it instead of resolving again. Null: resolved here.
+  std::shared_ptr<const CheckedPlan> checked;
 };
 
 struct SimulationOptions {
