@@ -90,44 +90,46 @@ Baseline megatron(const Context& ctx, const Options& options) {
     if (common_node % tp != 0) continue;
     for (int pp = 1; pp <= L; ++pp) {
       if (L % pp != 0) continue;
-      for (int dp = total / (tp * pp); dp >= 1; --dp) {
-        // Stage k takes GPUs [k dp tp, (k + 1) dp tp) in scenario order; it must not
-        // straddle two clusters (a stage of hgsim's plans lives in one).
-        core::Pipeline pipeline;
-        pipeline.replicas = dp;
-        int cluster = 0, offset = 0;
-        bool ok = true;
-        for (int k = 0; k < pp && ok; ++k) {
-          while (cluster < static_cast<int>(gpus.size()) && offset + dp * tp > gpus[cluster]) {
-            if (offset > 0 && offset < gpus[cluster]) ok = false;
-            ++cluster;
-            offset = 0;
-          }
-          if (cluster >= static_cast<int>(gpus.size())) ok = false;
-          if (!ok) break;
-          pipeline.stages.push_back({s.clusters[cluster].name, tp, 1, L / pp});
-          offset += dp * tp;
-        }
-        if (!ok) continue;
-        for (int mb : options.micro_batches) {
-          if (s.training.global_batch % (mb * dp) != 0) continue;
-          core::Plan plan = plan_skeleton(core::Schedule::one_f_one_b, mb, 1);
+      if (total % (tp * pp) != 0) continue;
+      const int dp = total / (tp * pp);
+      // Megatron-LM's rank order over the GPUs in scenario order: replica j of stage k is
+      // the tp ranks from (k dp + j) tp. A stage's dp replicas may span clusters (its
+      // all-reduce then crosses the WAN, as Megatron's would); replicas that visit the same
+      // clusters in the same order are one pipeline of hgsim's plans.
+      std::vector<int> cluster_of;  // per GPU, scenario order
+      for (std::size_t c = 0; c < gpus.size(); ++c)
+        cluster_of.insert(cluster_of.end(), gpus[c], static_cast<int>(c));
+      std::vector<std::pair<std::vector<int>, int>> chains;
+      for (int j = 0; j < dp; ++j) {
+        std::vector<int> chain;
+        for (int k = 0; k < pp; ++k) chain.push_back(cluster_of[(k * dp + j) * tp]);
+        auto at = std::find_if(chains.begin(), chains.end(),
+                               [&](const auto& c) { return c.first == chain; });
+        if (at == chains.end())
+          chains.push_back({chain, 1});
+        else
+          ++at->second;
+      }
+      for (int mb : options.micro_batches) {
+        if (s.training.global_batch % (mb * dp) != 0) continue;
+        core::Plan plan = plan_skeleton(core::Schedule::one_f_one_b, mb, 1);
+        for (const auto& [chain, replicas] : chains) {
+          core::Pipeline pipeline;
+          pipeline.replicas = replicas;
           pipeline.micro_batches = s.training.global_batch / (mb * dp);
-          plan.pipelines = {pipeline};
-          const auto fastest = fastest_recompute(real, plan);
-          if (fastest && fastest->first < best) {
-            best = fastest->first;
-            best_plan = fastest->second;
-          }
+          for (int c : chain) pipeline.stages.push_back({s.clusters[c].name, tp, 1, L / pp});
+          plan.pipelines.push_back(std::move(pipeline));
         }
-        break;  // the largest dp that places is Megatron's choice for this tp and pp
+        const auto fastest = fastest_recompute(real, plan);
+        if (fastest && fastest->first < best) {
+          best = fastest->first;
+          best_plan = fastest->second;
+        }
       }
     }
   }
   if (best == infinity) {
-    b.why =
-        "no uniform tp x pp x dp layout fits in GPU memory with uniform layers and stages "
-        "inside clusters";
+    b.why = "no uniform tp x pp x dp layout over every GPU fits in GPU memory with uniform layers";
     return b;
   }
   record(b, best_plan, best);
@@ -337,6 +339,20 @@ Baseline dtfm_baseline(const Context& ctx, const Options& options) {
                                         s.training.seq_len, s.training.precision)
             .value();
     payload.gradient_bytes = element * models::layer_parameters(*ctx.model) * (L / P);
+    // Memory first (the schedule does not change what a stage holds): P stages of L / P
+    // layers on one GPU each, GPipe under full recomputation, must fit somewhere.
+    {
+      core::Plan probe = plan_skeleton(core::Schedule::gpipe, options.micro_batches.front(), 1);
+      probe.zero = 0;
+      probe.recompute = core::Recompute::full;
+      core::Pipeline pipeline;
+      pipeline.micro_batches = s.training.global_batch / D;
+      for (int k = 0; k < P; ++k)
+        pipeline.stages.push_back({s.clusters[net.cluster[k * D]].name, 1, 1, L / P});
+      probe.micro_batch = 1;
+      probe.pipelines = {pipeline};
+      if (!estimate(real, probe).fits) continue;
+    }
     const dtfm::Schedule sched = dtfm::schedule(net, P, D, payload, dtfm_seed);
     // Pipelines that visit the same clusters in the same order are one pipeline of hgsim's
     // plans with that many replicas (GPUs of one cluster are alike to the plan).

@@ -4,10 +4,11 @@
 //   megatron          homogeneous 3-D parallelism (Narayanan et al. 2021): one tp for all,
 //                     pp dividing the layers, uniform layers, dp replicas; ranks laid out in
 //                     scenario order as Megatron-LM does (tp innermost, then dp, then pp:
-//                     stage k holds ranks [k dp tp, (k + 1) dp tp)); 1F1B; no compression.
+//                     stage k holds ranks [k dp tp, (k + 1) dp tp), its replicas in
+//                     whichever clusters those GPUs are); 1F1B; no compression.
 //                     Grid-tuned as Yuan et al. 2022 tuned it (§4, "Baselines": every
 //                     tp x pp x dp that runs, the fastest kept): every (tp, pp, dp) with
-//                     tp | node, pp | layers, dp the most GPUs that place, each micro-batch
+//                     tp | node, pp | layers, dp = GPUs / (tp pp), each micro-batch
 //                     size and recomputation, costed by the analytic model on the real
 //                     network and GPUs.
 //   dp-only           data parallelism only, no pipeline: every replica holds the whole

@@ -159,7 +159,7 @@ TEST(DtfmScheduler, WorldWideGroupsStayInsideRegionsAndTheTourIsTheShortest) {
 // The baselines' plans on the world-wide setting (a smaller batch keeps the simulation
 // short): dtfm has no tensor parallelism, every stage index in one region across its
 // pipelines (data parallelism inside regions) and each pipeline visits a region at most
-// once; megatron is one pipeline shape with one tp, pp | layers and uniform layers.
+// once; megatron is one tp x pp x dp layout over all 64 GPUs, uniform layers.
 TEST(DtfmBaseline, WorldWidePlanKeepsDataParallelismInsideRegionsWithoutTensorParallelism) {
   std::string yaml = read("scenarios/paper/dtfm-5-world-wide.yaml");
   yaml.replace(yaml.find("global_batch: 1024"), 18, "global_batch: 64");
@@ -198,13 +198,20 @@ TEST(DtfmBaseline, WorldWidePlanKeepsDataParallelismInsideRegionsWithoutTensorPa
   const auto megatron = find("megatron");
   ASSERT_NE(megatron, baselines.end());
   ASSERT_TRUE(megatron->feasible && megatron->plan) << megatron->why;
-  ASSERT_EQ(megatron->plan->pipelines.size(), 1u);
-  const auto& mp = megatron->plan->pipelines[0];
-  EXPECT_EQ(c.model.layers % static_cast<int>(mp.stages.size()), 0);
-  for (const auto& st : mp.stages) {
-    EXPECT_EQ(st.tp, mp.stages[0].tp);
-    EXPECT_EQ(st.layers, c.model.layers / static_cast<int>(mp.stages.size()));
+  const auto& mplan = *megatron->plan;
+  const auto& first = mplan.pipelines.front();
+  const int pp = static_cast<int>(first.stages.size());
+  EXPECT_EQ(c.model.layers % pp, 0);
+  int gpus = 0;
+  for (const auto& p : mplan.pipelines) {
+    ASSERT_EQ(static_cast<int>(p.stages.size()), pp);
+    for (const auto& st : p.stages) {
+      EXPECT_EQ(st.tp, first.stages[0].tp);
+      EXPECT_EQ(st.layers, c.model.layers / pp);
+      gpus += p.replicas * st.gpus();
+    }
   }
+  EXPECT_EQ(gpus, 64);  // Megatron runs on every GPU
 }
 
 }  // namespace
