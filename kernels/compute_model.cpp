@@ -61,6 +61,62 @@ std::optional<Seconds> parse_seconds(const Node* n, const std::string& path, Dia
   return parsed.value;
 }
 
+// A number in [low, high] (`what` says what it is in the error).
+std::optional<double> parse_ranged(const Node* n, const std::string& path, Diagnostics& diags,
+                                   double low, double high, const char* what) {
+  if (n == nullptr) return std::nullopt;
+  auto v = core::as_number(*n, path, diags);
+  if (v && (*v < low || *v > high)) {
+    diags.error(n->where, path,
+                std::string("expected ") + what + ", found " + core::excerpt(n->text));
+    return std::nullopt;
+  }
+  return v;
+}
+
+const std::vector<std::string>& memory_class_names() {
+  static const std::vector<std::string> names{"norm", "rope", "swiglu", "gelu", "add"};
+  return names;
+}
+
+// `memory_ops: {norm: {efficiency, l2_efficiency, row_bandwidth, overhead}, ...}`.
+void parse_memory_ops(const Node& n, const std::string& path, KernelCosts& c, Diagnostics& diags) {
+  if (!n.is_mapping()) {
+    diags.error(n.where, path, "expected a mapping of op classes, found " + n.describe());
+    return;
+  }
+  core::Fields classes(n, path, diags);
+  if (!classes.ok()) return;
+  for (std::size_t i = 0; i < memory_class_names().size(); ++i) {
+    const std::string& name = memory_class_names()[i];
+    const Node* entry = classes.optional(name);
+    if (entry == nullptr) continue;
+    core::Fields f(*entry, classes.path_of(name), diags);
+    if (!f.ok()) continue;
+    KernelCosts::MemoryOp& op = c.memory_ops[i];
+    if (auto v = parse_fraction(f.required("efficiency"), f.path_of("efficiency"), diags))
+      op.efficiency = *v;
+    // Bytes found in L2 may move faster than HBM's datasheet rate.
+    if (auto v = parse_ranged(f.required("l2_efficiency"), f.path_of("l2_efficiency"), diags, 0.01,
+                              3, "a share of the HBM bandwidth in [0.01, 3]"))
+      op.l2_efficiency = *v;
+    if (const Node* b = f.optional("row_bandwidth")) {
+      if (!b->is_scalar()) {
+        diags.error(b->where, f.path_of("row_bandwidth"),
+                    "expected a bandwidth such as 6GB/s, found " + b->describe());
+      } else {
+        auto parsed = core::parse_bandwidth(b->text);
+        if (!parsed) diags.error(b->where, f.path_of("row_bandwidth"), parsed.error);
+        if (parsed.value) op.row_bandwidth = *parsed.value;
+      }
+    }
+    if (auto s = parse_seconds(f.required("overhead"), f.path_of("overhead"), diags))
+      op.overhead = *s;
+    f.reject_unknown();
+  }
+  classes.reject_unknown();
+}
+
 KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& diags) {
   KernelCosts c;
   core::Fields f(row, path, diags);
@@ -77,6 +133,17 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
   if (auto v = parse_fraction(f.optional("gemm_efficiency_fp8"), f.path_of("gemm_efficiency_fp8"),
                               diags))
     c.gemm_efficiency_fp8 = *v;
+  if (auto v = parse_ranged(f.required("gemm_half_rows"), f.path_of("gemm_half_rows"), diags, 0,
+                            1e6, "a number of rows in [0, 1e6]"))
+    c.gemm_half_rows = *v;
+  if (const Node* n = f.required("gemm_wave_tile"))
+    if (auto t = parse_tile(*n, f.path_of("gemm_wave_tile"), diags)) c.gemm_wave_tile = *t;
+  if (auto v = parse_ranged(f.required("gemm_wave_loss"), f.path_of("gemm_wave_loss"), diags, 0, 1,
+                            "a share in [0, 1]"))
+    c.gemm_wave_loss = *v;
+  fraction("gemm_memory_efficiency", c.gemm_memory_efficiency);
+  if (auto s = parse_seconds(f.required("gemm_overhead"), f.path_of("gemm_overhead"), diags))
+    c.gemm_overhead = *s;
   fraction("attention_forward_efficiency", c.attention_forward_efficiency);
   fraction("attention_backward_efficiency", c.attention_backward_efficiency);
   if (const Node* n = f.required("attention_version"))
@@ -100,16 +167,6 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
   fraction("memory_efficiency", c.memory_efficiency);
   fraction("nvlink_efficiency", c.nvlink_efficiency);
   fraction("pcie_efficiency", c.pcie_efficiency);
-  if (const Node* n = f.required("tiles")) {
-    if (!n->is_sequence() || n->items.empty())
-      diags.error(n->where, f.path_of("tiles"), "expected a list of tiles, found " + n->describe());
-    else
-      for (std::size_t i = 0; i < n->items.size(); ++i)
-        if (auto t = parse_tile(n->items[i], core::index_path(f.path_of("tiles"), i), diags))
-          c.tiles.push_back(*t);
-  }
-  if (const Node* n = f.required("tile_saturation"))
-    if (auto t = parse_tile(*n, f.path_of("tile_saturation"), diags)) c.tile_saturation = *t;
   if (const Node* n = f.required("attention_block"))
     if (auto b = core::as_positive_count(*n, f.path_of("attention_block"), diags))
       c.attention_block = *b;
@@ -117,6 +174,21 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
     c.kernel_overhead = *s;
   if (auto s = parse_seconds(f.required("host_dispatch"), f.path_of("host_dispatch"), diags))
     c.host_dispatch = *s;
+  // Classes the row does not give run as `other`: memory_efficiency, kernel_overhead.
+  for (KernelCosts::MemoryOp& op : c.memory_ops)
+    op = {c.memory_efficiency, c.memory_efficiency, core::BytesPerSecond(0), c.kernel_overhead};
+  if (const Node* n = f.optional("l2_resident")) {
+    if (!n->is_scalar()) {
+      diags.error(n->where, f.path_of("l2_resident"),
+                  "expected a size such as 20MB, found " + n->describe());
+    } else {
+      auto parsed = core::parse_size(n->text);
+      if (!parsed) diags.error(n->where, f.path_of("l2_resident"), parsed.error);
+      if (parsed.value) c.l2_resident = *parsed.value;
+    }
+  }
+  if (const Node* n = f.optional("memory_ops"))
+    parse_memory_ops(*n, f.path_of("memory_ops"), c, diags);
   if (const Node* n = f.required("source"))
     c.source = core::as_string(*n, f.path_of("source"), diags).value_or("");
   f.reject_unknown();
@@ -173,25 +245,6 @@ std::map<std::string, Calibration> calibrations_of(const core::Scenario& s) {
 
 // ---- efficiencies -----------------------------------------------------------------------------
 
-namespace {
-
-// 2 Tm Tn / (Tm + Tn): FLOPs per operand element a tile loads per step along K.
-double tile_intensity(const KernelCosts::Tile& t) {
-  return 2 * t.m * t.n / (t.m + t.n);
-}
-
-// Fraction of the SMs' slots that `blocks` thread blocks keep busy over their waves.
-double wave_efficiency(double blocks, int sms) {
-  if (sms <= 0 || blocks <= 0) return 1;
-  return blocks / (sms * std::ceil(blocks / sms));
-}
-
-// Smallest depth of one split of K when cuBLAS splits K to fill the SMs (an assumption:
-// deeper splits keep each block's main loop long enough to pipeline).
-constexpr double kMinSplitDepth = 256;
-
-}  // namespace
-
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision) {
   if (precision == core::Precision::fp8 && costs.gemm_efficiency_fp8)
     return *costs.gemm_efficiency_fp8;
@@ -206,23 +259,60 @@ double flash_attention_work(const OpCall& op) {
   return op.flops / 2 * (backward ? 2.5 / 2 : 1);
 }
 
+double wave_efficiency(double blocks, int sms, double loss) {
+  if (sms <= 0 || blocks <= 0) return 1;
+  const double waves = blocks / sms;
+  return waves / ((1 - loss) * waves + loss * std::ceil(waves));
+}
+
 double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k,
                        core::Precision precision) {
   const double ceiling = gemm_ceiling(costs, precision);
   if (m <= 0 || n <= 0 || k <= 0) return ceiling;
-  const double saturation = tile_intensity(costs.tile_saturation);
-  double best = 0;
-  for (const KernelCosts::Tile& tile : costs.tiles) {
-    const double rows = std::ceil(m / tile.m), columns = std::ceil(n / tile.n);
-    const double tile_quantization = (m * n) / (rows * tile.m * columns * tile.n);
-    const double tiles = rows * columns;
-    double splits = 1;
-    if (gpu.sms > 0 && tiles < gpu.sms)
-      splits = std::max(1.0, std::min(std::floor(gpu.sms / tiles), std::floor(k / kMinSplitDepth)));
-    const double reuse = std::min(1.0, tile_intensity(tile) / saturation);
-    best = std::max(best, tile_quantization * wave_efficiency(tiles * splits, gpu.sms) * reuse);
+  const double rows = m / (m + costs.gemm_half_rows);
+  const double tiles =
+      std::ceil(m / costs.gemm_wave_tile.m) * std::ceil(n / costs.gemm_wave_tile.n);
+  return ceiling * rows * wave_efficiency(tiles, gpu.sms, costs.gemm_wave_loss);
+}
+
+const char* to_string(MemoryClass c) {
+  switch (c) {
+    case MemoryClass::norm:
+      return "norm";
+    case MemoryClass::rope:
+      return "rope";
+    case MemoryClass::swiglu:
+      return "swiglu";
+    case MemoryClass::gelu:
+      return "gelu";
+    case MemoryClass::add:
+      return "add";
+    case MemoryClass::other:
+      break;
   }
-  return ceiling * best;
+  return "other";
+}
+
+MemoryClass memory_class(const std::string& op) {
+  if (op == "layernorm" || op == "rmsnorm" || op == "layernorm_backward" ||
+      op == "rmsnorm_backward")
+    return MemoryClass::norm;
+  if (op == "rope") return MemoryClass::rope;
+  if (op == "swiglu" || op == "swiglu_backward") return MemoryClass::swiglu;
+  if (op == "gelu" || op == "gelu_backward") return MemoryClass::gelu;
+  if (op == "add") return MemoryClass::add;
+  return MemoryClass::other;
+}
+
+Seconds memory_op_time(const GpuSpec& gpu, const KernelCosts& costs,
+                       const KernelCosts::MemoryOp& op, double bytes, double row_bytes) {
+  const double bandwidth = gpu.memory_bandwidth.value();
+  const double cached = std::min(bytes, costs.l2_resident.value());
+  double seconds =
+      cached / (op.l2_efficiency * bandwidth) + (bytes - cached) / (op.efficiency * bandwidth);
+  if (row_bytes > 0 && op.row_bandwidth.value() > 0)
+    seconds = std::max(seconds, row_bytes / op.row_bandwidth.value());
+  return Seconds(seconds) + op.overhead;
 }
 
 double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
@@ -230,7 +320,8 @@ double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double
   const double base =
       backward ? costs.attention_backward_efficiency : costs.attention_forward_efficiency;
   const double blocks = sequences * heads * std::ceil(seq_len / costs.attention_block);
-  return base * wave_efficiency(blocks, gpu.sms);
+  // FlashAttention's blocks are of one length: a partial wave loses its idle SMs whole.
+  return base * wave_efficiency(blocks, gpu.sms, 1);
 }
 
 // ---- the model ----------------------------------------------------------------------------------
@@ -356,8 +447,17 @@ KernelCosts KernelModel::costs_for(const GpuSpec& gpu, int flash_version) const 
   if (cal.gemm_efficiency_fp8) c.gemm_efficiency_fp8 = *cal.gemm_efficiency_fp8;
   if (cal.attention_efficiency)
     c.attention_forward_efficiency = c.attention_backward_efficiency = *cal.attention_efficiency;
-  if (cal.memory_efficiency) c.memory_efficiency = *cal.memory_efficiency;
-  if (cal.kernel_overhead) c.kernel_overhead = *cal.kernel_overhead;
+  // A measured element-wise rate or per-kernel cost replaces every class's (GEMMs' too for
+  // the cost): the user's figure is for their stack, whatever the class.
+  if (cal.memory_efficiency) {
+    c.memory_efficiency = *cal.memory_efficiency;
+    for (KernelCosts::MemoryOp& op : c.memory_ops)
+      op.efficiency = op.l2_efficiency = *cal.memory_efficiency;
+  }
+  if (cal.kernel_overhead) {
+    c.kernel_overhead = c.gemm_overhead = *cal.kernel_overhead;
+    for (KernelCosts::MemoryOp& op : c.memory_ops) op.overhead = *cal.kernel_overhead;
+  }
   if (cal.host_dispatch) c.host_dispatch = *cal.host_dispatch;
   return c;
 }
@@ -394,29 +494,48 @@ double intra_node_efficiency(const core::Cluster& c) {
 
 namespace {
 
+// The bytes of one row (token) of a memory-bound op whose shape starts with its tokens
+// (norms, rope, SwiGLU, cross-entropy; kernels/layer_ops.hpp), 0 for flat ones.
+double row_bytes(const OpCall& op) {
+  if (op.shape.size() < 2 || op.shape[0] <= 0) return 0;
+  return op.bytes / op.shape[0];
+}
+
 // One kernel's GPU time under `costs` (the function every other one sums).
 double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall& op,
                       core::Precision precision) {
-  const double bandwidth = costs.memory_efficiency * gpu.memory_bandwidth.value();
-  const double memory = op.bytes / bandwidth;
-  const auto& s = op.shape;
-  double math = 0;
-  if (is_gemm(op.op)) {
-    const double rate = rate_for(gpu, precision).value();
-    math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0], s[1], s[2], precision));
-  } else if (op.op == "bmm" || op.op == "attention" || op.op == "attention_backward") {
-    // fp8 training (Transformer Engine) keeps attention in 16-bit.
-    const auto attention_precision =
-        precision == core::Precision::fp8 ? core::Precision::bf16 : precision;
-    const double rate = rate_for(gpu, attention_precision).value();
-    if (op.op == "bmm") {
-      math = op.flops / (rate * gemm_efficiency(gpu, costs, s[0] * s[1], s[2], s[3]));
-    } else {
-      const bool backward = op.op == "attention_backward";
-      math = flash_attention_work(op) /
-             (rate * attention_efficiency(gpu, costs, s[0], s[1], s[3], backward));
+  if (op.bound == Bound::memory) {
+    if (op.kernels == 0) {
+      // Written by the kernel before it (fp8 casts): its bytes, no launch of its own.
+      return op.bytes / (costs.memory_efficiency * gpu.memory_bandwidth.value());
     }
+    const KernelCosts::MemoryOp& constants = costs.memory_op(memory_class(op.op));
+    const double one =
+        memory_op_time(gpu, costs, constants, op.bytes / op.kernels, row_bytes(op) / op.kernels)
+            .value();
+    return one * op.kernels;
   }
+  const auto& s = op.shape;
+  if (is_gemm(op.op) || op.op == "bmm") {
+    // fp8 training (Transformer Engine) keeps attention's batched GEMMs in 16-bit.
+    const auto gemm_precision =
+        op.op == "bmm" && precision == core::Precision::fp8 ? core::Precision::bf16 : precision;
+    const double rate = rate_for(gpu, gemm_precision).value();
+    const double efficiency =
+        op.op == "bmm" ? gemm_efficiency(gpu, costs, s[0] * s[1], s[2], s[3], gemm_precision)
+                       : gemm_efficiency(gpu, costs, s[0], s[1], s[2], gemm_precision);
+    const double math = op.flops / (rate * efficiency);
+    const double memory = op.bytes / (costs.gemm_memory_efficiency * gpu.memory_bandwidth.value());
+    return std::max(math, memory) + op.kernels * costs.gemm_overhead.value();
+  }
+  // FlashAttention; fp8 training keeps attention in 16-bit.
+  const auto attention_precision =
+      precision == core::Precision::fp8 ? core::Precision::bf16 : precision;
+  const double rate = rate_for(gpu, attention_precision).value();
+  const bool backward = op.op == "attention_backward";
+  const double math = flash_attention_work(op) /
+                      (rate * attention_efficiency(gpu, costs, s[0], s[1], s[3], backward));
+  const double memory = op.bytes / (costs.memory_efficiency * gpu.memory_bandwidth.value());
   return std::max(math, memory) + op.kernels * costs.kernel_overhead.value();
 }
 

@@ -13,6 +13,7 @@
 // and fall back to KernelModel::op_time for the ops they lack.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,18 +66,34 @@ class ComputeModel {
   virtual std::string provenance(const GpuSpec& gpu) const = 0;
 };
 
+// The memory-bound op classes with constants of their own (kernel_costs.yaml `memory_ops`);
+// every other memory-bound op (softmax, dropout, cross-entropy, casts) is `other`.
+enum class MemoryClass { norm, rope, swiglu, gelu, add, other };
+inline constexpr int kMemoryClasses = 6;
+const char* to_string(MemoryClass c);
+// The class of a memory-bound op by name (layernorm and rmsnorm, forward and backward, are
+// `norm`; swiglu and swiglu_backward `swiglu`; ...).
+MemoryClass memory_class(const std::string& op);
+
 // One architecture's kernel constants (a row of kernels/kernel_costs.yaml).
 struct KernelCosts {
   Architecture architecture = Architecture::ampere;
-  double gemm_efficiency = 0.8;  // sustained best-shape GEMM rate / datasheet peak
+  double gemm_efficiency = 0.8;  // best-shape GEMM rate / datasheet peak (the ceiling)
   // The same for fp8 GEMMs against the fp8 peak, where it was measured (else
   // gemm_efficiency applies to fp8 too).
   std::optional<double> gemm_efficiency_fp8;
   struct Tile {
-    double m = 128, n = 128;
+    double m = 128, n = 256;
   };
-  std::vector<Tile> tiles;  // the GEMM library's tile sizes
-  Tile tile_saturation;     // tiles at least this intense run at gemm_efficiency
+  // GEMM efficiency against shape: ceiling x rows / (rows + gemm_half_rows) x the wave
+  // term of the output's tiles of gemm_wave_tile over the SMs, gemm_wave_loss the share of
+  // a partial wave's idle SMs that is lost (0: none, 1: all).
+  double gemm_half_rows = 0;
+  Tile gemm_wave_tile;
+  double gemm_wave_loss = 0;
+  // GEMMs of few rows stream their weights: bytes at this share of HBM bandwidth.
+  double gemm_memory_efficiency = 0.85;
+  core::Seconds gemm_overhead{2e-6};  // GPU-side fixed cost of one GEMM kernel
   double attention_forward_efficiency = 0.6;
   double attention_backward_efficiency = 0.5;
   // The FlashAttention version those two figures are for (what the GPU runs by default),
@@ -85,14 +102,28 @@ struct KernelCosts {
   std::optional<double> attention_fa2_forward_efficiency;
   std::optional<double> attention_fa2_backward_efficiency;
   double attention_block = 128;  // query rows per FlashAttention thread block
+  // A memory-bound class's kernel: its first `l2_resident` bytes at l2_efficiency of the
+  // HBM bandwidth, the rest at efficiency, never faster than one row (the op's bytes per
+  // token) at row_bandwidth (one thread block per row), plus overhead.
+  struct MemoryOp {
+    double efficiency = 0.85;
+    double l2_efficiency = 0.85;
+    core::BytesPerSecond row_bandwidth{0};  // 0: no per-row floor
+    core::Seconds overhead{2e-6};
+  };
+  // By MemoryClass; `other`, and a class the row does not give, is {memory_efficiency,
+  // memory_efficiency, none, kernel_overhead}.
+  std::array<MemoryOp, kMemoryClasses> memory_ops;
+  core::Bytes l2_resident{0};
   double memory_efficiency = 0.85;
   // What NCCL moves over one GPU's NVLink (PCIe for GPUs without it), per direction, as a
   // share of the datasheet rate: NCCL's own per-link model (src/graph/topo.h).
   double nvlink_efficiency = 0.8;
   double pcie_efficiency = 0.75;
-  core::Seconds kernel_overhead{2e-6};  // GPU-side fixed cost per kernel
+  core::Seconds kernel_overhead{2e-6};  // GPU-side fixed cost per kernel (attention, others)
   core::Seconds host_dispatch{5e-6};    // CPU time to issue one kernel
   std::string source;
+  const MemoryOp& memory_op(MemoryClass c) const { return memory_ops[static_cast<int>(c)]; }
 };
 
 // The embedded kernels/kernel_costs.yaml, parsed once (throws std::logic_error if invalid).
@@ -122,11 +153,18 @@ double intra_node_efficiency(const core::Cluster& c);
 // GPU type agree). Clusters whose GPU is unknown are skipped.
 std::map<std::string, Calibration> calibrations_of(const core::Scenario& s);
 
-// The efficiency a GEMM of m x n x k reaches on `gpu` (tile and wave quantization, times the
-// architecture's best-shape efficiency for the GEMM's precision): what validation/compute.md
-// plots.
+// The efficiency a GEMM of m x n x k reaches on `gpu`: the ceiling for its precision times
+// m / (m + gemm_half_rows) times the wave term (KernelCosts): what validation/compute.md
+// plots. m is the tokens' dimension (the forward GEMM's rows), n the output's columns.
 double gemm_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double m, double n, double k,
                        core::Precision precision = core::Precision::bf16);
+// The share of `gpu`'s SMs that `blocks` thread blocks keep busy, a partial last wave
+// losing `loss` of its idle SMs: waves / ((1 - loss) waves + loss ceil(waves)).
+double wave_efficiency(double blocks, int sms, double loss);
+// One memory-bound kernel of `bytes`, `row_bytes` per row (0: no rows), under `op`'s
+// constants: the rule every memory-bound op's time follows (KernelCosts::MemoryOp).
+core::Seconds memory_op_time(const GpuSpec& gpu, const KernelCosts& costs,
+                             const KernelCosts::MemoryOp& op, double bytes, double row_bytes);
 // The best-shape efficiency of a GEMM in `precision` (gemm_efficiency_fp8 for fp8 where set).
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision);
 // FlashAttention's work in the convention its efficiencies were measured in (its own

@@ -124,7 +124,7 @@ def summary_rows(records, key):
     return {k: (len(v), mean([abs(e) for e in v]), mean(v)) for k, v in groups.items()}
 
 
-def collectives_section():
+def collectives_section(build):
     """validation/kernel_collectives.py's Markdown section, or None when it is absent."""
     path = os.path.join(HERE, "kernel_collectives.py")
     if not os.path.exists(path):
@@ -134,8 +134,11 @@ def collectives_section():
     spec.loader.exec_module(module)
     section = module.section
     wanted = inspect.signature(section).parameters
-    kwargs = {k: v for k, v in {"root": ROOT}.items() if k in wanted}
-    return section(**kwargs)
+    kwargs = {k: v for k, v in {"root": ROOT, "python_dir": os.path.join(build, "python")}.items()
+              if k in wanted}
+    result = section(**kwargs)
+    # kernel_collectives.section returns (Markdown, rows, summary).
+    return result[0] if isinstance(result, tuple) else result
 
 
 def fmt_us(seconds):
@@ -215,7 +218,7 @@ def main():
         for r in compare(hgsim, gpu, path, rows):
             r.update(gpu=gpu, model=model)
             records.append(r)
-    collectives = collectives_section()
+    collectives = collectives_section(args.build)
     with _files.atomic_open(args.out) as out:
         write_report(out, tables, records)
         if collectives:
