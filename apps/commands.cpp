@@ -666,6 +666,10 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
                       std::to_string(sim::full_fidelity_max_graph_nodes) +
                       " graph nodes); overrides simulation.fidelity")
       ->check(CLI::IsMember({"full", "folded", "auto"}));
+  run->add_option("--collectives", o.collectives,
+                  "steps (every step of a ring or tree its own transfers) or pipelined (the flows "
+                  "NCCL keeps in flight, one per edge); overrides simulation.collectives")
+      ->check(CLI::IsMember({"steps", "pipelined"}));
   CLI::Option* op_profiles =
       run->add_option("--profile", o.profiles,
                       "measured profile JSON (hgsim profile); repeatable; default: the profiles in "

@@ -99,10 +99,15 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
                            : options.fidelity == "folded" ? core::Fidelity::folded
                                                           : core::Fidelity::automatic;
   }
+  core::Scenario scenario = c.scenario;
+  if (!options.collectives.empty())
+    scenario.simulation.collectives = options.collectives == "steps"
+                                          ? core::CollectiveGranularity::steps
+                                          : core::CollectiveGranularity::pipelined;
   sim::SimulationInput in;
   // simulate() applies the plan's own recomputation and codecs (the planner's plans make
   // them) through the resolved plan.
-  in.scenario = &c.scenario;
+  in.scenario = &scenario;
   in.plan = &chosen->plan;
   in.plan_path = chosen->path;
   in.model = &c.model;

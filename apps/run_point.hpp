@@ -22,6 +22,7 @@ struct RunOptions {
   std::string plan_file;              // --plan FILE
   std::optional<core::Plan> plan;     // a plan already parsed (the Python module); checked here
   std::string fidelity;               // "full", "folded", "auto"; empty: the scenario's
+  std::string collectives;            // "steps", "pipelined"; empty: the scenario's
   std::vector<std::string> profiles;  // measured op profiles; empty: kernels/profiles/
   std::string layer_profile;          // a layer profile (hgsim-layer-profile/1): its GPU type
   std::string trace_filter;           // --trace-filter cluster=..,stage=..,kind=..

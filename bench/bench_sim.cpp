@@ -117,8 +117,10 @@ BENCHMARK(BM_GraphAppend)
     ->Args({4 << 20, 1})
     ->Unit(benchmark::kMillisecond);
 
-// One iteration of a scale scenario, graph building and results included.
-void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
+// One iteration of a scale scenario, graph building and results included; `collectives`:
+// simulation.collectives for the run ("steps", "pipelined"), or "" for the scenario's own.
+void BM_ScaleScenario(benchmark::State& state, const std::string& name,
+                      const std::string& collectives) {
   core::Diagnostics diags;
   auto points = apps::check_scenario_file(
       std::string(HGSIM_SOURCE_DIR) + "/scenarios/scale/" + name + ".yaml", diags);
@@ -127,9 +129,14 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
     return;
   }
   const auto& c = points->front().checked;
+  core::Scenario scenario = c.scenario;
+  if (!collectives.empty())
+    scenario.simulation.collectives = collectives == "steps"
+                                          ? core::CollectiveGranularity::steps
+                                          : core::CollectiveGranularity::pipelined;
   const kernels::KernelModel kernel_model;
-  sim::SimulationInput in{
-      &c.scenario, &c.scenario.strategy.plan, "strategy", &c.model, c.compression, &kernel_model};
+  sim::SimulationInput in{&scenario, &scenario.strategy.plan, "strategy",
+                          &c.model,  c.compression,           &kernel_model};
   sim::SimulationStats stats;
   for (auto _ : state) {
     core::Diagnostics d;
@@ -150,26 +157,42 @@ void BM_ScaleScenario(benchmark::State& state, const std::string& name) {
   state.counters["peak_bytes_per_activity"] =
       stats.peak_rss_bytes / std::max(stats.activities, 1.0);
 }
-BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_175b_1536_folded, std::string("megatron-175b-1536"))
+BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_175b_1536_folded, std::string("megatron-175b-1536"),
+                  std::string())
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
-BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_1t_3072_folded, std::string("megatron-1t-3072"))
+BENCHMARK_CAPTURE(BM_ScaleScenario, megatron_1t_3072_folded, std::string("megatron-1t-3072"),
+                  std::string())
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
-BENCHMARK_CAPTURE(BM_ScaleScenario, hetero_256_full, std::string("hetero-256-full"))
+BENCHMARK_CAPTURE(BM_ScaleScenario, hetero_256_full, std::string("hetero-256-full"), std::string())
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
-// The same workload on 128 GPUs (DP 32): 1.2 M activities, seconds.
-BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_128_full, std::string("astra-gpt-6.7b-128"))
+// The same workload on 128 GPUs (DP 32), per collective granularity (simulation.collectives):
+// steps, every ring step its own transfers (1.2 M activities, seconds); pipelined, one flow
+// per ring edge.
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_128_full_steps,
+                  std::string("astra-gpt-6.7b-128"), std::string("steps"))
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
-// ASTRA-sim 2.0's GPT-6.7B workload on 512 GPUs, every GPU simulated (18 M activities:
-// minutes, not seconds; run it on its own with --benchmark_filter=astra).
-BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_512_full, std::string("astra-gpt-6.7b-512"))
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_128_full_pipelined,
+                  std::string("astra-gpt-6.7b-128"), std::string("pipelined"))
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+// ASTRA-sim 2.0's GPT-6.7B workload on 512 GPUs, every GPU simulated: steps, 18 M activities
+// (a minute; run it on its own with --benchmark_filter=astra); pipelined, one flow per edge.
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_512_full_steps,
+                  std::string("astra-gpt-6.7b-512"), std::string("steps"))
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_ScaleScenario, astra_gpt_6_7b_512_full_pipelined,
+                  std::string("astra-gpt-6.7b-512"), std::string("pipelined"))
     ->UseManualTime()
     ->Unit(benchmark::kSecond)
     ->Iterations(1);

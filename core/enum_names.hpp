@@ -43,6 +43,8 @@ HGSIM_NAMES(Fidelity, {Fidelity::automatic, "auto"}, {Fidelity::full, "full"},
             {Fidelity::folded, "folded"})
 HGSIM_NAMES(PipelineMessages, {PipelineMessages::shared, "shared"},
             {PipelineMessages::in_order, "in_order"})
+HGSIM_NAMES(CollectiveGranularity, {CollectiveGranularity::steps, "steps"},
+            {CollectiveGranularity::pipelined, "pipelined"})
 HGSIM_NAMES(Attention, {Attention::flash, "flash"}, {Attention::standard, "standard"})
 HGSIM_NAMES(GradReduce, {GradReduce::overlap, "overlap"},
             {GradReduce::after_backward, "after_backward"})

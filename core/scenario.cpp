@@ -57,6 +57,9 @@ std::string to_string(Fidelity v) {
 std::string to_string(PipelineMessages v) {
   return name_of(v);
 }
+std::string to_string(CollectiveGranularity v) {
+  return name_of(v);
+}
 
 int element_bytes(Precision p) {
   switch (p) {
@@ -706,6 +709,7 @@ void ScenarioReader::read_simulation(const Node& n) {
   set(f, "fidelity", sim.fidelity, choice<Fidelity>("fidelity"));
   set(f, "pipeline_messages", sim.pipeline_messages,
       choice<PipelineMessages>("pipeline message order"));
+  set(f, "collectives", sim.collectives, choice<CollectiveGranularity>("collective granularity"));
   set(f, "iterations", sim.iterations, count());
   if (sim.iterations > max_simulated_iterations) {
     d_.error(f.optional("iterations")->where, f.path_of("iterations"),
@@ -1029,6 +1033,7 @@ Json scenario_to_json(const Scenario& s) {
                        {"tcp_window", format_size(s.simulation.tcp_window)},
                        {"fidelity", to_string(s.simulation.fidelity)},
                        {"pipeline_messages", to_string(s.simulation.pipeline_messages)},
+                       {"collectives", to_string(s.simulation.collectives)},
                        {"iterations", s.simulation.iterations},
                        {"start_time", format_duration(s.simulation.start_time)}};
   if (s.training.tokens) out["training"]["tokens"] = *s.training.tokens;

@@ -35,6 +35,8 @@ enum class Norm { layernorm, rmsnorm };
 enum class NetworkModel { flow, lv08 };
 enum class Fidelity { automatic, full, folded };
 enum class PipelineMessages { shared, in_order };
+// How a ring or tree collective becomes activities at full fidelity (`simulation.collectives`).
+enum class CollectiveGranularity { steps, pipelined };
 // How attention runs: `flash` (FlashAttention: one fused kernel, the score matrix never
 // stored) or `standard` (score GEMM, softmax, dropout and value GEMM, scores kept).
 enum class Attention { flash, standard };
@@ -55,6 +57,7 @@ std::string to_string(Norm);
 std::string to_string(NetworkModel);
 std::string to_string(Fidelity);
 std::string to_string(PipelineMessages);
+std::string to_string(CollectiveGranularity);
 std::string to_string(Attention);
 std::string to_string(GradReduce);
 std::string to_string(OuterSyncMethod);
@@ -183,6 +186,11 @@ struct Simulation {
   // starting when the previous one has arrived (NCCL send/recv on one stream; gloo on one
   // connection, measured by the live runner). Not for the interleaved schedule.
   PipelineMessages pipeline_messages = PipelineMessages::in_order;
+  // Ring, tree and hierarchical collectives at full fidelity: `steps`, every step of the
+  // textbook algorithm its own transfers (2n(n-1) for a ring all-reduce); `pipelined`, the
+  // flows NCCL keeps in flight, one per ring or tree edge carrying that edge's share, plus
+  // the latency of the steps (sim::pipelined_ring). A few activities per collective instead.
+  CollectiveGranularity collectives = CollectiveGranularity::steps;
   // Consecutive training iterations played in one simulation: links, bandwidth traces and
   // queues carry over from one to the next (sim/iterations.hpp).
   int iterations = 1;

@@ -164,9 +164,60 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_af
   return decoded;
 }
 
+// ---- pipelined ------------------------------------------------------------------------------
+
+std::vector<NodeId> pipelined_flows(const Sender& s, const Collective& c,
+                                    const std::vector<PipelinedEdge>& edges, double edge_bytes,
+                                    int steps, const std::string& phase) {
+  const int n = static_cast<int>(c.members.size());
+  if (n <= 1 || edges.empty()) return c.ready;
+  // A transfer pays its route's latency times the network model's factor (engine.hpp).
+  const double factor =
+      s.platform.network_model == core::NetworkModel::lv08 ? lv08_latency_factor : 1.0;
+  std::vector<double> latency(edges.size());
+  double mean = 0;
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    latency[e] =
+        factor * s.platform.route_latency(c.members[edges[e].from], c.members[edges[e].to]);
+    mean += latency[e] / static_cast<double>(edges.size());
+  }
+  const NodeId start = s.graph.join();
+  for (NodeId r : c.ready) s.graph.edge(r, start);
+  const int label = s.graph.label(c.name + " " + phase + " pipelined");
+  const NodeId done = s.graph.join();
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    const int dst = c.members[edges[e].to];
+    const NodeId arrived = s.send(c.members[edges[e].from], dst, edge_bytes, start, label, c.flows);
+    const double rest = steps * mean - latency[e];
+    if (rest <= 1e-12 * steps * mean) {
+      s.graph.edge(arrived, done);
+      continue;
+    }
+    const NodeId waited = s.graph.delay(dst, rest, s.work, label, s.micro_batch);
+    s.graph.edge(arrived, waited);
+    s.graph.edge(waited, done);
+  }
+  return std::vector<NodeId>(n, done);
+}
+
+std::vector<NodeId> pipelined_ring(const Sender& s, const Collective& c, int steps, double chunk,
+                                   const std::string& phase) {
+  const int n = static_cast<int>(c.members.size());
+  std::vector<PipelinedEdge> edges;
+  for (int i = 0; i < n; ++i) edges.push_back({i, (i + 1) % n});
+  return pipelined_flows(s, c, edges, steps * chunk, steps, phase);
+}
+
+namespace {
+bool pipelined(const Sender& s) {
+  return s.granularity == core::CollectiveGranularity::pipelined;
+}
+}  // namespace
+
 std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
+  if (pipelined(s)) return pipelined_ring(s, c, 2 * (n - 1), c.bytes / n, "all-reduce");
   const double chunk = c.bytes / n;
   std::vector<NodeId> sent = c.ready;
   auto have = ring_steps(s, c, c.ready, sent, n - 1, chunk, "reduce-scatter");
@@ -176,6 +227,7 @@ std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
 std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
+  if (pipelined(s)) return pipelined_ring(s, c, n - 1, c.bytes / n, "reduce-scatter");
   std::vector<NodeId> sent = c.ready;
   return ring_steps(s, c, c.ready, sent, n - 1, c.bytes / n, "reduce-scatter");
 }
@@ -183,12 +235,27 @@ std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
 std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
+  if (pipelined(s)) return pipelined_ring(s, c, n - 1, c.bytes / n, "all-gather");
   std::vector<NodeId> sent = c.ready;
   return ring_steps(s, c, c.ready, sent, n - 1, c.bytes / n, "all-gather");
 }
 
+namespace {
+// The binomial tree's edges, parent to child: at round r member i < 2^r sends to i + 2^r.
+std::vector<PipelinedEdge> binomial_tree_edges(int n) {
+  std::vector<PipelinedEdge> edges;
+  for (int mask = 1; mask < n; mask <<= 1)
+    for (int i = 0; i < mask && i + mask < n; ++i) edges.push_back({i, i + mask});
+  return edges;
+}
+}  // namespace
+
 std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
+  // Pipelined: every edge of the tree carries the whole tensor at once (a parent's children
+  // share its link), ceil(log2 n) rounds of latency.
+  if (pipelined(s))
+    return pipelined_flows(s, c, binomial_tree_edges(n), c.bytes, ceil_log2(n), "broadcast");
   std::vector<NodeId> have = c.ready;
   std::vector<NodeId> sent = c.ready;  // a member's sends go one after another
   for (int round = 0, mask = 1; mask < n; ++round, mask <<= 1) {
@@ -207,6 +274,12 @@ std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
 std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c) {
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
+  if (pipelined(s)) {
+    std::vector<PipelinedEdge> up = binomial_tree_edges(n);
+    for (PipelinedEdge& e : up) std::swap(e.from, e.to);
+    const auto reduced = pipelined_flows(s, c, up, c.bytes, ceil_log2(n), "reduce");
+    return tree_broadcast(s, {c.members, reduced, c.bytes, c.name, c.flows});
+  }
   // Reduce: at round r, every member whose index is an odd multiple of 2^r sends its
   // partial sum to the member 2^r below it.
   std::vector<NodeId> have = c.ready;

@@ -59,6 +59,9 @@ struct Sender {
   // runner, validation/live.md), instead of sharing the link. When set, each transfer from
   // src to dst starts after the previous one on that pair: the last transfer per pair.
   std::map<std::pair<int, int>, NodeId>* fifo = nullptr;
+  // simulation.collectives: ring and tree collectives as their steps, or as the flows NCCL
+  // keeps in flight (pipelined_flows).
+  core::CollectiveGranularity granularity = core::CollectiveGranularity::steps;
 
   NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
   // The same, starting after both `after` and `also_after`. With `left` set, also a delay
@@ -75,6 +78,29 @@ struct Collective {
   std::string name;           // "dp bucket 3", shown in labels
   int flows = 1;              // folded fidelity: parallel rings each transfer stands for
 };
+
+// ---- pipelined: the flows NCCL keeps in flight (simulation.collectives: pipelined) --------
+//
+// NCCL does not run a ring as lock-step phases: it cuts the buffer into chunks and keeps
+// every edge of the ring busy at once, so a ring runs at its slowest edge's rate and pays
+// the latency of its steps once each (NCCL's tuning model: steps x hop latency + bytes /
+// bus bandwidth). Lowered that way, a collective is one flow per edge, all starting once
+// every member is ready, each carrying what crosses that edge over the whole collective,
+// on the real route (contention, WAN links, asymmetric hops are SimGrid's); after its flow
+// each edge waits out the rest of the steps' latency: max(0, steps x mean edge latency -
+// its own route latency, which the flow paid). Every member holds the result once every
+// edge is done. On a uniform, uncontended ring that is exactly the closed form,
+// steps (a + bytes_per_edge / steps / B).
+struct PipelinedEdge {
+  int from = 0;  // indices into Collective::members
+  int to = 0;
+};
+std::vector<NodeId> pipelined_flows(const Sender& s, const Collective& c,
+                                    const std::vector<PipelinedEdge>& edges, double edge_bytes,
+                                    int steps, const std::string& phase);
+// A ring of `steps` steps of `chunk` bytes, pipelined: edge i -> i+1 carries steps x chunk.
+std::vector<NodeId> pipelined_ring(const Sender& s, const Collective& c, int steps, double chunk,
+                                   const std::string& phase);
 
 // Ring: reduce-scatter then all-gather, 2(n-1) steps of bytes/n.
 std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c);

@@ -320,6 +320,7 @@ class Builder {
       return;
     }
     Sender sender{graph, w_.platform, nullptr, nullptr, Work::tp_comm, mb};
+    sender.granularity = s_.simulation.collectives;
     Collective c{g.devices, at, bytes, name, 1};
     if (r_.choices.sequence_parallel) {
       c.ready =
@@ -497,6 +498,7 @@ class Builder {
     WanCodec codec{r_.choices.codecs.wan_gradients, models::gradient_precision(r_.choices.training),
                    model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.gradient_codec, Work::dp_comm, -1};
+    sender.granularity = s_.simulation.collectives;
     const auto algorithm = plan_->grad_sync.algorithm;
     std::vector<int> clusters;
     for (int g : holders)
