@@ -159,13 +159,22 @@ int report_bad_input(const core::Diagnostics& diags, bool json, std::ostream& ou
 
 // The FLOPs of one iteration, labelled by what they count: the model's (6N + attention per
 // token: what model TFLOP/s and MFU count) and, with recomputation, what the GPUs run.
+// PFLOP to three significant digits (0.0131, 48.3), whole above 100 (18024).
+std::string pflop(const core::Flops& work) {
+  const double v = work.value() / 1e15;
+  if (v >= 100) return fixed(v, 0);
+  std::ostringstream s;
+  s << std::setprecision(3) << v;
+  return s.str();
+}
+
 std::string flops_text(const core::Flops& model_flops, const core::Flops& hardware_flops,
                        core::Recompute recompute, const std::string& whose) {
-  std::string out = fixed(model_flops.value() / 1e15, 1) +
-                    " PFLOP per iteration [models/: model FLOPs, 6N + attention per token]";
+  std::string out =
+      pflop(model_flops) + " PFLOP per iteration [models/: model FLOPs, 6N + attention per token]";
   if (recompute == core::Recompute::none) return out;
-  return out + "; the GPUs run " + fixed(hardware_flops.value() / 1e15, 1) + " PFLOP with " +
-         whose + " recompute " + to_string(recompute) + " (the recomputed forwards)";
+  return out + "; the GPUs run " + pflop(hardware_flops) + " PFLOP with " + whose + " recompute " +
+         to_string(recompute) + " (the recomputed forwards)";
 }
 
 // The plan's own choices, as the check resolved them (sim::PlanChoices): what the

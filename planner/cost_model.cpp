@@ -10,6 +10,7 @@
 #include "models/transformer.hpp"
 #include "sim/collectives.hpp"
 #include "sim/context_parallel.hpp"
+#include "sim/program.hpp"
 #include "sim/resolved_plan.hpp"
 
 namespace hgsim::planner {
@@ -477,14 +478,10 @@ std::vector<double> stage_finish(const PipelineEstimate& pe, int chunks) {
 // ---- gradient sync ----------------------------------------------------------------------
 
 // Who syncs a segment: per pipeline the holding stage, and per cluster its members (tp
-// groups: replicas x dp) and whether they all sit on one node.
+// groups: replicas x dp x cp).
 struct SyncGroup {
-  // Sentinels of `node`: no member in the cluster yet, or members on several nodes.
-  static constexpr int no_member = -2;
-  static constexpr int several_nodes = -1;
   std::vector<int> holder;    // per pipeline: the stage holding the segment
   std::vector<int> members;   // per cluster
-  std::vector<int> node;      // per cluster: the one node all its members sit on, or a sentinel
   std::vector<int> clusters;  // the clusters with members, in scenario order
 };
 
@@ -494,25 +491,13 @@ SyncGroup sync_group(const sim::ResolvedPlan& r, const sim::Segment& seg,
   SyncGroup g;
   for (const auto& holder : seg.holders) g.holder.push_back(holder.first);
   g.members.assign(n, 0);
-  g.node.assign(n, SyncGroup::no_member);
   for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
     const auto& st = r.plan.pipelines[i].stages[g.holder[i]];
-    const NodeRange& range = nodes[i][g.holder[i]];
-    const int c = range.cluster;
-    g.members[c] += r.plan.pipelines[i].replicas * st.slices();
-    if (!range.single() || (g.node[c] != SyncGroup::no_member && g.node[c] != range.first))
-      g.node[c] = SyncGroup::several_nodes;
-    else
-      g.node[c] = range.first;
+    g.members[nodes[i][g.holder[i]].cluster] += r.plan.pipelines[i].replicas * st.slices();
   }
   for (std::size_t c = 0; c < n; ++c)
     if (g.members[c] > 0) g.clusters.push_back(static_cast<int>(c));
   return g;
-}
-
-// The hop between two members of cluster c: NVLink when they share a node, else the NIC.
-sim::Hop2 member_hop(const core::Scenario& s, const SyncGroup& g, int c) {
-  return g.node[c] >= 0 ? nvlink_hop(s.clusters[c]) : nic_hop(s.clusters[c]);
 }
 
 // One bucket across clusters, hierarchically: a reduce-scatter inside each cluster, a ring
@@ -526,14 +511,13 @@ sim::Hop2 member_hop(const core::Scenario& s, const SyncGroup& g, int c) {
 double hierarchical_bucket_time(const Context& ctx, const sim::ResolvedPlan& r,
                                 const sim::Segment& seg, const SyncGroup& g,
                                 std::vector<double>& sync_bytes) {
-  const auto& s = *ctx.scenario;
   const double bytes = seg.bucket_bytes;
   int lanes = std::numeric_limits<int>::max();
   double inside = 0;
   for (int c : g.clusters) {
     lanes = std::min(lanes, g.members[c]);
-    inside =
-        std::max(inside, sim::ring_reduce_scatter_time(g.members[c], bytes, member_hop(s, g, c)));
+    inside = std::max(inside, sim::ring_reduce_scatter_time(g.members[c], bytes,
+                                                            sim::segment_ring_hop(r, seg, c)));
   }
   const int k = static_cast<int>(g.clusters.size());
   const double flows = static_cast<double>(lanes) * seg.rings;
@@ -575,7 +559,7 @@ double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const s
   } else if (g.clusters.size() == 1) {
     const int c = g.clusters[0];
     bucket_time = sim::all_reduce_time(algorithm, g.members[c], seg.bucket_bytes,
-                                       member_hop(*ctx.scenario, g, c));
+                                       sim::segment_ring_hop(r, seg, c));
   } else {
     bucket_time = hierarchical_bucket_time(ctx, r, seg, g, sync_bytes);
   }

@@ -9,6 +9,7 @@
 #include "models/transformer.hpp"
 #include "sim/collectives.hpp"
 #include "sim/outer_sync.hpp"
+#include "sim/program.hpp"
 #include "sim/resolved_plan.hpp"
 
 namespace hgsim::planner {
@@ -23,26 +24,15 @@ int stage_cluster(const Context& ctx, const core::Plan& plan, std::size_t pipeli
   return ctx.cluster_index(plan.pipelines[pipeline].stages[stage].cluster);
 }
 
-// Inside island i, the holders of a stage's shard all-gather it: on NVLink when the stage's
-// GPUs (replicas x dp x tp) fit in one node, else through the NIC.
-sim::Hop2 island_hop(const Context& ctx, const core::Plan& plan, std::size_t i, std::size_t st) {
-  const auto& stage = plan.pipelines[i].stages[st];
-  const core::Cluster& c = ctx.scenario->clusters[stage_cluster(ctx, plan, i, st)];
-  const int gpus = plan.pipelines[i].replicas * stage.gpus();
-  return gpus <= c.gpus_per_node ? nvlink_hop(c) : nic_hop(c);
-}
-
 // One outer all-reduce of fragment `fragment`: every shard's lanes cross the WAN at once.
-double fragment_time(const Context& ctx, const core::Plan& plan, int fragment) {
+double fragment_time(const Context& ctx, const sim::ResolvedPlan& r, int fragment) {
   const auto& s = *ctx.scenario;
+  const core::Plan& plan = r.plan;
   const int islands = static_cast<int>(plan.pipelines.size());
   const core::OuterSync& o = plan.outer_sync;
   const auto shards =
       sim::outer_shards(plan, *ctx.model, s.training.precision, fragment, o.fragments);
-  core::Diagnostics ignored;
-  const compress::CodecSpec spec = compress::resolve_codec(o.codec, s, "outer_sync.codec", ignored)
-                                       .value_or(compress::CodecSpec{});
-  const sim::WanCodec codec{spec, s.training.precision, ctx.model->hidden};
+  const sim::WanCodec codec{r.choices.outer_sync_codec, s.training.precision, ctx.model->hidden};
   // Per WAN link, the bytes one ring step puts on it: every lane of every shard, each ring
   // edge (island i to i + 1) crossing its route's links.
   std::vector<double> step_load(ctx.wan_link_bandwidth.size(), 0);
@@ -95,8 +85,10 @@ double fragment_time(const Context& ctx, const core::Plan& plan, int fragment) {
     if (ratio == 0) ratio = 1;  // no edge crosses the WAN: nothing is coded
     double gather = 0;
     for (int i = 0; i < islands; ++i)
+      // Inside island i the holders of the shard all-gather it, on the hop the placement
+      // gives their ring (sim::stage_ring_hop).
       gather = std::max(gather, sim::ring_all_gather_time(shard.holders[i], shard.bytes,
-                                                          island_hop(ctx, plan, i, shard.stage)));
+                                                          sim::stage_ring_hop(r, i, shard.stage)));
     slowest =
         std::max(slowest, sim::outer_lane_time(islands, lane_bytes, hop, ratio, codec_s) + gather);
   }
@@ -134,8 +126,12 @@ OuterSyncEstimate estimate_outer_sync(const Context& ctx, const core::Plan& plan
     for (auto& pe : e.pipelines) out.inner.pipelines.push_back(std::move(pe));
   }
   const int H = std::max(o.inner_steps, 1);
+  // The placement and the outer-sync codec, as the simulator resolves them.
+  core::Diagnostics diags;
+  const auto resolved =
+      sim::resolve_plan(*ctx.scenario, *ctx.model, ctx.compression, plan, "", diags);
   for (int f = 0; f < o.fragments; ++f) {
-    const double t = fragment_time(ctx, plan, f);
+    const double t = resolved ? fragment_time(ctx, *resolved, f) : infinity;
     out.fragment_s.push_back(t);
     out.exposed_per_round_s +=
         o.fragments == 1 ? t : std::max(0.0, t - o.overlap_steps * out.inner_s);

@@ -9,6 +9,7 @@
 #include "models/schedule.hpp"
 #include "models/transformer.hpp"
 #include "sim/context_parallel.hpp"
+#include "sim/program.hpp"
 
 namespace hgsim::sim {
 
@@ -559,7 +560,7 @@ class Builder {
       cluster_ready_[c] = all_ready;
       cluster_groups_[c] = here;
     }
-    const Hop2 hop = member_hop(holders);
+    const Hop2 hop = segment_ring_hop(r_, seg, groups_[holders[0]].cluster);
     if (clusters.size() == 1) {
       const int c = clusters[0];
       const double seconds =
@@ -582,7 +583,7 @@ class Builder {
     std::map<int, NodeId> scattered;
     for (int c : clusters) {
       const double seconds =
-          ring_reduce_scatter_time(cluster_members_[c], bytes, hop_in(c, holders));
+          ring_reduce_scatter_time(cluster_members_[c], bytes, segment_ring_hop(r_, seg, c));
       NodeId leader_done = graph.join();
       for (int g : cluster_groups_[c]) {
         NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm,
@@ -598,7 +599,8 @@ class Builder {
     auto reduced = ring_all_reduce(sender, across);
     for (std::size_t k = 0; k < clusters.size(); ++k) {
       const int c = clusters[k];
-      const double seconds = ring_all_gather_time(cluster_members_[c], bytes, hop_in(c, holders));
+      const double seconds =
+          ring_all_gather_time(cluster_members_[c], bytes, segment_ring_hop(r_, seg, c));
       for (int g : cluster_groups_[c]) {
         NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm,
                                graph.label(name + " intra all-gather"));
@@ -619,32 +621,6 @@ class Builder {
     const auto done =
         channel_collective(sender, c, s_.clusters[cluster], nodes, RingKind::all_reduce);
     for (std::size_t m = 0; m < done.size(); ++m) dp_stream_[c.members[m]] = done[m];
-  }
-
-  // The slowest hop of a ring over the holders' GPUs inside one cluster: NIC when the ring
-  // leaves a node, NVLink when every member sits in one node. Folded groups are looked up
-  // in the full placement, so both fidelities see the same ring.
-  Hop2 hop_in(int cluster, const std::vector<int>& holders) const {
-    const int per_node = s_.clusters[cluster].gpus_per_node;
-    int first_node = -1;
-    bool one_node = true;
-    for (int h : holders) {
-      if (groups_[h].cluster != cluster) continue;
-      for (const Group& g : placed_) {
-        if (g.pipeline != groups_[h].pipeline || g.stage != groups_[h].stage) continue;
-        if (!in_.folded && (g.replica != groups_[h].replica || g.dp_rank != groups_[h].dp_rank ||
-                            g.cp_rank != groups_[h].cp_rank))
-          continue;
-        const int node = g.first_gpu / per_node;
-        if (first_node < 0) first_node = node;
-        one_node = one_node && node == first_node;
-      }
-    }
-    return one_node ? nvlink_hop(cluster) : nic_hop(cluster);
-  }
-
-  Hop2 member_hop(const std::vector<int>& holders) const {
-    return hop_in(groups_[holders[0]].cluster, holders);
   }
 
   // ---- optimizer ------------------------------------------------------------------------
