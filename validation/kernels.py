@@ -25,15 +25,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-_spec = importlib.util.spec_from_file_location(
-    "hgsim_files", os.path.join(ROOT, "python", "hgsim", "files.py"))
-_files = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_files)
-
-_cli_spec = importlib.util.spec_from_file_location(
-    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
-cli = importlib.util.module_from_spec(_cli_spec)
-_cli_spec.loader.exec_module(cli)
+# hgsim.files and scripts/script_cli.py from the source tree (validation/source_tree.py).
+sys.path.insert(0, HERE)
+from source_tree import cli, files as _files  # noqa: E402
 
 # vidur's profiled GPUs: its a100/h100 compute tables come from DGX-class SXM boards (the
 # network tables beside them are a100_dgx and h100_dgx).

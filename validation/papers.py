@@ -17,7 +17,6 @@ about a minute on 2 cores); --all adds the 32- and 40-layer models and batches 2
 (45 plans, several minutes). Arguments are checked before any plan runs; a plan that fails is
 a row quoting hgsim's error and the exit status is then 1 (the table is still written).
 """
-import importlib.util
 import json
 import os
 import re
@@ -29,17 +28,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# hgsim.files.atomic_open (core/files.hpp's AtomicFile): the table is written whole or not at all.
-_spec = importlib.util.spec_from_file_location(
-    "hgsim_files", os.path.join(ROOT, "python", "hgsim", "files.py"))
-_files = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_files)
-
-# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
-_cli_spec = importlib.util.spec_from_file_location(
-    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
-cli = importlib.util.module_from_spec(_cli_spec)
-_cli_spec.loader.exec_module(cli)
+# hgsim.files and scripts/script_cli.py from the source tree (validation/source_tree.py).
+sys.path.insert(0, HERE)
+from source_tree import cli, files as _files  # noqa: E402
 
 # The paper's figures: DT-FM's throughput over Megatron's (the best of Megatron's tp x pp x dp
 # grid) per network setting. The paper reports "4.8x" in the world-wide setting (abstract and

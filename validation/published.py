@@ -17,25 +17,15 @@ import csv
 import json
 import os
 import subprocess
-import importlib.util
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# hgsim.files.atomic_open (the rule of core/files.hpp's AtomicFile), from the source tree:
-# the table is written whole or not at all.
-_spec = importlib.util.spec_from_file_location(
-    "hgsim_files", os.path.join(ROOT, "python", "hgsim", "files.py"))
-_files = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_files)
-
-# scripts/script_cli.py: one-line errors, exit 1, arguments checked before any long work.
-_cli_spec = importlib.util.spec_from_file_location(
-    "script_cli", os.path.join(ROOT, "scripts", "script_cli.py"))
-cli = importlib.util.module_from_spec(_cli_spec)
-_cli_spec.loader.exec_module(cli)
+# hgsim.files and scripts/script_cli.py from the source tree (validation/source_tree.py).
+sys.path.insert(0, HERE)
+from source_tree import cli, files as _files  # noqa: E402
 
 # Datasheet dense bf16/fp16 peaks (kernels/gpus.yaml), for MFU.
 PEAK = {"A100-80GB-SXM": 312e12, "A100-40GB-SXM": 312e12, "H100-80GB-SXM": 989.4e12}
