@@ -319,7 +319,8 @@ void print_summary(const CheckedPoint& point, std::size_t points, std::ostream& 
 // sweep` records that point as failed and runs the others.
 void check_point_memory(const CheckedPoint& p, core::Diagnostics& diags) {
   const CheckedScenario& c = p.checked;
-  if (c.scenario.strategy.automatic) return;
+  // A scenario with errors (an unknown GPU among them) has no memory verdict to give.
+  if (c.scenario.strategy.automatic || diags.has_errors()) return;
   core::Diagnostics again;  // check_scenario reported these already
   const auto resolved = sim::check_and_resolve(c.scenario, c.model, c.compression,
                                                c.scenario.strategy.plan, "strategy", again);

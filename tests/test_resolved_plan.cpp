@@ -611,9 +611,12 @@ TEST(ResolvedChoices, ThePlansParallelOptionsAreResolvedAndZero3BucketsCarryItsG
     const auto& a = plain.segments[k];
     const auto& b = chosen.segments[k];
     ASSERT_GT(a.buckets, 0);
-    // bf16 gradients, 2 bytes per parameter, over tp-rank rings.
-    EXPECT_NEAR(a.buckets * a.bucket_bytes, 2 * a.parameters / a.rings, 1e-6 * a.parameters);
-    EXPECT_NEAR(b.buckets * b.bucket_bytes, 1.5 * 2 * b.parameters / b.rings, 1e-6 * b.parameters);
+    // bf16 training all-reduces fp32 main gradients (Megatron-LM): 4 bytes per parameter
+    // over tp-rank rings. ZeRO-3 reduce-scatters them (4) and gathers the bf16 weights
+    // twice (2 x 2), half an all-reduce each: (4 + 4) / 2, the same 4 bytes.
+    EXPECT_NEAR(a.buckets * a.bucket_bytes, 4 * a.parameters / a.rings, 1e-6 * a.parameters);
+    EXPECT_NEAR(b.buckets * b.bucket_bytes, (4 + 2 * 2) / 2.0 * b.parameters / b.rings,
+                1e-6 * b.parameters);
   }
 }
 
