@@ -456,7 +456,8 @@ def two_sites(plan, bandwidth="10Gbps", latency="10ms"):
         pipelines = [{"micro_batches": BATCH // 2, "stages": [{"cluster": "a", "tp": 4, "layers": 8}]},
                      {"micro_batches": BATCH // 2, "stages": [{"cluster": "b", "tp": 4, "layers": 8}]}]
     return {"name": plan, "model": MODEL,
-            "training": {"global_batch": BATCH, "seq_len": SEQ, "precision": "bf16"},
+            "training": {"global_batch": BATCH, "seq_len": SEQ, "precision": "bf16",
+                         "grad_dtype": "bf16"},
             "clusters": [site("a"), site("b")],
             "wan": [{"between": ["a", "b"], "bandwidth": bandwidth, "latency": latency}],
             "strategy": {"schedule": "1f1b", "micro_batch": 1, "pipelines": pipelines,
@@ -475,7 +476,9 @@ resolved model the simulator uses); the closed forms:
 * pipeline: `BATCH x seq_len x hidden x 2` bytes (bf16) each way per iteration;
 * data parallel: a ring all-reduce over `n` members sends `2 (n - 1) / n` times the
   gradient bytes per member; with `n = 2` sites that is the gradients once, `2 x
-  parameters` bytes (bf16), each way.""",
+  parameters` bytes each way: the scenario says `training.grad_dtype: bf16` (gradients
+  reduced in bf16, Megatron's `--grad-reduce-in-bf16`; its default under bf16 reduces fp32
+  main gradients, twice the bytes).""",
     '''parameters = sum(seg["parameters"] for seg in hgsim.resolve(two_sites("data parallel across"))["segments"])
 closed = {"pipeline across": BATCH * SEQ * MODEL["hidden"] * 2,
           "data parallel across": 2 * (2 - 1) / 2 * 2 * parameters}
