@@ -15,7 +15,7 @@ HGSIM         := $(BUILD_DIR)/apps/hgsim
 MAKEFLAGS += --no-print-directory
 FUZZ_SECONDS ?= 60
 FUZZ_CODECS  := none fp16 bf16 fp8_e4m3 fp8_e5m2 int8 int4 topk randomk powersgd
-FUZZ_INPUTS  := scenario plan trace
+FUZZ_INPUTS  := scenario plan trace chakra
 
 LIVE_SCENARIO ?= scenarios/live/wan-bound-1f1b.yaml
 
