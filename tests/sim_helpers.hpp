@@ -87,6 +87,19 @@ model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
 
 // A balanced pipeline: p stages of 8/p layers on p single-GPU nodes joined by links so fast
 // that transfers cost nothing (the closed forms' setting).
+// One stage of 8 tiny layers on `nodes` one-GPU nodes: its gradient ring crosses every NIC.
+inline std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
+                                  const std::string& latency = "5us") {
+  return std::string("name: nodes\n") + kTinyModel +
+         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
+         "clusters:\n  - {name: c, gpu: A100-80GB-SXM, nodes: " +
+         std::to_string(nodes) +
+         ", gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: " + nic +
+         ", latency: " + latency +
+         "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
+         "      stages:\n        - {cluster: c, layers: 8}\n";
+}
+
 inline std::string pipeline_scenario(const std::string& schedule, int stages, int micro_batches,
                                      int virtual_stages = 1) {
   std::string yaml = std::string("name: pipeline\n") + kTinyModel +

@@ -18,21 +18,11 @@ namespace {
 
 using core::Json;
 using testing::checked;
+using testing::nodes_scenario;
 using Lowering = std::vector<sim::NodeId> (*)(const sim::Sender&, const sim::Collective&);
 using Granularity = core::CollectiveGranularity;
 
 // One GPU per node, `nodes` nodes, NIC `nic` with latency `latency` at each end.
-std::string ring_scenario(int nodes, const std::string& nic = "100Gbps",
-                          const std::string& latency = "5us") {
-  return std::string("name: nodes\n") + testing::kTinyModel +
-         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
-         "clusters:\n  - {name: c, gpu: A100-80GB-SXM, nodes: " +
-         std::to_string(nodes) +
-         ", gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: " + nic +
-         ", latency: " + latency +
-         "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
-         "      stages:\n        - {cluster: c, layers: 8}\n";
-}
 
 // Plays `rings` collectives at once, ring r over the devices rings[r] (indices into
 // `requests`), each of `bytes`; returns when the last member of any ring is done.
@@ -80,7 +70,7 @@ std::vector<int> iota(int n) {
 // round). The step-by-step lowering gives the same within 1% (it is the closed form too,
 // for a tree all-reduce on powers of two).
 TEST(SimPipelinedCollectives, UniformRingsAndTreesMatchTheClosedFormAndTheSteps) {
-  auto c = checked(ring_scenario(8));
+  auto c = checked(nodes_scenario(8));
   const double B = 100e9 / 8, a = 2 * 5e-6;
   struct Case {
     const char* name;
@@ -138,7 +128,7 @@ TEST(SimPipelinedCollectives, UniformRingsAndTreesMatchTheClosedFormAndTheSteps)
 // A pipelined all-reduce is a handful of activities: one transfer per edge (n), one wait
 // per edge for the rest of the steps' latency, and two joins; the steps lowering 2n(n-1).
 TEST(SimPipelinedCollectives, ARingIsOneFlowPerEdge) {
-  auto c = checked(ring_scenario(8));
+  auto c = checked(nodes_scenario(8));
   const auto count = [&](Granularity granularity) {
     return sim::run_isolated([&] {
              core::Diagnostics diags;
@@ -218,7 +208,7 @@ TEST(SimPipelinedCollectives, ASharedWanHalvesEachRingsRate) {
 // The key reads both names and refuses others with the valid choices.
 TEST(SimPipelinedCollectives, TheScenarioKeyReadsBothGranularities) {
   for (const char* name : {"steps", "pipelined"}) {
-    auto c = checked(ring_scenario(2) + "simulation: {collectives: " + name + "}\n");
+    auto c = checked(nodes_scenario(2) + "simulation: {collectives: " + name + "}\n");
     EXPECT_EQ(core::to_string(c.scenario.simulation.collectives), name);
   }
 }

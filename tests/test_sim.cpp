@@ -45,6 +45,7 @@ Json run(const apps::CheckedScenario& c, const kernels::ComputeModel& compute,
 }
 
 using testing::kTinyModel;
+using testing::nodes_scenario;
 using testing::pipeline_scenario;
 using testing::two_cluster_scenario;
 
@@ -112,18 +113,6 @@ TEST(SimCodecs, PowerSgdCodesAnOddSizedChunkAsPaddedRows) {
   // P (11 x 2) and Q (32 x 2) in fp32 and the header: far less than the raw 1308 bytes.
   EXPECT_EQ(coded.wire_bytes, double(compress::kHeaderBytes + (11 + 32) * 2 * 4));
   EXPECT_LT(coded.wire_bytes, elements * 4);
-}
-
-std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
-                           const std::string& latency = "5us") {
-  return std::string("name: nodes\n") + kTinyModel +
-         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
-         "clusters:\n  - {name: c, gpu: A100-80GB-SXM, nodes: " +
-         std::to_string(nodes) +
-         ", gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: " + nic +
-         ", latency: " + latency +
-         "}}\nstrategy:\n  pipelines:\n    - micro_batches: 1\n"
-         "      stages:\n        - {cluster: c, layers: 8}\n";
 }
 
 // run_isolated_all gives a slot to the next body as soon as any child ends: with 2 slots,

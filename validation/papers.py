@@ -46,7 +46,7 @@ SETTINGS = [
 ]
 LAYERS = [24, 32, 40]      # §4: GPT-3 XL (24 layers, 1.3B) deepened to 32 and 40 layers
 BATCHES = [1024, 2048, 4096]  # §4: global batch sizes, sequences of 2048 tokens
-TOLERANCE = 0.25          # issue 37's target: within 25% of the paper's ratio
+TOLERANCE = 0.25          # the target: hgsim's ratio within 25% of the paper's
 
 # GPT-3 XL's shape (Brown et al. 2020, Table 2.1; models/zoo.yaml gpt3-1.3b) with more layers.
 XL = "{name: gpt3-xl-%d, layers: %d, hidden: 2048, heads: 16, vocab: 50257, max_positions: 2048}"
