@@ -472,8 +472,8 @@ ChakraImport import_chakra(const std::string& prefix, const Platform& platform,
           const int src = send ? rank : static_cast<int>(*peer);
           const int dst = send ? static_cast<int>(*peer) : rank;
           if (send) {
-            const auto flows =
-                std::clamp<std::int64_t>(integer_attr(n, "hgsim_flows", file).value_or(1), 1, 64);
+            const auto flows = std::clamp<std::int64_t>(
+                integer_attr(n, "hgsim_flows", file).value_or(1), 1, max_transfer_flows);
             e.entry = e.exit =
                 g.transfer(src, dst, static_cast<double>(size), work_of(n, Work::pp_comm),
                            send_label, -1, static_cast<int>(flows));

@@ -38,7 +38,7 @@ int step_label(const Sender& s, const Collective& c, const char* phase, int step
 // a link with a bandwidth trace at its trace's highest step (so that a pacing delay is never
 // longer than the transmission it stands for, whenever the transfer runs).
 double uncontended_rate(const Platform& p, int src, int dst, int flows) {
-  const int f = p.crosses_wan(src, dst) ? std::clamp(flows, 1, max_flows_per_transfer) : 1;
+  const int f = transfer_flows(p, src, dst, flows);
   double rate = std::numeric_limits<double>::infinity();
   p.for_each_hop(src, dst, [&](const Hop& h) {
     const Link& l = p.links[h.link];

@@ -334,9 +334,7 @@ class Runner {
         drain();
       });
     } else {
-      int flows = 1;
-      if (n.flows > 1 && platform_.crosses_wan(n.device, n.peer))
-        flows = std::min<int>(n.flows, max_flows_per_transfer);
+      const int flows = transfer_flows(platform_, n.device, n.peer, n.flows);
       if (flows > 1) parts_left_[id] = flows;
       times_.activities += flows - 1;
       for (int f = 0; f < flows; ++f) {

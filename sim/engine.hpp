@@ -34,9 +34,6 @@ struct NodeTimes {
   std::size_t activities = 0;
 };
 
-// The most TCP flows one folded transfer is split into.
-constexpr int max_flows_per_transfer = 64;
-
 // Plays `graph` (finished) on `platform`. Throws std::logic_error when called twice in
 // one process, std::runtime_error when nodes are left unfinished (a cycle).
 NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink = nullptr);

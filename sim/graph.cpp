@@ -87,6 +87,10 @@ NodeId Graph::delay(int device, double seconds, Work work, int label, int micro_
 
 NodeId Graph::transfer(int src, int dst, double bytes, Work work, int label, int micro_batch,
                        int flows) {
+  if (flows > max_transfer_flows)
+    throw std::length_error("a transfer of " + std::to_string(flows) +
+                            " parallel flows: one stands for at most " +
+                            std::to_string(max_transfer_flows));
   return add(
       {bytes, src, dst, label, micro_batch, static_cast<std::uint16_t>(flows), Op::transfer, work});
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -57,6 +58,9 @@ struct GraphNode {
   Op op = Op::join;
   Work work = Work::none;
 };
+
+// The most parallel flows one transfer can stand for (what GraphNode::flows holds).
+constexpr int max_transfer_flows = std::numeric_limits<decltype(GraphNode::flows)>::max();
 
 // An array that grows by appending into fixed-size chunks, so that what it holds never
 // moves: a std::vector of 18 M graph nodes copied itself at every doubling and touched twice
@@ -122,6 +126,7 @@ class Graph {
  public:
   NodeId compute(int device, double seconds, Work work, int label, int micro_batch = -1);
   NodeId delay(int device, double seconds, Work work, int label, int micro_batch = -1);
+  // Throws std::length_error when `flows` exceeds max_transfer_flows.
   NodeId transfer(int src, int dst, double bytes, Work work, int label, int micro_batch = -1,
                   int flows = 1);
   NodeId join();

@@ -20,6 +20,7 @@
 // the summed traffic of the GPUs it stands for takes the time theirs takes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -150,6 +151,19 @@ class Platform {
   double flow_cap(int src, int dst) const;
   int device_count() const { return static_cast<int>(devices.size()); }
 };
+
+// The TCP flows a transfer from device `src` to device `dst` runs as, when it stands for
+// `flows` parallel flows (folded fidelity: one per replica and reshard piece of a stage
+// boundary, one per lane and ring of a hierarchical sync; full fidelity: 1). Across the WAN
+// every one of them, each under its own window cap (tcp_flow_cap): so a folded transfer gets
+// the rate its flows get at full fidelity, where each is a transfer of its own, and the rate
+// the analytic model gives it (flows x flow cap, planner/cost_model.cpp). Fewer flows would
+// each carry more under the same cap: slower than the transfers they stand for wherever
+// their windows cannot fill the route. Inside a cluster one flow: no link there caps a flow.
+// The engine (sim/engine.cpp) and a ring's pacing (sim/collectives.cpp) both split by it.
+inline int transfer_flows(const Platform& p, int src, int dst, int flows) {
+  return p.crosses_wan(src, dst) ? std::max(flows, 1) : 1;
+}
 
 // Builds the platform for the given devices. `gpus` are the scenario's resolved GPU
 // specs, one per cluster. Errors (a WAN graph that does not connect two clusters the

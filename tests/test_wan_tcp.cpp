@@ -4,9 +4,17 @@
 // the link. Closed form: window / (2 x route latency) per flow.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "kernels/gpu_catalog.hpp"
+#include "planner/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/graph.hpp"
 #include "sim/platform.hpp"
+#include "sim/resolved_plan.hpp"
+#include "sim/simulate.hpp"
 #include "sim_helpers.hpp"
 
 using namespace hgsim;
@@ -108,4 +116,87 @@ TEST(WanTcp, PerLinkCapAndWindowAdviceComeFromTheRoutesTheFlowsTook) {
   const double advised = fixed.scenario.wan[0].tcp_window->value();
   EXPECT_NEAR(bc_after["flow_cap_bytes_per_s"].get<double>(), advised / (2 * kRouteLatencyAC),
               1e-3);
+}
+
+// ---- a transfer of many flows ----------------------------------------------------------------
+
+namespace {
+
+// Two clusters of `replicas` one-GPU nodes (fast NICs), 100 Gbit/s and 15 ms apart, with the
+// default 4 MiB window: one flow carries 4 MiB / 30.004 ms = 1.1 Gbit/s, so 80 flows carry
+// 89.5 Gbit/s and do not fill the link (64 flows would carry 71.6 Gbit/s). A pipeline of
+// `replicas` replicas with a stage in each cluster: one activation transfer per replica.
+std::string many_replicas(int replicas) {
+  const std::string cluster = ", gpu: A100-80GB-SXM, nodes: " + std::to_string(replicas) +
+                              ", gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us},"
+                              " nic: {bandwidth: 400Gbps, latency: 1us}}\n";
+  return std::string("name: many\n") + hgsim::testing::kTinyModel +
+         "training: {global_batch: " + std::to_string(replicas) +
+         ", seq_len: 128, precision: bf16}\n"
+         "clusters:\n  - {name: a" +
+         cluster + "  - {name: b" + cluster +
+         "wan:\n  - {between: [a, b], bandwidth: 100Gbps, latency: 15ms}\n"
+         "strategy:\n  pipelines:\n    - replicas: " +
+         std::to_string(replicas) +
+         "\n      micro_batches: 1\n      stages:\n"
+         "        - {cluster: a, layers: 4}\n        - {cluster: b, layers: 4}\n";
+}
+
+// `flows` transfers of `bytes` each, from cluster a's GPU i to cluster b's GPU i (full
+// fidelity), or one of flows x bytes standing for them between two folded devices of
+// `flows` GPUs each (folded fidelity), all at once: the makespan.
+double many_flows(const core::Scenario& s, int flows, double bytes, bool folded) {
+  return sim::run_isolated([&] {
+    std::vector<sim::DeviceRequest> requests;
+    if (folded) {
+      requests = {{0, 0, flows}, {1, 0, flows}};
+    } else {
+      for (int c = 0; c < 2; ++c)
+        for (int f = 0; f < flows; ++f) requests.push_back({c, f, 1});
+    }
+    core::Diagnostics diags;
+    const auto* gpu = kernels::find_gpu("A100-80GB-SXM");
+    const sim::Platform p = sim::build_platform(s, {gpu, gpu}, requests, diags);
+    EXPECT_FALSE(diags.has_errors()) << diags.format();
+    sim::Graph g;
+    const int label = g.label("activations");
+    if (folded)
+      g.transfer(0, 1, flows * bytes, sim::Work::pp_comm, label, -1, flows);
+    else
+      for (int f = 0; f < flows; ++f) g.transfer(f, flows + f, bytes, sim::Work::pp_comm, label);
+    g.finish();
+    return core::Json(sim::execute(g, p).makespan);
+  });
+}
+
+}  // namespace
+
+// Each flow of a transfer has its own window at every fidelity and in the analytic model:
+// a folded transfer of 80 flows takes what 80 transfers take at full fidelity, and what the
+// planner's closed form gives, latency + 80 S / min(bandwidth, 80 x window / RTT).
+TEST(WanTcp, ATransferOfManyFlowsGetsAWindowPerFlowAtEveryFidelityAndInTheModel) {
+  const int replicas = 80;
+  auto c = checked(many_replicas(replicas));
+  const double latency = 15e-3 + 2e-6;  // the WAN and both NICs
+  const double window_cap = 4 * kMiB / (2 * latency);
+  const double wan = 100e9 / 8;
+  ASSERT_LT(replicas * window_cap, wan);  // the flows' windows, not the link, bound them
+
+  const double S = 8e6;
+  const double closed_form = latency + replicas * S / std::min(wan, replicas * window_cap);
+  EXPECT_NEAR(many_flows(c.scenario, replicas, S, false), closed_form, 1e-9 * closed_form);
+  EXPECT_NEAR(many_flows(c.scenario, replicas, S, true), closed_form, 1e-9 * closed_form);
+
+  // The analytic model's stage transfer: every replica's activations at once.
+  const FixedTimes compute(1e-3);
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, compute);
+  core::Diagnostics diags;
+  const auto r =
+      sim::resolve_plan(c.scenario, c.model, c.compression, c.scenario.strategy.plan, "", diags);
+  ASSERT_TRUE(r) << diags.format();
+  const double boundary = r->boundary_bytes();
+  const double modelled = latency + replicas * boundary / std::min(wan, replicas * window_cap);
+  const auto estimate = planner::estimate(ctx, c.scenario.strategy.plan);
+  ASSERT_EQ(estimate.pipelines.size(), 1u);
+  EXPECT_NEAR(estimate.pipelines[0].stages[0].send_s, modelled, 1e-9 * modelled);
 }
