@@ -321,12 +321,11 @@ void check_point_memory(const CheckedPoint& p, core::Diagnostics& diags) {
   const CheckedScenario& c = p.checked;
   // A scenario with errors (an unknown GPU among them) has no memory verdict to give.
   if (c.scenario.strategy.automatic || diags.has_errors()) return;
-  core::Diagnostics again;  // check_scenario reported these already
-  const auto resolved = sim::check_and_resolve(c.scenario, c.model, c.compression,
-                                               c.scenario.strategy.plan, "strategy", again);
-  if (!resolved) return;
+  // The plan the check resolved and kept (a plan it could not resolve, it reported).
+  const auto plan = c.own_plan();
+  if (!plan) return;
   core::Diagnostics memory;
-  if (sim::check_plan_memory(*resolved, "strategy", memory)) return;
+  if (sim::check_plan_memory(plan->resolved(), "strategy", memory)) return;
   std::string label;
   for (const auto& [setting, value] : p.settings)
     label += (label.empty() ? "" : ", ") + setting + "=" + value;
