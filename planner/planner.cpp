@@ -1214,6 +1214,15 @@ DilocoDecision diloco_decision(const Context& ctx, const SearchResult& r) {
     d.diloco_s = ranked_outer->effective_s();
     d.synchronous_s = ranked_sync->analytic_s;
     d.diloco_description = ranked_outer->description;
+    if (d.diloco_s < d.synchronous_s) {
+      // Faster by the model but never simulated: not a rejection the user can trust.
+      d.verdict = "not verified";
+      d.text = "not verified: by the analytic model its best candidate takes " +
+               ratio(d.diloco_s, d.synchronous_s) +
+               " for the best synchronous candidate, but no DiLoCo candidate could be simulated "
+               "(the progress lines name each one and why)";
+      return d;
+    }
     d.text = "rejected by the analytic model: its best candidate takes " +
              ratio(d.diloco_s, d.synchronous_s) +
              " for the best synchronous candidate (not simulated: ranked below the verified)";

@@ -92,7 +92,7 @@ SearchResult plan(const Context& ctx, const Options& options);
 // analytic model) or not tried (no candidate could have outer sync). Empty verdict when
 // DiLoCo is not allowed.
 struct DilocoDecision {
-  std::string verdict;       // "chosen", "rejected", "not tried", or empty
+  std::string verdict;       // "chosen", "rejected", "not verified", "not tried", or empty
   std::string text;          // one sentence with the two times and the plans compared
   double diloco_s = 0;       // the best DiLoCo plan's time to the same progress
   double synchronous_s = 0;  // the best synchronous plan's iteration time
