@@ -37,6 +37,15 @@ std::string percent(double v) {
   return buffer;
 }
 
+// A DiLoCo candidate's own settings, beside its description in the JSON.
+Json diloco_settings_json(const core::OuterSync& o) {
+  return {{"method", "diloco"},
+          {"inner_steps", o.inner_steps},
+          {"fragments", o.fragments},
+          {"overlap_steps", o.fragments > 1 ? o.overlap_steps : 0},
+          {"codec", o.codec.codec.empty() ? std::string("none") : o.codec.codec}};
+}
+
 Json verified_json(const planner::Verified& v) {
   Json j{{"analytic_time_s", v.candidate.analytic_s},
          {"simulated_time_s", v.simulated_s},
@@ -50,6 +59,7 @@ Json verified_json(const planner::Verified& v) {
     j["effective_time_s"] = v.effective_s();
     j["analytic_effective_time_s"] = v.candidate.effective_s();
     j["iterations_simulated"] = v.iterations;
+    j["outer_sync"] = diloco_settings_json(v.candidate.plan.outer_sync);
   }
   return j;
 }
@@ -244,13 +254,26 @@ Json search_json(const PlanReport& r) {
     j["best_synchronous"] =
         r.search.best_synchronous ? verified_json(*r.search.best_synchronous) : Json(nullptr);
   }
+  if (!r.diloco.verdict.empty()) {
+    j["diloco"] = {{"verdict", r.diloco.verdict},
+                   {"text", r.diloco.text},
+                   {"simulated", r.diloco.simulated},
+                   {"synchronous_time_s", r.diloco.synchronous_s},
+                   {"description", r.diloco.diloco_description}};
+    j["diloco"]["effective_time_s"] =
+        r.diloco.verdict == "not tried" ? Json(nullptr) : Json(r.diloco.diloco_s);
+  }
   j["verified"] = Json::array();
   for (const auto& v : r.search.verified) j["verified"].push_back(verified_json(v));
   j["ranked"] = Json::array();  // the best by the analytic model, simulated or not
-  for (std::size_t k = 0; k < r.search.ranked.size() && k < 10; ++k)
-    j["ranked"].push_back({{"analytic_time_s", r.search.ranked[k].analytic_s},
-                           {"effective_time_s", r.search.ranked[k].effective_s()},
-                           {"description", r.search.ranked[k].description}});
+  for (std::size_t k = 0; k < r.search.ranked.size() && k < 10; ++k) {
+    const planner::Candidate& c = r.search.ranked[k];
+    Json e{{"analytic_time_s", c.analytic_s},
+           {"effective_time_s", c.effective_s()},
+           {"description", c.description.empty() ? planner::describe(c.plan) : c.description}};
+    if (c.plan.outer_sync.enabled()) e["outer_sync"] = diloco_settings_json(c.plan.outer_sync);
+    j["ranked"].push_back(e);
+  }
   j["baselines"] = Json::array();
   for (const auto& b : r.baselines) {
     Json e{{"name", b.name}, {"feasible", b.feasible}};
@@ -308,6 +331,7 @@ std::string search_table(const PlanReport& r, const PlanCommandOptions& options,
       << sim::uncertainty_text(best.result.compute_provenance, best.result.gpus_used) << "\n";
   out << "  " << best.candidate.description << "\n";
   print_outer_sync(r, best, out);
+  if (!r.diloco.verdict.empty()) out << "  DiLoCo: " << r.diloco.text << "\n";
   if (!r.adopted_from_baseline.empty())
     out << "  (the plan of baseline " << r.adopted_from_baseline
         << ", with the scenario's codecs; the planner's own best: "
@@ -399,6 +423,7 @@ void search_plan(const planner::Context& ctx, const PlanCommandOptions& options,
   po.time_budget_s = options.time_budget_s;
   po.progress = &progress;
   report.search = planner::plan(ctx, po);
+  report.diloco = planner::diloco_decision(ctx, report.search);
   report.own_best = report.search.best;
   if (options.baselines) {
     report.baselines = planner::run_baselines(ctx, po);

@@ -48,6 +48,9 @@ struct PlanReport {
   std::string token_efficiency_source;
   // Codecs planner.max_loss_increase kept the planner from using (planner/loss_bound.hpp).
   std::vector<std::string> loss_notes;
+  // What the search decided about DiLoCo (empty verdict when planner.outer_sync does not
+  // allow it).
+  planner::DilocoDecision diloco;
 };
 
 // Plans (or, with options.evaluate_file, evaluates) a checked scenario (one point). Progress

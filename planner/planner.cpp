@@ -1024,6 +1024,25 @@ SearchResult plan(const Context& ctx, const Options& options) {
   std::size_t next_ranked = 0, next_hedge = 0;
   int ranked_done = 0, hedges_done = 0;
   std::vector<Verified> from_ranked, from_hedges;
+  // A candidate that cannot be simulated is named, whichever phase it came from.
+  auto report_unsimulated = [&](const Candidate& c, const core::Diagnostics& d) {
+    if (!options.progress) return;
+    *options.progress << "hgsim plan: candidate '"
+                      << (c.description.empty() ? describe(c.plan) : c.description)
+                      << "' could not be simulated (a planner bug):\n"
+                      << d.format();
+  };
+  // The comparisons below (a DiLoCo plan beside a synchronous one) are simulations too: the
+  // time budget bounds them as it bounds the rest of verification, and says so.
+  auto budget_left = [&](const char* phase) {
+    if (r.search_s + seconds_since(start) <= options.time_budget_s) return true;
+    if (options.progress)
+      *options.progress << "hgsim plan: time budget of " << options.time_budget_s << " s spent; "
+                        << phase << " not simulated\n";
+    r.notes.push_back(std::string("the time budget was spent before ") + phase +
+                      " could be simulated (raise --time-budget)");
+    return false;
+  };
   for (bool first_batch = true;; first_batch = false) {
     // The time budget bounds verification too: past it, a candidate that could not be
     // simulated is not replaced (each replacement is a whole simulation).
@@ -1061,10 +1080,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
     auto results = simulate_candidates(ctx, batch, options, diags);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!results[i]) {
-        if (!is_hedge[i] && options.progress)
-          *options.progress << "hgsim plan: candidate '" << batch[i].description
-                            << "' could not be simulated (a planner bug):\n"
-                            << diags[i].format();
+        report_unsimulated(batch[i], diags[i]);
         continue;
       }
       if (is_hedge[i]) {
@@ -1095,10 +1111,13 @@ SearchResult plan(const Context& ctx, const Options& options) {
     // The best candidate with outer sync, however far down the ranking it is.
     const auto it = std::find_if(r.ranked.begin(), r.ranked.end(),
                                  [&](const Candidate& c) { return !synchronous(c.plan); });
-    if (it != r.ranked.end()) {
+    if (it != r.ranked.end() && budget_left("the best plan with outer sync")) {
       std::vector<core::Diagnostics> diags;
       auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0]) r.verified.push_back(std::move(*results[0]));
+      if (results[0])
+        r.verified.push_back(std::move(*results[0]));
+      else
+        report_unsimulated(*it, diags[0]);
     }
   }
   const bool any_outer = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
@@ -1110,10 +1129,13 @@ SearchResult plan(const Context& ctx, const Options& options) {
   if (any_outer && !any_sync) {
     const auto it = std::find_if(r.ranked.begin(), r.ranked.end(),
                                  [&](const Candidate& c) { return synchronous(c.plan); });
-    if (it != r.ranked.end()) {
+    if (it != r.ranked.end() && budget_left("the synchronous plan to compare DiLoCo with")) {
       std::vector<core::Diagnostics> diags;
       auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0]) r.verified.push_back(std::move(*results[0]));
+      if (results[0])
+        r.verified.push_back(std::move(*results[0]));
+      else
+        report_unsimulated(*it, diags[0]);
     }
   }
   if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
@@ -1140,6 +1162,77 @@ SearchResult plan(const Context& ctx, const Options& options) {
   r.verify_s = seconds_since(start);
   if (r.ranked.empty()) r.why_not = explain_infeasible(ctx, options, r);
   return r;
+}
+
+DilocoDecision diloco_decision(const Context& ctx, const SearchResult& r) {
+  DilocoDecision d;
+  if (!ctx.scenario->planner.allows_diloco() || !r.best) return d;
+  auto outer = [](const core::Plan& p) { return p.outer_sync.enabled(); };
+  char line[160];
+  const auto ratio = [&](double diloco, double sync) {
+    std::snprintf(line, sizeof line, "%.3g s to the same progress against %.3g s (%.2fx)", diloco,
+                  sync, diloco / sync);
+    return std::string(line);
+  };
+  if (outer(r.best->candidate.plan)) {
+    d.verdict = "chosen";
+    d.simulated = r.best_synchronous.has_value();
+    d.diloco_s = r.best->effective_s();
+    d.diloco_description = r.best->candidate.description;
+    if (!r.best_synchronous) {
+      d.text = "chosen: no synchronous plan could be verified beside it";
+      return d;
+    }
+    d.synchronous_s = r.best_synchronous->simulated_s;
+    d.text = "chosen: " + ratio(d.diloco_s, d.synchronous_s) +
+             " for the best synchronous plan (simulated)";
+    return d;
+  }
+  d.synchronous_s = r.best->simulated_s;
+  const Verified* best_outer = nullptr;
+  for (const Verified& v : r.verified)
+    if (outer(v.candidate.plan) && (!best_outer || v.effective_s() < best_outer->effective_s()))
+      best_outer = &v;
+  if (best_outer) {
+    d.verdict = "rejected";
+    d.simulated = true;
+    d.diloco_s = best_outer->effective_s();
+    d.diloco_description = best_outer->candidate.description;
+    d.text = "rejected: its best verified plan takes " + ratio(d.diloco_s, d.synchronous_s) +
+             " for the synchronous plan (simulated; token efficiency " +
+             std::to_string(best_outer->candidate.efficiency).substr(0, 4) + ")";
+    return d;
+  }
+  const Candidate* ranked_outer = nullptr;
+  const Candidate* ranked_sync = nullptr;
+  for (const Candidate& c : r.ranked) {
+    if (outer(c.plan) && !ranked_outer) ranked_outer = &c;
+    if (!outer(c.plan) && !ranked_sync) ranked_sync = &c;
+  }
+  if (ranked_outer && ranked_sync) {
+    d.verdict = "rejected";
+    d.diloco_s = ranked_outer->effective_s();
+    d.synchronous_s = ranked_sync->analytic_s;
+    d.diloco_description = ranked_outer->description;
+    if (d.diloco_s < d.synchronous_s) {
+      // Faster by the model but never simulated: not a rejection the user can trust.
+      d.verdict = "not verified";
+      d.text = "not verified: by the analytic model its best candidate takes " +
+               ratio(d.diloco_s, d.synchronous_s) +
+               " for the best synchronous candidate, but no DiLoCo candidate could be simulated "
+               "(the progress lines name each one and why)";
+      return d;
+    }
+    d.text = "rejected by the analytic model: its best candidate takes " +
+             ratio(d.diloco_s, d.synchronous_s) +
+             " for the best synchronous candidate (not simulated: ranked below the verified)";
+    return d;
+  }
+  d.verdict = "not tried";
+  d.text =
+      "not tried: no candidate could have outer sync (it needs two islands: pipelines on "
+      "clusters of their own, each cutting the model the same way, at full fidelity)";
+  return d;
 }
 
 std::string describe(const core::Plan& plan) {

@@ -86,6 +86,21 @@ SearchResult search(const Context& ctx, const Options& options);
 // the model's bias on one family), and choose by simulated time.
 SearchResult plan(const Context& ctx, const Options& options);
 
+// What the planner decided about DiLoCo when the scenario's `planner:` allows it, for the
+// report: chosen (its time to the same progress against the best synchronous plan's),
+// rejected (the same comparison, simulated when a DiLoCo candidate was verified, else by the
+// analytic model) or not tried (no candidate could have outer sync). Empty verdict when
+// DiLoCo is not allowed.
+struct DilocoDecision {
+  std::string verdict;       // "chosen", "rejected", "not verified", "not tried", or empty
+  std::string text;          // one sentence with the two times and the plans compared
+  double diloco_s = 0;       // the best DiLoCo plan's time to the same progress
+  double synchronous_s = 0;  // the best synchronous plan's iteration time
+  bool simulated = false;    // both times simulated (else analytic)
+  std::string diloco_description;
+};
+DilocoDecision diloco_decision(const Context& ctx, const SearchResult& r);
+
 // Grad sync, bucket and the other plan-wide settings the planner uses for every plan.
 core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_stages);
 

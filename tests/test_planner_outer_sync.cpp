@@ -331,6 +331,88 @@ TEST(PlannerOuterSync, ChoosesDiLoCoAboveTheCrossoverEfficiencyAndSynchronousBel
   EXPECT_LT(above.best->effective_s(), t_sync);
 }
 
+fs::path temp_file(const std::string& name, const std::string& text) {
+  const fs::path p =
+      fs::temp_directory_path() / ("hgsim-outer-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+// The report says what was decided about DiLoCo and why: chosen with its time to the same
+// progress beside the synchronous plan's, or rejected with the same two times (here the
+// DiLoCo tokens are worth so little that its time to the same progress is the longer).
+TEST(PlannerOuterSync, DecisionAboutDiLoCoIsChosenOrRejectedWithBothTimes) {
+  const kernels::KernelModel roofline;
+  auto run = [&](double efficiency) {
+    auto c =
+        checked(two_islands("planner: {outer_sync: [none, diloco], inner_steps: [100], "
+                            "diloco_token_efficiency: " +
+                            std::to_string(efficiency) + "}\n"));
+    const auto ctx = planner::make_context(c.scenario, c.model, c.compression, roofline);
+    const auto r = planner::plan(ctx, quick_options());
+    return std::pair{r, planner::diloco_decision(ctx, r)};
+  };
+  const auto [high, chosen] = run(1.0);
+  ASSERT_TRUE(high.best && high.best_synchronous);
+  EXPECT_EQ(chosen.verdict, "chosen") << chosen.text;
+  EXPECT_TRUE(chosen.simulated);
+  EXPECT_DOUBLE_EQ(chosen.diloco_s, high.best->effective_s());
+  EXPECT_DOUBLE_EQ(chosen.synchronous_s, high.best_synchronous->simulated_s);
+  EXPECT_NE(chosen.diloco_description.find("DiLoCo H 100"), std::string::npos);
+
+  const auto [low, rejected] = run(0.05);
+  ASSERT_TRUE(low.best);
+  ASSERT_FALSE(low.best->candidate.plan.outer_sync.enabled());
+  EXPECT_EQ(rejected.verdict, "rejected") << rejected.text;
+  // Simulated when a DiLoCo candidate was verified, else both times are the analytic model's.
+  if (rejected.simulated)
+    EXPECT_DOUBLE_EQ(rejected.synchronous_s, low.best->simulated_s);
+  else
+    EXPECT_NE(rejected.text.find("analytic model"), std::string::npos) << rejected.text;
+  EXPECT_GT(rejected.diloco_s, rejected.synchronous_s);
+  EXPECT_NE(rejected.diloco_description.find("DiLoCo H 100"), std::string::npos);
+  EXPECT_NE(rejected.text.find("to the same progress"), std::string::npos) << rejected.text;
+
+  // Without DiLoCo allowed there is nothing to say.
+  auto plain = checked(two_islands(""));
+  const auto ctx = planner::make_context(plain.scenario, plain.model, plain.compression, roofline);
+  EXPECT_TRUE(planner::diloco_decision(ctx, planner::plan(ctx, quick_options())).verdict.empty());
+}
+
+// The JSON of hgsim plan gives a DiLoCo candidate its own settings beside its description,
+// and says what was decided about DiLoCo; the table says it too.
+TEST(PlannerOuterSync, PlanJsonDescribesDiLoCoCandidatesAndTheDecision) {
+  const fs::path scenario =
+      temp_file("chosen.yaml", two_islands("planner: {outer_sync: [none, diloco], "
+                                           "inner_steps: [100], fragments: [1, 4], "
+                                           "diloco_token_efficiency: 1.0}\n"));
+  auto r = testing::cli({"plan", scenario.c_str(), "--json", "--verify", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_TRUE(j.contains("diloco")) << r.out;
+  EXPECT_EQ(j["diloco"]["verdict"], "chosen");
+  int outer = 0;
+  for (const char* list : {"ranked", "verified"})
+    for (const Json& c : j[list]) {
+      if (!c.contains("outer_sync")) {
+        EXPECT_EQ(c["description"].get<std::string>().find("DiLoCo"), std::string::npos);
+        continue;
+      }
+      ++outer;
+      const int H = c["outer_sync"]["inner_steps"].get<int>();
+      const int F = c["outer_sync"]["fragments"].get<int>();
+      EXPECT_EQ(H, 100);
+      EXPECT_TRUE(F == 1 || F == 4) << F;
+      EXPECT_NE(c["description"].get<std::string>().find("DiLoCo H 100"), std::string::npos)
+          << c["description"];
+    }
+  EXPECT_GT(outer, 0) << r.out;
+  auto table = testing::cli({"plan", scenario.c_str(), "--verify", "2"});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("DiLoCo: chosen"), std::string::npos) << table.out;
+  fs::remove(scenario);
+}
+
 // outer_sync without `none` asks for outer sync: below the crossover, where [none, diloco]
 // chooses synchronous training, the best plan has outer sync, with the faster synchronous
 // plan reported beside it; no note is needed.
@@ -345,13 +427,6 @@ TEST(PlannerOuterSync, WithoutNoneTheBestPlanHasOuterSyncEvenWhenSlower) {
   ASSERT_TRUE(r.best_synchronous);
   EXPECT_LT(r.best_synchronous->simulated_s, r.best->effective_s());
   EXPECT_TRUE(r.notes.empty());
-}
-
-fs::path temp_file(const std::string& name, const std::string& text) {
-  const fs::path p =
-      fs::temp_directory_path() / ("hgsim-outer-" + std::to_string(::getpid()) + "-" + name);
-  std::ofstream(p) << text;
-  return p;
 }
 
 // hgsim plan reports the DiLoCo winner with its efficiency and the synchronous plan beside
