@@ -99,6 +99,10 @@ Baseline megatron(const Context& ctx, const Options& options) {
       if (L % pp != 0) continue;
       if (total % (tp * pp) != 0) continue;
       const int dp = total / (tp * pp);
+      // The authors' emulation gives host i the region of block i / (64 / regions), in host
+      // order (github DS3Lab/DT-FM, 69f05e5, scheduler/generate_sim_com_matrices.py), and
+      // their launch scripts start rank i on host i (scripts/aws_run_gpt3_1gpu_training.sh),
+      // so a Megatron launched the same way sees the GPUs in the scenario's region order.
       // Megatron-LM's rank order over the GPUs in scenario order: replica j of stage k is
       // the tp ranks from (k dp + j) tp. A stage's dp replicas may span clusters (its
       // all-reduce then crosses the WAN, as Megatron's would); replicas that visit the same
