@@ -28,6 +28,13 @@ constexpr std::uint32_t dtfm_seed = 20220601;
 constexpr int dtfm_population = 8;
 constexpr int dtfm_trials = 24;
 constexpr int dtfm_crossover_points = 5;  // the authors' five-point crossover
+// The authors' runs (github DS3Lab/DT-FM, 69f05e5, scripts/local_scripts/gpt3_xl_pp8_dp8.sh):
+// --pipeline-group-size 8 --data-group-size 8 --micro-batch-size 1 --pp-mode gpipe --fp16,
+// and every layer's attention and MLP under torch.utils.checkpoint (modules/gpt_modules.py,
+// use_checkpoint=True by default, modules/dist_gpt_pp_module.py passes True): full
+// recomputation. The baseline plays that shape where it divides the scenario.
+constexpr int dtfm_paper_stages = 8;
+constexpr int dtfm_micro_batch = 1;
 // Held-Karp is exact and O(2^n n^2): 12 groups take 0.6 M steps per cut costed.
 constexpr int dtfm_exact_tour = 12;
 // The local search is O(n^2) per swap and up to n swaps: 256 GPUs stay under a second.
@@ -92,6 +99,10 @@ Baseline megatron(const Context& ctx, const Options& options) {
       if (L % pp != 0) continue;
       if (total % (tp * pp) != 0) continue;
       const int dp = total / (tp * pp);
+      // The authors' emulation gives host i the region of block i / (64 / regions), in host
+      // order (github DS3Lab/DT-FM, 69f05e5, scheduler/generate_sim_com_matrices.py), and
+      // their launch scripts start rank i on host i (scripts/aws_run_gpt3_1gpu_training.sh),
+      // so a Megatron launched the same way sees the GPUs in the scenario's region order.
       // Megatron-LM's rank order over the GPUs in scenario order: replica j of stage k is
       // the tp ranks from (k dp + j) tp. A stage's dp replicas may span clusters (its
       // all-reduce then crosses the WAN, as Megatron's would); replicas that visit the same
@@ -326,10 +337,15 @@ Baseline dtfm_baseline(const Context& ctx, const Options& options) {
   const auto element = static_cast<double>(models::gradient_bytes(1, s.training.precision).value());
   double best = infinity;
   core::Plan best_plan;
+  // The paper's 8 stages x N / 8 replicas when that shape divides the layers, the GPUs and the
+  // batch; otherwise every P x D shape is scheduled and the fastest kept.
+  const auto shape_fits = [&](int P) {
+    return L % P == 0 && N % P == 0 && s.training.global_batch % (N / P) == 0;
+  };
+  const bool paper_shape = shape_fits(dtfm_paper_stages);
   for (int P = 1; P <= L; ++P) {
-    if (L % P != 0 || N % P != 0) continue;
+    if (!shape_fits(P) || (paper_shape && P != dtfm_paper_stages)) continue;
     const int D = N / P;
-    if (s.training.global_batch % D != 0) continue;
     // §3.1's payloads: a pipeline's share of the batch crosses each boundary (its b s h
     // activations forward, their gradients back), and each stage all-reduces its weights'
     // gradients over its group.
@@ -367,10 +383,9 @@ Baseline dtfm_baseline(const Context& ctx, const Options& options) {
       else
         ++at->second;
     }
-    for (int mb : options.micro_batches) {
-      if (s.training.global_batch % (mb * D) != 0) continue;
-      // The authors' runtime is GPipe (github DS3Lab/DT-FM, 69f05e5,
-      // scripts/local_scripts/gpt3_xl_pp8_dp8.sh: --pp-mode gpipe).
+    {
+      const int mb = dtfm_micro_batch;
+      // The authors' runtime: GPipe, micro-batch 1, full recomputation (dtfm_paper_stages).
       core::Plan plan = plan_skeleton(core::Schedule::gpipe, mb, 1);
       plan.zero = 0;
       plan.grad_sync.algorithm = core::GradSyncAlgorithm::ring;
@@ -381,10 +396,11 @@ Baseline dtfm_baseline(const Context& ctx, const Options& options) {
         for (int c : clusters) pipeline.stages.push_back({s.clusters[c].name, 1, 1, L / P});
         plan.pipelines.push_back(std::move(pipeline));
       }
-      const auto fastest = fastest_recompute(real, plan);
-      if (fastest && fastest->first < best) {
-        best = fastest->first;
-        best_plan = fastest->second;
+      plan.recompute = core::Recompute::full;
+      const Estimate e = estimate(real, plan);
+      if (e.fits && e.iteration_s < best) {
+        best = e.iteration_s;
+        best_plan = plan;
       }
     }
   }

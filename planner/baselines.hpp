@@ -31,9 +31,11 @@
 //                     are ordered by an open-loop travelling-salesman tour over the groups'
 //                     pipeline costs, and the cut is searched by a seeded, bounded
 //                     evolutionary search with a local search (§3.2). The tasklet shape
-//                     (P stages x D replicas) is the user's in the paper (8 x 8 in §4); here
-//                     every shape with P | layers and P D = GPUs is scheduled and the fastest
-//                     by the analytic model is kept, with its micro-batch and recomputation.
+//                     (P stages x D replicas) is the user's in the paper; its runs use 8
+//                     stages x 8 replicas, micro-batch 1 and full recomputation (the
+//                     authors' scripts, see baselines.cpp), which the baseline plays wherever
+//                     8 stages divide the layers, GPUs and batch; elsewhere every shape with
+//                     P | layers and P D = GPUs is scheduled and the fastest kept.
 #pragma once
 
 #include <cstdint>

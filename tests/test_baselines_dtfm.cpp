@@ -179,6 +179,13 @@ TEST(DtfmBaseline, WorldWidePlanKeepsDataParallelismInsideRegionsWithoutTensorPa
   ASSERT_TRUE(dtfm->feasible && dtfm->plan) << dtfm->why;
   const auto& plan = *dtfm->plan;
   EXPECT_EQ(plan.schedule, core::Schedule::gpipe);
+  // The authors' runs: 8 stages x 8 replicas, micro-batch 1, every layer recomputed.
+  EXPECT_EQ(plan.micro_batch, 1);
+  EXPECT_EQ(plan.recompute, core::Recompute::full);
+  int replicas = 0;
+  for (const auto& p : plan.pipelines) replicas += p.replicas;
+  EXPECT_EQ(replicas, 8);
+  EXPECT_EQ(plan.pipelines.front().stages.size(), 8u);
   std::size_t stages = plan.pipelines.front().stages.size();
   for (const auto& p : plan.pipelines) {
     ASSERT_EQ(p.stages.size(), stages);
