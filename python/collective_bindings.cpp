@@ -91,7 +91,8 @@ void bind_collectives(py::module_& m) {
         "`bytes` (the all-reduce's input, the all-gather's output) over `ranks` GPUs of a cluster "
         "of `gpu` with `ranks_per_node` a node: kind all_reduce, reduce_scatter, all_gather (the "
         "channel rings of sim/collectives.hpp and NCCL's fixed cost) or send_recv (one transfer "
-        "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction; nics_per_node 0 gives every "
+        "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction; "
+        "nics_per_node 0 gives every "
         "GPU its own NIC, k > 0 lets the node's GPUs share k NICs of nic_bandwidth.");
 }
 
