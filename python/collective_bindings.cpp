@@ -28,7 +28,7 @@ double collective_time(const std::string& kind, const std::string& gpu, int rank
                        int ranks_per_node, double bytes,
                        const std::optional<std::string>& nvlink_bandwidth,
                        const std::string& nvlink_latency, const std::string& nic_bandwidth,
-                       const std::string& nic_latency) {
+                       const std::string& nic_latency, int nics_per_node) {
   const kernels::GpuSpec* spec = kernels::find_gpu(gpu);
   if (spec == nullptr)
     throw Error("collective_time: gpu '" + core::excerpt(gpu) +
@@ -38,6 +38,10 @@ double collective_time(const std::string& kind, const std::string& gpu, int rank
                 ") must be a positive multiple of ranks_per_node (" +
                 std::to_string(ranks_per_node) + ")");
   if (!(bytes >= 0)) throw Error("collective_time: bytes must be at least 0");
+  if (nics_per_node < 0 || nics_per_node > ranks_per_node)
+    throw Error("collective_time: nics_per_node (" + std::to_string(nics_per_node) +
+                ") must be 0 (one NIC per GPU) or 1 to ranks_per_node (" +
+                std::to_string(ranks_per_node) + ")");
   core::Cluster c;
   c.name = "collective";
   c.gpu = spec->name;
@@ -56,6 +60,9 @@ double collective_time(const std::string& kind, const std::string& gpu, int rank
       checked(core::parse_duration(nvlink_latency), "nvlink_latency", nvlink_latency);
   c.nic.bandwidth = checked(core::parse_bandwidth(nic_bandwidth), "nic_bandwidth", nic_bandwidth);
   c.nic.latency = checked(core::parse_duration(nic_latency), "nic_latency", nic_latency);
+  // Fewer NICs than GPUs: the node's GPUs share its NICs, as an oversubscribed uplink
+  // (sim::nic_hop divides a GPU's NIC rate by the oversubscription).
+  if (nics_per_node > 0) c.oversubscription = double(ranks_per_node) / nics_per_node;
   if (kind == "send_recv") {
     // A pipeline transfer between two GPUs: the hop's latency and bytes at its bandwidth.
     const sim::Hop2 hop = c.nodes == 1 ? sim::nvlink_hop(c) : sim::nic_hop(c);
@@ -79,11 +86,14 @@ void bind_collectives(py::module_& m) {
         py::arg("ranks_per_node"), py::arg("bytes"), py::kw_only(),
         py::arg("nvlink_bandwidth") = py::none(), py::arg("nvlink_latency") = "1us",
         py::arg("nic_bandwidth") = "200Gbps", py::arg("nic_latency") = "2us",
+        py::arg("nics_per_node") = 0,
         "Seconds the simulator (every fidelity) and the planner give one NCCL collective of "
         "`bytes` (the all-reduce's input, the all-gather's output) over `ranks` GPUs of a cluster "
         "of `gpu` with `ranks_per_node` a node: kind all_reduce, reduce_scatter, all_gather (the "
         "channel rings of sim/collectives.hpp and NCCL's fixed cost) or send_recv (one transfer "
-        "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction.");
+        "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction; "
+        "nics_per_node 0 gives every "
+        "GPU its own NIC, k > 0 lets the node's GPUs share k NICs of nic_bandwidth.");
 }
 
 }  // namespace hgsim::python
