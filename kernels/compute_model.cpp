@@ -539,17 +539,59 @@ double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall
   return std::max(math, memory) + op.kernels * costs.kernel_overhead.value();
 }
 
+// The fixed GPU-side cost inside one op's kernel_seconds: what its kernels cost whatever
+// their size.
+double fixed_overhead(const KernelCosts& costs, const OpCall& op) {
+  if (op.bound == Bound::memory) {
+    if (op.kernels == 0) return 0;
+    return op.kernels * costs.memory_op(memory_class(op.op)).overhead.value();
+  }
+  if (is_gemm(op.op) || op.op == "bmm") return op.kernels * costs.gemm_overhead.value();
+  return op.kernels * costs.kernel_overhead.value();
+}
+
+// A phase priced once: its time (the kernels' GPU time, or the CPU's issue time if longer)
+// and where that time goes. The one place both come from.
+struct PricedPhase {
+  double seconds = 0;
+  KernelSplit split;
+};
+
+PricedPhase price_phase(const GpuSpec& gpu, const KernelCosts& costs,
+                        const std::vector<OpCall>& ops, core::Precision precision) {
+  double gpu_time = 0, kernels = 0;
+  PricedPhase out;
+  for (const OpCall& op : ops) {
+    const double seconds = kernel_seconds(gpu, costs, op, precision);
+    const double overhead = std::min(seconds, fixed_overhead(costs, op));
+    gpu_time += seconds;
+    kernels += op.kernels;
+    out.split += op_split(op, seconds - overhead);
+    out.split.overhead_s += overhead;
+  }
+  out.seconds = std::max(gpu_time, kernels * costs.host_dispatch.value());
+  // A host-bound phase: the GPU waits for the CPU to issue its kernels.
+  out.split.overhead_s += out.seconds - gpu_time;
+  return out;
+}
+
 double phase_seconds(const GpuSpec& gpu, const KernelCosts& costs, const std::vector<OpCall>& ops,
                      core::Precision precision) {
-  double gpu_time = 0, kernels = 0;
-  for (const OpCall& op : ops) {
-    gpu_time += kernel_seconds(gpu, costs, op, precision);
-    kernels += op.kernels;
-  }
-  return std::max(gpu_time, kernels * costs.host_dispatch.value());
+  return price_phase(gpu, costs, ops, precision).seconds;
 }
 
 }  // namespace
+
+KernelSplit op_split(const OpCall& op, double seconds) {
+  KernelSplit out;
+  if (op.role == "attention")
+    out.attention_s = seconds;
+  else if (is_gemm(op.op))
+    out.gemm_s = seconds;
+  else
+    out.memory_s = seconds;
+  return out;
+}
 
 Seconds KernelModel::op_time(const GpuSpec& gpu, const OpCall& op,
                              core::Precision precision) const {
@@ -561,22 +603,38 @@ Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& o
   return Seconds(phase_seconds(gpu, costs_for(gpu), ops, precision));
 }
 
+KernelSplit KernelModel::phase_split(const GpuSpec& gpu, const std::vector<OpCall>& ops,
+                                     core::Precision precision) const {
+  return price_phase(gpu, costs_for(gpu), ops, precision).split;
+}
+
 PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   const WorkKey key = work_key(gpu, work, false);
   if (auto hit = cache_->find(key)) return *hit;
   const KernelCosts costs = costs_for(gpu, work.flash_version);
   const PhaseOps ops = layer_ops(shape_of(work));
   PhaseTimes t;
-  t.forward = Seconds(phase_seconds(gpu, costs, ops.forward, work.precision));
-  t.backward = Seconds(phase_seconds(gpu, costs, ops.backward, work.precision));
+  const PricedPhase forward = price_phase(gpu, costs, ops.forward, work.precision);
+  const PricedPhase backward = price_phase(gpu, costs, ops.backward, work.precision);
+  t.forward = Seconds(forward.seconds);
+  t.backward = Seconds(backward.seconds);
+  t.forward_split = forward.split;
+  t.backward_split = backward.split;
   t.recompute = Seconds(0);
-  if (work.recompute == core::Recompute::full) t.recompute = t.forward;
-  const auto core_forward = attention_core_ops(ops.forward, false);
-  t.attention_forward = Seconds(phase_seconds(gpu, costs, core_forward, work.precision));
+  if (work.recompute == core::Recompute::full) {
+    t.recompute = t.forward;
+    t.recompute_split = t.forward_split;
+  }
+  const PricedPhase core_forward =
+      price_phase(gpu, costs, attention_core_ops(ops.forward, false), work.precision);
+  t.attention_forward = Seconds(core_forward.seconds);
   t.attention_backward =
       Seconds(phase_seconds(gpu, costs, attention_core_ops(ops.backward, true), work.precision));
   // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
-  if (work.recompute == core::Recompute::selective) t.recompute = t.attention_forward;
+  if (work.recompute == core::Recompute::selective) {
+    t.recompute = t.attention_forward;
+    t.recompute_split = core_forward.split;
+  }
   cache_->add(key, t);
   return t;
 }
@@ -587,8 +645,11 @@ PhaseTimes KernelModel::logits(const GpuSpec& gpu, const LayerWork& work) const 
   const KernelCosts costs = costs_for(gpu);
   const PhaseOps ops = logits_ops(shape_of(work));
   const core::Precision precision = logits_precision(work.precision);
-  const PhaseTimes t{Seconds(phase_seconds(gpu, costs, ops.forward, precision)),
-                     Seconds(phase_seconds(gpu, costs, ops.backward, precision)), Seconds(0)};
+  const PricedPhase forward = price_phase(gpu, costs, ops.forward, precision);
+  const PricedPhase backward = price_phase(gpu, costs, ops.backward, precision);
+  PhaseTimes t{Seconds(forward.seconds), Seconds(backward.seconds), Seconds(0)};
+  t.forward_split = forward.split;
+  t.backward_split = backward.split;
   cache_->add(key, t);
   return t;
 }

@@ -41,6 +41,35 @@ struct LayerWork {
   int flash_version = 0;  // 0: the GPU's own (KernelCosts::attention_version)
 };
 
+// Where a phase's time goes, by the class of its kernels; the four parts add up to the
+// phase's time. gemm: the linear layers' and the LM head's GEMMs (their math, or their
+// weights streamed when the rows are few); attention: the attention core (FlashAttention's
+// kernels, or standard attention's batched GEMMs and passes over the score matrix);
+// memory: the memory-bound kernels (norms, rope, activations, residual adds, casts,
+// cross-entropy); overhead: every kernel's fixed GPU-side cost, plus what the CPU's issue
+// time (kernels x host_dispatch) adds where it is longer than the kernels' GPU time.
+struct KernelSplit {
+  double gemm_s = 0;
+  double attention_s = 0;
+  double memory_s = 0;
+  double overhead_s = 0;
+  double total() const { return gemm_s + attention_s + memory_s + overhead_s; }
+  KernelSplit scaled(double k) const {
+    return {k * gemm_s, k * attention_s, k * memory_s, k * overhead_s};
+  }
+  KernelSplit& operator+=(const KernelSplit& o) {
+    gemm_s += o.gemm_s;
+    attention_s += o.attention_s;
+    memory_s += o.memory_s;
+    overhead_s += o.overhead_s;
+    return *this;
+  }
+};
+
+// `seconds` of one op, all in its class (a measured op, whose overhead is not apart):
+// the attention core's ops (role "attention") are attention, GEMMs gemm, the rest memory.
+KernelSplit op_split(const OpCall& op, double seconds);
+
 struct PhaseTimes {
   core::Seconds forward;
   core::Seconds backward;   // without recomputation
@@ -49,6 +78,11 @@ struct PhaseTimes {
   // ring exchanges overlap with (sim/context_parallel.hpp).
   core::Seconds attention_forward{0};
   core::Seconds attention_backward{0};
+  // forward, backward and recompute by kernel class (each adds up to its phase's time).
+  // A model that gives none (all zero) leaves its compute unsplit: sim/breakdown.hpp.
+  KernelSplit forward_split{};
+  KernelSplit backward_split{};
+  KernelSplit recompute_split{};
 };
 
 class ComputeModel {
@@ -192,6 +226,9 @@ class KernelModel final : public ComputeModel {
   // A phase: the kernels' GPU time, or the CPU's issue time if that is longer.
   core::Seconds phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                            core::Precision precision) const;
+  // The same phase's time by kernel class (KernelSplit; adds up to phase_time).
+  KernelSplit phase_split(const GpuSpec& gpu, const std::vector<OpCall>& ops,
+                          core::Precision precision) const;
   // The constants in force for `gpu`: its architecture's row at FlashAttention
   // `flash_version` (with_flash_version; 0: the row's own), its calibration applied on top
   // (a calibrated attention_efficiency is what the user measured, whatever the version).

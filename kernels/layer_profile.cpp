@@ -140,6 +140,21 @@ PhaseTimes along_sequences(const std::vector<const LayerEntry*>& curve, double s
   return {at(&LayerEntry::forward_s), at(&LayerEntry::backward_s), at(&LayerEntry::recompute_s)};
 }
 
+// `split` (an estimate's) scaled to add up to `seconds`.
+KernelSplit scaled_to(const KernelSplit& split, double seconds) {
+  const double total = split.total();
+  return total > 0 ? split.scaled(seconds / total) : KernelSplit{};
+}
+
+// A measured layer's phases split by kernel class as `estimate`'s are.
+void in_estimate_proportions(PhaseTimes& t, const PhaseTimes& estimate) {
+  t.forward_split = scaled_to(estimate.forward_split, t.forward.value());
+  t.backward_split = scaled_to(estimate.backward_split, t.backward.value());
+  const bool repeats = estimate.recompute_split.total() > 0;
+  t.recompute_split =
+      scaled_to(repeats ? estimate.recompute_split : estimate.forward_split, t.recompute.value());
+}
+
 PhaseTimes look_up(const std::vector<LayerEntry>& entries, const char* what, const LayerWork& work,
                    const std::string& file) {
   const int hidden = work.model ? work.model->hidden : 0;
@@ -267,6 +282,8 @@ PhaseTimes LayerProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) c
                              : models::attention_share_of_layer(*work.model, work.seq_len);
     t.recompute = core::Seconds(share * t.forward.value());
   }
+  // Nor by kernel class: the measured times in the proportions of the estimate's.
+  in_estimate_proportions(t, others_->layer(gpu, work));
   return t;
 }
 
@@ -281,6 +298,7 @@ PhaseTimes LayerProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) 
                     models::logits_forward_flops(*work.model, work.sequences, work.seq_len),
                     t.forward, "logits forward", profile_.file);
   t.recompute = core::Seconds(0);
+  in_estimate_proportions(t, others_->logits(gpu, work));
   return t;
 }
 

@@ -120,9 +120,11 @@ class ProfileModel final : public ComputeModel {
                                core::Optimizer optimizer) const override;
   std::string provenance(const GpuSpec& gpu) const override;
 
-  // The forward and backward times of a list of ops on `gpu` (what layer() sums).
+  // The forward and backward times of a list of ops on `gpu` (what layer() sums); `split`,
+  // when given, gets each op's time in its class (op_split: a measured op's launch cost
+  // is not apart from its work).
   core::Seconds ops_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
-                         core::Precision precision) const;
+                         core::Precision precision, KernelSplit* split = nullptr) const;
 
   // Which profile answers for `gpu`: nullptr when the KernelModel does.
   struct Source {

@@ -249,14 +249,16 @@ std::string ProfileModel::provenance(const GpuSpec& gpu) const {
 }
 
 Seconds ProfileModel::ops_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
-                               core::Precision precision) const {
+                               core::Precision precision, KernelSplit* split) const {
   const Source s = source_for(gpu);
   double total = 0;
   for (const OpCall& call : ops) {
     const auto t = s.database ? measured_time(*s.database, gpu, call, precision) : std::nullopt;
     if (s.database) coverage_->note(gpu.name, call.op, t.has_value());
     // An op the profile lacks stays estimated, on this GPU's own datasheet figures.
-    total += t ? *t : fallback_.op_time(gpu, call, precision).value();
+    const double seconds = t ? *t : fallback_.op_time(gpu, call, precision).value();
+    total += seconds;
+    if (split) *split += op_split(call, seconds);
   }
   return Seconds(total);
 }
@@ -268,13 +270,21 @@ PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const 
                          work.attention};
   const PhaseOps ops = layer_ops(shape);
   PhaseTimes t;
-  t.forward = ops_time(gpu, ops.forward, work.precision);
-  t.backward = ops_time(gpu, ops.backward, work.precision);
-  if (work.recompute == core::Recompute::full) t.recompute = t.forward;
-  t.attention_forward = ops_time(gpu, attention_core_ops(ops.forward, false), work.precision);
+  t.forward = ops_time(gpu, ops.forward, work.precision, &t.forward_split);
+  t.backward = ops_time(gpu, ops.backward, work.precision, &t.backward_split);
+  if (work.recompute == core::Recompute::full) {
+    t.recompute = t.forward;
+    t.recompute_split = t.forward_split;
+  }
+  KernelSplit core_split;
+  t.attention_forward =
+      ops_time(gpu, attention_core_ops(ops.forward, false), work.precision, &core_split);
   t.attention_backward = ops_time(gpu, attention_core_ops(ops.backward, true), work.precision);
   // Selective recomputation repeats the attention core (Korthikanti et al. 2022).
-  if (work.recompute == core::Recompute::selective) t.recompute = t.attention_forward;
+  if (work.recompute == core::Recompute::selective) {
+    t.recompute = t.attention_forward;
+    t.recompute_split = core_split;
+  }
   return t;
 }
 
@@ -285,8 +295,11 @@ PhaseTimes ProfileModel::logits(const GpuSpec& gpu, const LayerWork& work) const
                          work.attention};
   const PhaseOps ops = logits_ops(shape);
   const core::Precision precision = logits_precision(work.precision);
-  return {ops_time(gpu, ops.forward, precision), ops_time(gpu, ops.backward, precision),
-          Seconds(0)};
+  PhaseTimes t;
+  t.forward = ops_time(gpu, ops.forward, precision, &t.forward_split);
+  t.backward = ops_time(gpu, ops.backward, precision, &t.backward_split);
+  t.recompute = Seconds(0);
+  return t;
 }
 
 Seconds ProfileModel::optimizer_step(const GpuSpec& gpu, double parameters,

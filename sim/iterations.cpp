@@ -216,6 +216,7 @@ Totals::Totals(const Platform& p)
     : compute_s(p.device_count()),
       busy_s(p.device_count()),
       bubble_s(p.device_count()),
+      activity_s(p.device_count()),
       link_bytes(p.links.size()),
       link_busy_s(p.links.size()),
       link_max_flows(p.links.size(), 0) {}
@@ -272,6 +273,8 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
   std::vector<std::vector<Interval>> link_busy(platform.links.size());
   std::vector<std::vector<std::pair<double, int>>> link_flows(platform.links.size());
   reserve_intervals(graph, platform, compute, comm, link_busy);
+  std::vector<std::vector<TimedActivity>> timed(devices);
+  for (int d = 0; d < devices; ++d) timed[d].reserve(compute[d].capacity() + comm[d].capacity());
   double sync_start = T, sync_last = 0, steps_end = 0;
   for (NodeId id = 0; id < graph.size(); ++id) {
     const GraphNode& n = graph.node(id);
@@ -282,6 +285,11 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
       sync_last = std::max(sync_last, b);
     } else {
       steps_end = std::max(steps_end, b);
+    }
+    Activity activity;
+    if (activity_of(n.op, n.work, activity)) {
+      timed[n.device].push_back({a, b, activity});
+      if (n.op == Op::transfer) timed[n.peer].push_back({a, b, activity});
     }
     if (n.op == Op::compute) {
       compute[n.device].emplace_back(a, b);
@@ -316,6 +324,8 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
     std::vector<Interval>().swap(comm[d]);
     compute_s[d] += weight * union_length(compute[d]);
     std::vector<Interval>().swap(compute[d]);
+    attribute(timed[d], weight, activity_s[d]);
+    std::vector<TimedActivity>().swap(timed[d]);
     busy_s[d] += weight * union_length(busy);
     if (pipe_end[d] <= pipe_start[d]) continue;
     auto bubbles = gaps(std::move(busy), pipe_start[d], pipe_end[d]);

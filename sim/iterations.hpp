@@ -25,12 +25,14 @@
 // With a trace every phase is played: the cost is about N x one iteration.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/scenario.hpp"
+#include "sim/breakdown.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
@@ -93,8 +95,10 @@ std::vector<Interval> gaps(std::vector<Interval> v, double lo, double hi);
 struct Totals {
   explicit Totals(const Platform& p);
   std::vector<double> compute_s, busy_s, bubble_s;  // per device
-  std::vector<double> link_bytes, link_busy_s;      // per platform link
-  std::vector<int> link_max_flows;  // per WAN link: the most flows at once in any phase
+  // Per device: its busy time by activity (sim/breakdown.hpp's attribute).
+  std::vector<std::array<double, kActivities>> activity_s;
+  std::vector<double> link_bytes, link_busy_s;  // per platform link
+  std::vector<int> link_max_flows;              // per WAN link: the most flows at once in any phase
   double codec_s = 0;
   double time_s = 0;  // simulated time of the iterations
   std::vector<double> iteration_s;

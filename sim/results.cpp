@@ -1,5 +1,7 @@
 #include "sim/results.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,6 +15,43 @@
 namespace hgsim::sim {
 
 using core::Json;
+
+namespace {
+
+Json breakdown_json(const Breakdown& b) {
+  Json out = Json::object();
+  for (int p = 0; p < kParts; ++p)
+    out[std::string(to_string(static_cast<Part>(p))) + "_s"] = b.seconds[p];
+  return out;
+}
+
+Breakdown breakdown_from_json(const Json& j) {
+  Breakdown b;
+  for (int p = 0; p < kParts; ++p)
+    b.seconds[p] = j.value(std::string(to_string(static_cast<Part>(p))) + "_s", 0.0);
+  return b;
+}
+
+}  // namespace
+
+std::vector<StageBreakdown> stage_breakdowns(const Results& r) {
+  std::map<std::pair<int, int>, StageBreakdown> stages;
+  for (const DeviceResult& d : r.devices) {
+    StageBreakdown& s = stages[{d.pipeline, d.stage}];
+    s.pipeline = d.pipeline;
+    s.stage = d.stage;
+    s.cluster = d.cluster;
+    s.gpu = d.gpu;
+    ++s.gpus;
+    for (int p = 0; p < kParts; ++p) s.breakdown.seconds[p] += d.breakdown.seconds[p];
+  }
+  std::vector<StageBreakdown> out;
+  for (auto& [key, s] : stages) {
+    for (double& seconds : s.breakdown.seconds) seconds /= s.gpus;
+    out.push_back(s);
+  }
+  return out;
+}
 
 Json to_json(const Results& r) {
   Json devices = Json::array();
@@ -29,7 +68,16 @@ Json to_json(const Results& r) {
                        {"memory",
                         {{"peak_bytes", d.memory_peak_bytes},
                          {"capacity_bytes", d.memory_capacity_bytes},
-                         {"fits", d.fits}}}});
+                         {"fits", d.fits}}},
+                       {"breakdown", breakdown_json(d.breakdown)}});
+  Json stages = Json::array();
+  for (const StageBreakdown& s : stage_breakdowns(r))
+    stages.push_back({{"pipeline", s.pipeline},
+                      {"stage", s.stage},
+                      {"cluster", s.cluster},
+                      {"gpu", s.gpu},
+                      {"gpus", s.gpus},
+                      {"breakdown", breakdown_json(s.breakdown)}});
   Json links = Json::array();
   for (const LinkResult& l : r.links) {
     Json link{{"name", l.name}, {"kind", l.kind}, {"bytes", l.bytes}, {"busy_s", l.busy_s}};
@@ -61,6 +109,7 @@ Json to_json(const Results& r) {
   out["gpus_used"] = r.gpus_used;
   out["gpus_available"] = r.gpus_available;
   out["devices"] = devices;
+  out["stages"] = stages;
   out["links"] = links;
   out["compression"] = {{"wan_activations", codec(r.wan_activations)},
                         {"wan_gradients", codec(r.wan_gradients)},
@@ -104,7 +153,8 @@ Results results_from_json(const Json& j) {
     r.devices.push_back({d.at("id"), d.at("cluster"), d.at("gpu"), d.at("pipeline"), d.at("stage"),
                          d.at("compute_s"), d.at("comm_exposed_s"), d.at("bubble_s"),
                          d.at("idle_s"), d.at("memory").at("peak_bytes"),
-                         d.at("memory").at("capacity_bytes"), d.at("memory").at("fits")});
+                         d.at("memory").at("capacity_bytes"), d.at("memory").at("fits"),
+                         breakdown_from_json(d.at("breakdown"))});
   for (const Json& l : j.at("links")) {
     LinkResult link{l.at("name"), l.at("kind"), l.at("bytes"), l.at("busy_s"), {}, 0, 0};
     if (l.contains("flow_cap_bytes_per_s")) {
@@ -139,8 +189,9 @@ Results results_from_json(const Json& j) {
                                          "tokens_per_s", "flops",          "model_tflops_per_gpu",
                                          "mfu",          "mfu_available",  "gpus",
                                          "gpus_used",    "gpus_available", "devices",
-                                         "links",        "compression",    "warnings",
-                                         "provenance",   "simulator",      "uncertainty"};
+                                         "stages",       "links",          "compression",
+                                         "warnings",     "provenance",     "simulator",
+                                         "uncertainty"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!own.count(it.key())) r.iterations[it.key()] = it.value();
   return r;
@@ -162,6 +213,58 @@ std::string compute_source(const Results& r) {
   for (const auto& [gpu, source] : r.compute_provenance)
     each += (each.empty() ? "" : ", ") + gpu + " " + source.substr(0, source.find(':'));
   return "per GPU: " + each;
+}
+
+// Where each stage's iteration goes, a column per part that some stage has (GEMM,
+// attention, memory-bound, overhead and bubble always).
+std::string format_breakdown(const Results& r) {
+  static const std::array<std::pair<Part, const char*>, kParts> columns{{
+      {Part::gemm, "GEMM"},
+      {Part::attention, "attn"},
+      {Part::memory, "mem-bound"},
+      {Part::overhead, "overhead"},
+      {Part::optimizer, "optim"},
+      {Part::codec, "codec"},
+      {Part::tp_comm, "TP"},
+      {Part::cp_comm, "CP"},
+      {Part::pp_comm, "PP"},
+      {Part::dp_comm, "DP"},
+      {Part::bubble, "bubble"},
+  }};
+  const std::vector<StageBreakdown> stages = stage_breakdowns(r);
+  const double T = r.iteration_time_s;
+  if (stages.empty() || T <= 0) return "";
+  std::vector<Part> shown;
+  for (const auto& [part, name] : columns) {
+    const bool always = part == Part::gemm || part == Part::attention || part == Part::memory ||
+                        part == Part::overhead || part == Part::bubble;
+    const bool some = std::any_of(stages.begin(), stages.end(), [&](const StageBreakdown& s) {
+      return s.breakdown[part] >= 0.0005 * T;
+    });
+    if (always || some) shown.push_back(part);
+  }
+  std::ostringstream out;
+  char cell[64];
+  out << "\n  where a GPU's iteration goes (compute by kernel class, exposed comm by class):\n  "
+      << "stage   ";
+  for (Part p : shown)
+    for (const auto& [part, name] : columns)
+      if (part == p) {
+        std::snprintf(cell, sizeof cell, " %9s", name);
+        out << cell;
+      }
+  out << "\n";
+  for (const StageBreakdown& s : stages) {
+    const std::string stage = "p" + std::to_string(s.pipeline) + " s" + std::to_string(s.stage);
+    std::snprintf(cell, sizeof cell, "  %-8s", stage.c_str());
+    out << cell;
+    for (Part p : shown) {
+      std::snprintf(cell, sizeof cell, " %8.1f%%", 100 * s.breakdown[p] / T);
+      out << cell;
+    }
+    out << "\n";
+  }
+  return out.str();
 }
 
 }  // namespace
@@ -217,6 +320,7 @@ std::string format_table(const Results& r) {
                   core::human_size(core::Bytes(row.capacity)).c_str(), row.fits ? "" : " (OOM)");
     out << line;
   }
+  out << format_breakdown(r);
   bool wan_header = false;
   for (const LinkResult& l : r.links) {
     if (l.kind != "wan" || l.bytes <= 0) continue;

@@ -11,7 +11,11 @@
 //   the GPUs used), mfu_available (over the peak of every GPU the scenario has),
 //   gpus (= gpus_used), gpus_used, gpus_available,
 //   devices[]: id, cluster, gpu, pipeline, stage, compute_s, comm_exposed_s, bubble_s,
-//              idle_s, memory{peak_bytes, capacity_bytes, fits}
+//              idle_s, memory{peak_bytes, capacity_bytes, fits},
+//              breakdown{gemm_s, attention_s, memory_s, overhead_s, optimizer_s, codec_s,
+//              tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s, bubble_s} (sim/breakdown.hpp)
+//   stages[]:  pipeline, stage, cluster, gpu, gpus, breakdown{...}: the mean of its GPUs'
+//              breakdowns (derived from devices[], not read back)
 //   links[]:   name, kind (nvlink | nic | wan), bytes, busy_s; WAN links also
 //              flow_cap_bytes_per_s (one TCP flow: window / round-trip time; null when the
 //              round trip is zero: no cap) and max_flows (the most flows the plan had on it
@@ -25,7 +29,9 @@
 //
 // Per device: compute_s is time computing; comm_exposed_s time communicating while not
 // computing; bubble_s time doing neither between its first and last pipeline op; idle_s
-// the rest of the iteration. The four add up to iteration_time_s.
+// the rest of the iteration. The four add up to iteration_time_s, and so do the parts of
+// its breakdown (its compute by kernel class, optimizer and codec; its exposed
+// communication by class; bubble_s there is bubble_s + idle_s here).
 #pragma once
 
 #include <map>
@@ -35,6 +41,7 @@
 
 #include "core/document.hpp"
 #include "core/scenario.hpp"
+#include "sim/breakdown.hpp"
 
 namespace hgsim::sim {
 
@@ -51,6 +58,7 @@ struct DeviceResult {
   double memory_peak_bytes = 0;
   double memory_capacity_bytes = 0;
   bool fits = true;
+  Breakdown breakdown{};
 };
 
 struct LinkResult {
@@ -114,5 +122,16 @@ core::Json to_json(const Results& r);
 Results results_from_json(const core::Json& j);
 // The short table a person reads at a glance.
 std::string format_table(const Results& r);
+
+// One (pipeline, stage)'s breakdown: the mean over its GPUs, in devices' order of stages.
+struct StageBreakdown {
+  int pipeline = 0;
+  int stage = 0;
+  std::string cluster;
+  std::string gpu;
+  int gpus = 0;
+  Breakdown breakdown{};
+};
+std::vector<StageBreakdown> stage_breakdowns(const Results& r);
 
 }  // namespace hgsim::sim

@@ -359,11 +359,17 @@ std::vector<DeviceResult> device_results(const CheckedPlan& checked, const Workl
     const auto& gpu = *work.platform.clusters[dev.cluster].gpu;
     const double memory = checked.stage(role.pipeline, role.stage).memory.total.value();
     const double capacity = gpu.memory.value();
+    std::array<double, kActivities> activity = totals.activity_s[d];
+    for (double& seconds : activity) seconds /= iterations;
+    const kernels::KernelSplit layers = static_cast<std::size_t>(d) < work.layer_split.size()
+                                            ? work.layer_split[d]
+                                            : kernels::KernelSplit{};
+    const Breakdown breakdown = device_breakdown(activity, layers, iteration_s);
     for (int position : work.gpus[d])
       out.push_back({gpu_name(cluster, position), cluster.name, gpu.name, role.pipeline, role.stage,
                      compute_s, busy_s - compute_s, bubble_s,
                      std::max(0.0, iteration_s - busy_s - bubble_s), memory, capacity,
-                     memory <= capacity});
+                     memory <= capacity, breakdown});
   }
   return out;
 }

@@ -200,9 +200,12 @@ class Builder {
     }
     std::vector<NodeId> at(stream.size(), nodes.entry);
     const int mb = op.micro_batch;
-    auto compute = [&](double seconds, Work kind, const std::string& label) {
+    // `split`: the kernel classes of the phase `seconds` is (a share of) the time of.
+    auto compute = [&](double seconds, Work kind, const std::string& label,
+                       const kernels::KernelSplit& split) {
       const int l = graph.label(label);
       for (std::size_t d = 0; d < at.size(); ++d) {
+        note_layer_split(g.devices[d], seconds, split);
         NodeId n = graph.compute(g.devices[d], seconds, kind, l, mb);
         graph.edge(at[d], n);
         at[d] = n;
@@ -224,14 +227,15 @@ class Builder {
     // A block's compute and the tensor-parallel collective after it. With tp_comm_overlap
     // they run side by side (Megatron-core splits the GEMM and pipelines the collective
     // with it): the block costs the longer of the two, the ideal overlap.
-    auto block = [&](double seconds, Work kind, const std::string& label) {
+    auto block = [&](double seconds, Work kind, const std::string& label,
+                     const kernels::KernelSplit& split) {
       if (!r_.choices.tp_comm_overlap || stage.tp <= 1) {
-        compute(seconds, kind, label);
+        compute(seconds, kind, label, split);
         if (stage.tp > 1) tp_comm(g, stage, bytes, false, label, mb, at);
         return;
       }
       std::vector<NodeId> comm = at;
-      compute(seconds, kind, label);
+      compute(seconds, kind, label, split);
       tp_comm(g, stage, bytes, false, label, mb, comm);
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId j = graph.join();
@@ -243,19 +247,25 @@ class Builder {
 
     if (op.forward) {
       if (stage.tp <= 1) {
-        compute(layers * times.forward.value(), Work::forward, what);
+        compute(layers * times.forward.value(), Work::forward, what, times.forward_split);
         exchange(layers * cx.forward, what);
       } else {
         for (int l = 0; l < layers; ++l) {
           const std::string layer = what + " layer " + std::to_string(l);
-          block(share * times.forward.value(), Work::forward, layer + " attention");
+          block(share * times.forward.value(), Work::forward, layer + " attention",
+                times.forward_split);
           exchange(cx.forward, layer);
-          block((1 - share) * times.forward.value(), Work::forward, layer + " mlp");
+          block((1 - share) * times.forward.value(), Work::forward, layer + " mlp",
+                times.forward_split);
         }
       }
-      if (logits) compute(logit_times.forward.value(), Work::forward, what + " logits");
+      if (logits)
+        compute(logit_times.forward.value(), Work::forward, what + " logits",
+                logit_times.forward_split);
     } else {
-      if (logits) compute(logit_times.backward.value(), Work::backward, what + " logits");
+      if (logits)
+        compute(logit_times.backward.value(), Work::backward, what + " logits",
+                logit_times.backward_split);
       const bool full_recompute = work.recompute == core::Recompute::full;
       // The last micro-batch's backward hands each layer's gradients to the data-parallel
       // buckets as it finishes the layer (grad_reduce: overlap): keep where each layer ends.
@@ -265,16 +275,17 @@ class Builder {
       if (last_micro_batch) layer_ends.assign(layers, {});
       if (stage.tp <= 1) {
         if (times.recompute.value() > 0) {
-          compute(layers * times.recompute.value(), Work::recompute, what + " recompute");
+          compute(layers * times.recompute.value(), Work::recompute, what + " recompute",
+                  times.recompute_split);
           exchange(layers * cx.recompute, what + " recompute");
         }
         if (!last_micro_batch) {
-          compute(layers * times.backward.value(), Work::backward, what);
+          compute(layers * times.backward.value(), Work::backward, what, times.backward_split);
           exchange(layers * cx.backward, what);
         } else {
           for (int l = layers - 1; l >= 0; --l) {
             const std::string layer = what + " layer " + std::to_string(l);
-            compute(times.backward.value(), Work::backward, layer);
+            compute(times.backward.value(), Work::backward, layer, times.backward_split);
             exchange(cx.backward, layer);
             layer_ends[l] = at;
           }
@@ -283,15 +294,20 @@ class Builder {
         for (int l = layers - 1; l >= 0; --l) {
           const std::string layer = what + " layer " + std::to_string(l);
           if (full_recompute) {
-            block(share * times.recompute.value(), Work::recompute, layer + " recompute attention");
+            block(share * times.recompute.value(), Work::recompute, layer + " recompute attention",
+                  times.recompute_split);
             exchange(cx.recompute, layer + " recompute");
-            block((1 - share) * times.recompute.value(), Work::recompute, layer + " recompute mlp");
+            block((1 - share) * times.recompute.value(), Work::recompute, layer + " recompute mlp",
+                  times.recompute_split);
           } else if (times.recompute.value() > 0) {
-            compute(times.recompute.value(), Work::recompute, layer + " recompute");
+            compute(times.recompute.value(), Work::recompute, layer + " recompute",
+                    times.recompute_split);
             exchange(cx.recompute, layer + " recompute");
           }
-          block((1 - share) * times.backward.value(), Work::backward, layer + " mlp");
-          block(share * times.backward.value(), Work::backward, layer + " attention");
+          block((1 - share) * times.backward.value(), Work::backward, layer + " mlp",
+                times.backward_split);
+          block(share * times.backward.value(), Work::backward, layer + " attention",
+                times.backward_split);
           exchange(cx.backward, layer);
           if (last_micro_batch) layer_ends[l] = at;
         }
@@ -301,6 +317,15 @@ class Builder {
     for (NodeId n : at) graph.edge(n, nodes.done);
     std::fill(stream.begin(), stream.end(), nodes.done);
     return nodes;
+  }
+
+  // `seconds` of a phase's compute on `device`, split as the phase's `split` is.
+  void note_layer_split(int device, double seconds, const kernels::KernelSplit& split) {
+    const double total = split.total();
+    if (total <= 0) return;
+    if (w_.layer_split.size() <= static_cast<std::size_t>(device))
+      w_.layer_split.resize(device + 1);
+    w_.layer_split[device] += split.scaled(seconds / total);
   }
 
   // The tensor-parallel collective after a block: an all-reduce of the block's output, or

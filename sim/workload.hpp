@@ -60,6 +60,9 @@ struct Workload {
   std::vector<DeviceRole> roles;  // per device
   // Per device: the positions (inside its cluster) of the GPUs it stands for.
   std::vector<std::vector<int>> gpus;
+  // Per device: the seconds of layer compute it was given, by kernel class (what the
+  // results' breakdown splits its layers' time by, sim/breakdown.hpp).
+  std::vector<kernels::KernelSplit> layer_split;
   CodecStats activation_codec;  // pipeline traffic crossing the WAN
   CodecStats gradient_codec;    // gradient sync crossing the WAN
 };

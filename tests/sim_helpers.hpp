@@ -55,7 +55,8 @@ inline CliResult hgsim(std::vector<std::string> args) {
 }
 
 // Every layer takes `forward` seconds forward and twice that backward, of which the
-// attention core is `attention` forward and twice that backward; the optimizer step takes
+// attention core is `attention` forward and twice that backward (the rest GEMMs: the kernel
+// split the results' breakdown reads); the optimizer step takes
 // `optimizer_per_parameter` seconds per parameter it updates; nothing else costs.
 class FixedTimes final : public kernels::ComputeModel {
  public:
@@ -65,6 +66,8 @@ class FixedTimes final : public kernels::ComputeModel {
     kernels::PhaseTimes t{core::Seconds(forward_), core::Seconds(2 * forward_), core::Seconds(0)};
     t.attention_forward = core::Seconds(attention_);
     t.attention_backward = core::Seconds(2 * attention_);
+    t.forward_split = {forward_ - attention_, attention_, 0, 0};
+    t.backward_split = t.forward_split.scaled(2);
     return t;
   }
   kernels::PhaseTimes logits(const kernels::GpuSpec&, const kernels::LayerWork&) const override {

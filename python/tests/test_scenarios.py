@@ -76,6 +76,23 @@ def test_simulate_equals_hgsim_run_json(examples, hgsim_binary):
     assert len(ours["devices"]) == len(cli["devices"])
 
 
+def assert_breakdown_adds_up(r):
+    T = r["iteration_time_s"]
+    for d in r["devices"]:
+        parts = d["breakdown"]
+        assert sum(parts.values()) == pytest.approx(T, rel=1e-9)
+        assert parts["bubble_s"] == pytest.approx(d["bubble_s"] + d["idle_s"], rel=1e-9, abs=1e-12)
+        assert parts["gemm_s"] > 0
+    for s in r["stages"]:
+        assert sum(s["breakdown"].values()) == pytest.approx(T, rel=1e-9)
+
+
+def test_simulate_breaks_each_stage_into_parts_that_add_up(examples):
+    r = hgsim.simulate(examples / "two-clusters.yaml")
+    assert_breakdown_adds_up(r)
+    assert {s["stage"] for s in r["stages"]} == {d["stage"] for d in r["devices"]}
+
+
 def test_simulate_with_a_layer_profile(examples, tmp_path):
     profile = {"format": "hgsim-layer-profile/1", "device": {"kind": "cpu", "name": "test"},
                "entries": [
@@ -88,6 +105,8 @@ def test_simulate_with_a_layer_profile(examples, tmp_path):
     path.write_text(json.dumps(profile))
     r = hgsim.simulate(examples / "inline-model.yaml", layer_profile=path)
     assert "measured:layers.json" in json.dumps(r["provenance"])
+    # A measured layer is split in the estimate's proportions: still adds up.
+    assert_breakdown_adds_up(r)
     profile["entries"][0]["forward_s"] = -1
     path.write_text(json.dumps(profile))
     with pytest.raises(hgsim.Error, match=r"layers\.json: entries\[0\]\.forward_s"):
