@@ -150,21 +150,20 @@ def predict(row, hgsim):
     gpus = int(row["gpus"])
     if row["metric"] == "tokens_per_gpu_s":  # needs no FLOP convention
         return float(row["global_batch"]) * float(row["seq_len"]) / (t * gpus), t
+    if row["metric"] == "iteration_s":  # the step time itself, no FLOP convention
+        return t, t
     flops = model_flops(row, row["flop_convention"])
     if row["metric"] == "tflops_per_gpu":
         return flops / (t * gpus) / 1e12, t
     if row["metric"] == "mfu":
         return flops / (t * gpus * PEAK[row["gpu"]]), t
-    if row["metric"] == "iteration_s":
-        return t, t
     raise ValueError("unknown metric " + row["metric"])
 
 
 # The columns every row needs (the others are optional; see scenario_yaml).
 REQUIRED = ("id", "gpus", "gpu", "tp", "pp", "micro_batch", "global_batch", "seq_len", "layers",
             "hidden", "heads", "vocab", "precision", "recompute", "attention", "schedule",
-            "virtual_stages", "sequence_parallel", "grad_reduce", "metric", "reported",
-            "flop_convention", "source")
+            "virtual_stages", "sequence_parallel", "grad_reduce", "metric", "reported", "source")
 
 
 def read_rows(path):
