@@ -147,17 +147,40 @@ def predict(row, hgsim):
             return None, refusal(p)
         result = json.loads(p.stdout)
     t = result["summary"]["iteration_time_s"] if "summary" in result else result["iteration_time_s"]
+    return metric(row, t), (t, breakdown(result, t))
+
+
+def metric(row, t):
+    """The row's reported metric for an iteration of t seconds."""
     gpus = int(row["gpus"])
     if row["metric"] == "tokens_per_gpu_s":  # needs no FLOP convention
-        return float(row["global_batch"]) * float(row["seq_len"]) / (t * gpus), t
+        return float(row["global_batch"]) * float(row["seq_len"]) / (t * gpus)
     if row["metric"] == "iteration_s":  # the step time itself, no FLOP convention
-        return t, t
+        return t
     flops = model_flops(row, row["flop_convention"])
     if row["metric"] == "tflops_per_gpu":
-        return flops / (t * gpus) / 1e12, t
+        return flops / (t * gpus) / 1e12
     if row["metric"] == "mfu":
-        return flops / (t * gpus * PEAK[row["gpu"]]), t
+        return flops / (t * gpus * PEAK[row["gpu"]])
     raise ValueError("unknown metric " + row["metric"])
+
+
+# The breakdown's parts (hgsim run --json, stages[].breakdown, sim/breakdown.hpp) in the
+# order the table shows them, with their column headings.
+PARTS = (("gemm", "GEMM"), ("attention", "attention"), ("memory", "memory-bound"),
+         ("overhead", "per-kernel overhead"), ("optimizer", "optimizer"), ("codec", "codec"),
+         ("tp_comm", "TP comm"), ("cp_comm", "CP comm"), ("pp_comm", "PP comm"),
+         ("dp_comm", "DP comm"), ("bubble", "bubble"))
+
+
+def breakdown(result, t):
+    """Where the iteration goes, as fractions of it: the mean over the run's stages of each
+    stage's breakdown (each stage's parts add up to the iteration)."""
+    stages = result.get("stages") or []
+    if not stages or not t > 0:
+        return None
+    return {part: sum(s["breakdown"].get(part + "_s", 0.0) for s in stages) / len(stages) / t
+            for part, _ in PARTS}
 
 
 # The columns every row needs (the others are optional; see scenario_yaml).
@@ -254,6 +277,7 @@ def main():
     cli.output_file(args.json, "--json")
     rows = read_rows(args.csv)
     lines = []
+    split = []  # the breakdown table's rows
     errors = {"single-node": [], "multi-node": []}
     time_errors = {"single-node": [], "multi-node": []}
     for row in rows:
@@ -266,11 +290,15 @@ def main():
             errors[group].append(None)
             time_errors[group].append(None)
             continue
+        t, parts = detail
         err = (predicted - reported) / reported
         errors[group].append(err)
         time_errors[group].append(time_error(row["metric"], err))
         lines.append(f"| {row['id']} | {row['gpus']} | {row['metric']} | {reported:g} | "
-                     f"{predicted:.3g} (iteration {detail:.2f} s) | {err:+.1%} | {row['source']} |")
+                     f"{predicted:.3g} (iteration {t:.2f} s) | {err:+.1%} | {row['source']} |")
+        if parts is not None:
+            split.append(f"| {row['id']} | {err:+.1%} | "
+                         + " | ".join(f"{100 * parts[p]:.1f}" for p, _ in PARTS) + " |")
         print(f"{row['id']}: reported {reported:g}, hgsim {predicted:.4g} ({err:+.1%})",
               file=sys.stderr)
     with _files.atomic_open(args.out) as out:
@@ -307,6 +335,17 @@ def main():
         out.write("\n| run | GPUs | metric | reported | hgsim | error | source |\n")
         out.write("|---|---:|---|---:|---:|---:|---|\n")
         out.write("\n".join(lines) + "\n")
+        out.write("\n## Where each run's iteration goes\n\n"
+                  "hgsim's breakdown of the predicted iteration (`hgsim run --json`, "
+                  "`stages[].breakdown`; the README's 'Where the time goes'), in percent of "
+                  "the iteration, averaged over the run's pipeline stages. Compute is split "
+                  "by kernel class as the compute model priced it; communication counts only "
+                  "where the stage computes nothing (exposed); the bubble is the rest. "
+                  "`validation/published-analysis.md` names, for every row off by more than "
+                  "10%, the cost class that explains it.\n\n")
+        out.write("| run | error | " + " | ".join(h for _, h in PARTS) + " |\n")
+        out.write("|---|---:|" + "---:|" * len(PARTS) + "\n")
+        out.write("\n".join(split) + "\n")
     with _files.atomic_open(args.json) as out:
         json.dump(error_summary(errors, time_errors), out, indent=2, sort_keys=True)
         out.write("\n")

@@ -151,6 +151,24 @@ def test_published_error_summary_is_the_committed_tables_figures():
                f"{figures['mean_abs_error']:.1%}" in table
 
 
+def test_published_breakdown_is_the_stages_mean_share_of_the_iteration():
+    """The breakdown table's figures: each part's seconds averaged over the stages, as a
+    fraction of the iteration (worked by hand for two stages of a 2 s iteration)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("published", ROOT / "validation/published.py")
+    published = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published)
+    result = {"stages": [{"breakdown": {"gemm_s": 1.2, "pp_comm_s": 0.3, "bubble_s": 0.5}},
+                         {"breakdown": {"gemm_s": 1.0, "attention_s": 0.4, "bubble_s": 0.6}}]}
+    parts = published.breakdown(result, 2.0)
+    assert parts["gemm"] == pytest.approx(0.55)       # (1.2 + 1.0) / 2 / 2
+    assert parts["attention"] == pytest.approx(0.1)   # (0 + 0.4) / 2 / 2
+    assert parts["pp_comm"] == pytest.approx(0.075)
+    assert parts["bubble"] == pytest.approx(0.275)
+    assert sum(parts.values()) == pytest.approx(1.0)
+    assert published.breakdown({"stages": []}, 2.0) is None
+
+
 def test_convergence_loss_summary_is_the_committed_tables_figures():
     """convergence-losses.json (what the planner reads) says what convergence.md's table
     says, and --summary-only writes it again from the committed CSV."""
