@@ -400,14 +400,35 @@ void add_flops(const SimulationInput& in, const CheckedPlan& checked, Results& r
   result.mfu_available = result.model_flops / T / peak_available;
 }
 // Which share of each cluster's `nvlink.bandwidth` its intra-node links carry, and where
-// the share comes from (kernels::intra_node_efficiency).
+// the share comes from (kernels::intra_node_efficiency). Clusters of one share are named
+// together, the first three of them ("c0, c1, c2 and 97 more 56%"), so that a scenario of
+// a hundred clusters gives a line, not a page.
 std::string intra_node_provenance(const core::Scenario& s) {
+  struct Share {
+    std::string figure;  // "56%", "61% calibrated"
+    std::vector<std::string> clusters;
+  };
+  std::vector<Share> shares;
+  for (const core::Cluster& cluster : s.clusters) {
+    const std::string figure =
+        core::shortest_decimal(std::round(1000 * kernels::intra_node_efficiency(cluster)) / 10) +
+        "%" + (cluster.calibration.nvlink_efficiency ? " calibrated" : "");
+    auto same = std::find_if(shares.begin(), shares.end(),
+                             [&](const Share& share) { return share.figure == figure; });
+    if (same == shares.end()) same = shares.insert(shares.end(), Share{figure, {}});
+    same->clusters.push_back(cluster.name);
+  }
+  constexpr std::size_t kNamed = 3;
+  const bool grouped = std::any_of(shares.begin(), shares.end(),
+                                   [](const Share& share) { return share.clusters.size() > 1; });
   std::string out = "intra-node links carry NCCL's share of each nvlink.bandwidth (";
-  for (std::size_t c = 0; c < s.clusters.size(); ++c) {
-    const core::Cluster& cluster = s.clusters[c];
-    out += (c ? ", " : "") + cluster.name + " " +
-           core::shortest_decimal(std::round(1000 * kernels::intra_node_efficiency(cluster)) / 10) +
-           "%" + (cluster.calibration.nvlink_efficiency ? " calibrated" : "");
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    const std::vector<std::string>& names = shares[i].clusters;
+    out += i ? (grouped ? "; " : ", ") : "";
+    for (std::size_t n = 0; n < std::min(names.size(), kNamed); ++n)
+      out += (n ? ", " : "") + names[n];
+    if (names.size() > kNamed) out += " and " + std::to_string(names.size() - kNamed) + " more";
+    out += " " + shares[i].figure;
   }
   return out +
          "; uncalibrated: NCCL's measured bus rate or per-link model, kernels/kernel_costs.yaml; "

@@ -102,5 +102,23 @@ TEST(PlannerManyClusters, ThirtyThreeClustersNeverAliasAndTheModelAgreesWithTheS
       << " s, simulated " << r.best->simulated_s << " s";
 }
 
+// The sources line names clusters of one NVLink share together: twelve clusters alike give
+// the first three and a count, not twelve entries (a hundred clusters once printed a page).
+TEST(PlannerManyClusters, ClustersOfOneNvlinkShareAreNamedTogetherInTheSources) {
+  std::string yaml = chain_of_clusters(12);
+  yaml.replace(yaml.find("strategy: auto\n"), std::string::npos,
+               "strategy:\n  pipelines:\n    - micro_batches: 64\n"
+               "      stages:\n        - {cluster: c0, tp: 2, layers: 24}\n");
+  auto c = checked(yaml);
+  const kernels::KernelModel model;
+  const std::string network =
+      testing::simulate_plan(c, model)["provenance"]["network"].get<std::string>();
+  const std::size_t from = network.find("nvlink.bandwidth (");
+  ASSERT_NE(from, std::string::npos) << network;
+  const std::string shares = network.substr(from, network.find(';', from) - from);
+  EXPECT_EQ(shares.rfind("nvlink.bandwidth (c0, c1, c2 and 9 more ", 0), 0u) << shares;
+  EXPECT_EQ(shares.find("c3"), std::string::npos) << shares;
+}
+
 }  // namespace
 }  // namespace hgsim
