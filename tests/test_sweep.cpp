@@ -87,6 +87,16 @@ std::vector<std::map<std::string, std::string>> rows(const fs::path& db, const s
   return out;
 }
 
+// Runs `sql` on the database directly (not through the code under test).
+void exec_sql(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* why = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &why), SQLITE_OK) << why;
+  sqlite3_free(why);
+  sqlite3_close(h);
+}
+
 // Processes whose command line names `marker` (a forked point or simulator process keeps
 // its parent's command line).
 std::vector<int> processes_naming(const std::string& marker) {
@@ -527,16 +537,8 @@ TEST(ResultsCli, ADatabaseWithoutTheChoiceColumnStillReads) {
   const auto path = dir.file("s.yaml", scenario("sweep:\n  wan[0].bandwidth: [1Gbps, 10Gbps]\n"));
   const auto db = dir.file("old.sqlite");
   ASSERT_EQ(hgsim({"sweep", path.string(), "--db", db.string(), "-j", "2"}).status, 0);
-  rows(db, "SELECT 1");  // checks the file opens
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h,
-                         "ALTER TABLE points DROP COLUMN choice; "
-                         "UPDATE points SET plan = NULL WHERE point = 1",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(h);
-  sqlite3_close(h);
+  exec_sql(db,
+           "ALTER TABLE points DROP COLUMN choice; UPDATE points SET plan = NULL WHERE point = 1");
   auto table = hgsim({"results", db.string()});
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("2 GPUs (a 1, b 1); 1f1b, micro-batch 1"), std::string::npos)
@@ -609,11 +611,7 @@ TEST(ResultsCli, ADamagedDatabaseIsRefusedWithItsPointAndColumn) {
   auto damaged = [&](const std::string& name, const std::string& sql) {
     const auto db = dir.file(name);
     fs::copy_file(good, db, fs::copy_options::overwrite_existing);
-    sqlite3* h = nullptr;
-    EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    char* why = nullptr;
-    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &why), SQLITE_OK) << why;
-    sqlite3_close(h);
+    exec_sql(db, sql);
     return db;
   };
   const std::string deep(100000, '[');
