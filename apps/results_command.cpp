@@ -11,10 +11,10 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/commands.hpp"
+#include "apps/point_choice.hpp"
 #include "core/document.hpp"
 #include "core/files.hpp"
 #include "core/units.hpp"
-#include "planner/planner.hpp"
 
 namespace hgsim::apps {
 namespace {
@@ -354,6 +354,15 @@ std::string value_text(const Json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+// What the point ran, as the CSV's last three cells: gpus_used, gpus_per_cluster ("a 4,
+// b 4") and plan (its description; "plan not recorded" for an ok point without one).
+std::string choice_cells(const PointRow& row) {
+  const auto choice = recorded_choice(row);
+  if (!choice) return ",," + csv_cell(point_choice_text(row));
+  return std::to_string(choice->gpus_used) + "," + csv_cell(gpus_per_cluster_text(*choice)) + "," +
+         csv_cell(choice->plan);
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;
@@ -361,24 +370,6 @@ std::string fixed(double v, int digits) {
 }
 
 }  // namespace
-
-std::string point_choice(const PointRow& row) {
-  if (row.status != "ok" || row.plan.empty()) return "";
-  try {
-    core::Diagnostics diags;
-    const auto plan = core::parse_plan(core::from_json(Json::parse(row.plan)), "plan", diags);
-    if (!plan) return "";
-    std::string gpus;
-    if (!row.result.empty()) {
-      const Json result = Json::parse(row.result);
-      if (result.contains("gpus_used") && result["gpus_used"].is_number_integer())
-        gpus = std::to_string(result["gpus_used"].get<long long>()) + " GPUs; ";
-    }
-    return gpus + planner::describe(*plan);
-  } catch (const Json::exception&) {
-    return "";
-  }
-}
 
 WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes) {
   return WhereParser(expr, axes).parse();
@@ -388,9 +379,11 @@ CLI::App* add_results_command(CLI::App& app, ResultsOptions& o) {
   CLI::App* results =
       app.add_subcommand("results", "Print a sweep database's points (table, CSV or JSON)");
   results->add_option("DB", o.db, "a sweep database (hgsim sweep --db)")->required();
-  auto* csv = results->add_flag("--csv", o.csv,
-                                "CSV: point, one column per axis, status, iteration_time_s, "
-                                "tokens_per_s, mfu, wall_s, finished_at, error");
+  auto* csv = results->add_flag(
+      "--csv", o.csv,
+      "CSV: point, one column per axis, status, iteration_time_s, "
+      "tokens_per_s, mfu, wall_s, finished_at, error, gpus_used, gpus_per_cluster, "
+      "plan (what the point ran)");
   results->add_flag("--json", o.json, "JSON: {\"sweep\": {...}, \"points\": [...]}")->excludes(csv);
   results->add_option("--where", o.where,
                       "only the points where EXPR holds, e.g. \"status = 'ok' and mfu > 0.3 "
@@ -464,6 +457,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
                {"mfu", opt(r.mfu)},
                {"plan", parsed(r.plan, "plan")},
                {"result", parsed(r.result, "result")},
+               {"choice", choice_json(r)},
                {"finished_at", r.finished_at},
                {"wall_s", r.wall_s},
                {"scenario_hash", r.scenario_hash}};
@@ -477,7 +471,8 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
     if (o.csv) {
       out << "point";
       for (const auto& a : axes) out << "," << csv_cell(a);
-      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error,plan\n";
+      out << ",status,iteration_time_s,tokens_per_s,mfu,wall_s,finished_at,error,gpus_used,"
+             "gpus_per_cluster,plan\n";
       db.for_each(where.sql, where.params, [&](const PointRow& r) {
         check_row(r, named);
         const Json settings = stored_json(r.settings, named, point_column(r.point, "settings"));
@@ -487,7 +482,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
         out << "," << csv_cell(r.status) << "," << number_text(r.iteration_time_s) << ","
             << number_text(r.tokens_per_s) << "," << number_text(r.mfu) << ","
             << Json(r.wall_s).dump() << "," << csv_cell(r.finished_at) << "," << csv_cell(r.error)
-            << "," << csv_cell(point_choice(r)) << "\n";
+            << "," << choice_cells(r) << "\n";
       });
       return kSuccess;
     }
@@ -508,7 +503,7 @@ int run_results_command(const ResultsOptions& o, std::ostream& out, std::ostream
                       [](double t) { return core::human_duration(core::Seconds(t)); })
             << "/iteration  " << figure(r.tokens_per_s, [](double v) { return fixed(v, 0); })
             << " tokens/s  MFU " << figure(r.mfu, [](double v) { return fixed(100 * v, 1); })
-            << "%  " << point_choice(r) << "\n";
+            << "%  " << point_choice_text(r) << "\n";
       else
         out << "FAILED: " << shown(r.error.substr(0, r.error.find('\n'))) << "\n";
       ++rows;

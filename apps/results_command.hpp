@@ -50,11 +50,6 @@ struct WhereSql {
 // Compiles a --where expression; `axes` are the sweep's axis paths. Throws WhereError.
 WhereSql compile_where(const std::string& expr, const std::vector<std::string>& axes);
 
-// What a point ran, for tables and CSV: "96 GPUs; " and planner::describe of its plan
-// (which clusters, stages and codecs strategy: auto chose); empty for a failed point or a
-// row without a readable plan.
-std::string point_choice(const PointRow& row);
-
 struct ResultsOptions {
   std::string db;
   bool csv = false;

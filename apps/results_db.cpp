@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "apps/point_choice.hpp"
 #include "core/document.hpp"
 #include "core/files.hpp"
 #include "core/units.hpp"
@@ -40,7 +41,8 @@ CREATE TABLE IF NOT EXISTS points (
   result TEXT,
   finished_at TEXT NOT NULL,
   wall_s REAL NOT NULL,
-  scenario_hash TEXT NOT NULL
+  scenario_hash TEXT NOT NULL,
+  choice TEXT
 );
 )sql";
 
@@ -182,6 +184,12 @@ std::optional<std::string> row_refusal(const PointRow& row) {
     if (auto why = json_column(row.plan, "plan", false)) return why;
   if (!row.result.empty())
     if (auto why = json_column(row.result, "result", true)) return why;
+  if (!row.choice.empty()) {
+    if (auto why = json_column(row.choice, "choice", true)) return why;
+    if (!choice_from_json(core::Json::parse(row.choice)))
+      return "choice: expected {\"plan\": text, \"gpus_used\": count, \"gpus_per_cluster\": "
+             "[{\"cluster\": name, \"gpus\": count}, ...]}";
+  }
   return std::nullopt;
 }
 
@@ -216,10 +224,23 @@ ResultsDb::ResultsDb(const std::string& path, bool create)
   // WAL: a commit is one append, and a process killed at any moment leaves every committed
   // point readable. synchronous=NORMAL is durable against a killed process (not a power
   // cut, which may lose the last commits).
-  if (!create) return;
-  exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=NORMAL");
-  exec(kSchema);
+  if (create) {
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec(kSchema);
+    // A database of an older hgsim gets the column its new points fill; its old rows keep
+    // NULL there.
+    if (!has_column("points", "choice")) exec("ALTER TABLE points ADD COLUMN choice TEXT");
+  }
+}
+
+bool ResultsDb::has_column(const char* table, const char* column) {
+  Statement st(
+      db_, std::string("SELECT count(*) FROM pragma_table_info('") + table + "') WHERE name = ?");
+  if (!st) fail("cannot read the schema");
+  st.bind(1, std::string(column));
+  if (sqlite3_step(st.get()) != SQLITE_ROW) fail("cannot read the schema");
+  return sqlite3_column_int(st.get(), 0) == 1;
 }
 
 ResultsDb::~ResultsDb() {
@@ -314,8 +335,8 @@ void ResultsDb::record(const PointRow& row) {
   // One statement in autocommit mode is one transaction.
   Statement st(db_,
                "INSERT OR REPLACE INTO points (point, settings, status, error, iteration_time_s, "
-               "tokens_per_s, mfu, plan, result, finished_at, wall_s, scenario_hash) VALUES "
-               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "tokens_per_s, mfu, plan, result, finished_at, wall_s, scenario_hash, choice) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!st) fail("cannot write point " + std::to_string(row.point));
   st.bind(1, row.point);
   st.bind(2, row.settings);
@@ -329,6 +350,7 @@ void ResultsDb::record(const PointRow& row) {
   st.bind(10, row.finished_at);
   st.bind(11, row.wall_s);
   st.bind(12, row.scenario_hash);
+  st.bind_text_or_null(13, row.choice);
   if (sqlite3_step(st.get()) != SQLITE_DONE)
     fail("cannot write point " + std::to_string(row.point));
 }
@@ -337,8 +359,10 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
                          const std::function<void(const PointRow&)>& visit) {
   Statement st(db_,
                "SELECT point, settings, status, error, iteration_time_s, tokens_per_s, mfu, "
-               "plan, result, finished_at, wall_s, scenario_hash FROM points" +
-                   (where.empty() ? std::string() : " WHERE " + where) + " ORDER BY point");
+               "plan, result, finished_at, wall_s, scenario_hash, " +
+                   std::string(has_column("points", "choice") ? "choice" : "NULL") +
+                   " FROM points" + (where.empty() ? std::string() : " WHERE " + where) +
+                   " ORDER BY point");
   if (!st) fail("cannot read the points table");
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (params[i].kind == SqlValue::Kind::text)
@@ -376,6 +400,7 @@ void ResultsDb::for_each(const std::string& where, const std::vector<SqlValue>& 
     row.finished_at = st.text(9);
     row.wall_s = number(10, "wall_s").value_or(0);
     row.scenario_hash = st.text(11);
+    row.choice = st.text(12);
     visit(row);
   }
   if (rc != SQLITE_DONE) {

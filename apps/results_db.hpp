@@ -12,7 +12,12 @@
 //           tokens_per_s, mfu (NULL when failed), plan (JSON: the plan that ran), result
 //           (JSON: exactly what `hgsim run --json` prints), finished_at (UTC, ISO 8601),
 //           wall_s (seconds the point took, planner included), scenario_hash (a hash of
-//           the point's resolved scenario and the run options: what --resume compares)
+//           the point's resolved scenario and the run options: what --resume compares),
+//           choice (JSON: what the point ran, apps/point_choice.hpp: {"plan": its
+//           description, "gpus_used", "gpus_per_cluster": [{"cluster", "gpus"}]}; NULL
+//           when failed). A database of an older hgsim has no choice column: it reads as
+//           it is (its points' choice is their stored plan's, or "plan not recorded"), and
+//           `hgsim sweep --resume` adds the column.
 #pragma once
 
 #include <functional>
@@ -55,6 +60,7 @@ struct PointRow {
   std::string finished_at;
   double wall_s = 0;
   std::string scenario_hash;
+  std::string choice;  // JSON, empty when none (failed, or a row of an older database)
   // Set by ResultsDb::for_each when a number column holds text or an infinity (the figure
   // is then read as missing): what row_refusal reports.
   std::string damage;
@@ -119,6 +125,7 @@ class ResultsDb {
 
  private:
   void exec(const char* sql);
+  bool has_column(const char* table, const char* column);
   [[noreturn]] void fail(const std::string& what);
   std::string path_;
   std::string named_;

@@ -20,6 +20,7 @@
 
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
+#include "apps/point_choice.hpp"
 #include "apps/results_command.hpp"
 #include "apps/results_db.hpp"
 #include "apps/validate.hpp"
@@ -227,7 +228,7 @@ std::string point_line(const PointRow& row, const std::vector<std::string>& axes
   if (row.status == "ok")
     s << "ok  " << core::human_duration(core::Seconds(*row.iteration_time_s)) << "/iteration  "
       << fixed(*row.tokens_per_s, 0) << " tokens/s  MFU " << fixed(100 * *row.mfu, 1) << "%  "
-      << point_choice(row);
+      << point_choice_text(row);
   else
     s << "FAILED: " << first_line(row.error);
   s << "  (" << fixed(row.wall_s, 2) << " s)\n";
@@ -248,6 +249,7 @@ void print_json(ResultsDb& db, std::optional<long long> only, std::ostream& out)
            {"error", row.error.empty() ? Json(nullptr) : Json(row.error)},
            {"plan", row.plan.empty() ? Json(nullptr) : Json::parse(row.plan)},
            {"result", row.result.empty() ? Json(nullptr) : Json::parse(row.result)},
+           {"choice", choice_json(row)},
            {"wall_s", row.wall_s}};
     out << (first ? "\n" : ",\n") << j.dump();
     first = false;
@@ -393,8 +395,10 @@ std::string run_point_here(const SweepJob& job, long long k) {
     if (!point) return Json{{"ok", false}, {"error", diags.format()}}.dump();
     auto result = simulate_point(point->checked, job.run, diags);
     if (!result) return Json{{"ok", false}, {"error", diags.format()}}.dump();
-    return Json{
-        {"ok", true}, {"result", sim::to_json(*result)}, {"plan", core::plan_to_json(result->plan)}}
+    return Json{{"ok", true},
+                {"result", sim::to_json(*result)},
+                {"plan", core::plan_to_json(result->plan)},
+                {"choice", choice_to_json(point_choice(result->plan))}}
         .dump();
   } catch (const std::exception& e) {
     return Json{{"ok", false}, {"error", std::string("internal error: ") + e.what()}}.dump();
@@ -585,6 +589,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
       row.mfu = r["mfu"].get<double>();
       row.plan = o_json["plan"].dump();
       row.result = r.dump();
+      if (o_json.contains("choice")) row.choice = o_json["choice"].dump();
     } else {
       row.status = "failed";
       row.error = o_json.value("error", "unknown error");

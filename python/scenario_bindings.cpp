@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "apps/plan_command.hpp"
+#include "apps/point_choice.hpp"
 #include "apps/run_point.hpp"
 #include "apps/validate.hpp"
 #include "compress/codec_spec.hpp"
@@ -333,6 +334,25 @@ std::pair<int, int> fragment_layers(int layers, int fragment, int fragments) {
   return sim::fragment_layers(layers, fragment, fragments);
 }
 
+// What a sweep point ran, from its database columns (apps/point_choice.hpp: the rule of
+// `hgsim results`): {"text": "8 GPUs (a 4, b 4); ...", "choice": {...} or None}; the text
+// is "plan not recorded" when neither column gives one. A column that is not what hgsim
+// sweep writes raises hgsim.Error naming it.
+py::dict point_choice(const std::optional<py::bytes>& plan,
+                      const std::optional<py::bytes>& choice) {
+  apps::PointRow row;
+  row.status = "ok";
+  row.settings = "{}";
+  row.result = "{}";
+  row.plan = plan ? std::string(*plan) : "";
+  row.choice = choice ? std::string(*choice) : "";
+  if (const auto why = apps::row_refusal(row)) throw Error(*why);
+  py::dict out;
+  out["text"] = apps::point_choice_text(row);
+  out["choice"] = from_json(apps::choice_json(row));
+  return out;
+}
+
 }  // namespace
 
 void bind_scenario(py::module_& m) {
@@ -369,6 +389,11 @@ void bind_scenario(py::module_& m) {
         py::arg("fragments"),
         "Layers [first, end) of a Streaming DiLoCo fragment (embeddings go with fragment 0, "
         "the final norm and head with the last).");
+  m.def("point_choice", &point_choice, py::arg("plan") = py::none(), py::arg("choice") = py::none(),
+        "What a sweep point ran, from its database's plan and choice columns (bytes): "
+        "{\"text\": \"8 GPUs (a 4, b 4); <plan>\", \"choice\": {plan, gpus_used, "
+        "gpus_per_cluster} or None}; the text is \"plan not recorded\" when neither gives "
+        "one, as in hgsim results.");
   m.def("plan", &plan, py::arg("scenario"), py::kw_only(), py::arg("time_budget_s") = 60.0,
         py::arg("verify") = 3, py::arg("baselines") = false, py::arg("no_compression") = false,
         "Search a plan as `hgsim plan --json` does and return what it prints.");

@@ -511,9 +511,20 @@ core::Fidelity automatic_fidelity(int gpus) {
 
 int used_gpus(const core::Plan& plan) {
   int n = 0;
-  for (const auto& p : plan.pipelines)
-    for (const auto& st : p.stages) n += p.replicas * st.gpus();
+  for (const auto& [cluster, gpus] : used_gpus_per_cluster(plan)) n += gpus;
   return n;
+}
+
+std::vector<std::pair<std::string, int>> used_gpus_per_cluster(const core::Plan& plan) {
+  std::vector<std::pair<std::string, int>> per_cluster;
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages) {
+      auto it = std::find_if(per_cluster.begin(), per_cluster.end(),
+                             [&](const auto& c) { return c.first == st.cluster; });
+      if (it == per_cluster.end()) it = per_cluster.insert(per_cluster.end(), {st.cluster, 0});
+      it->second += p.replicas * st.gpus();
+    }
+  return per_cluster;
 }
 
 }  // namespace hgsim::sim

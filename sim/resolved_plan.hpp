@@ -21,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/codec_spec.hpp"
@@ -255,5 +256,7 @@ core::Fidelity automatic_fidelity(int gpus);
 
 // GPUs a plan uses: sum of replicas x tp x dp x cp.
 int used_gpus(const core::Plan& plan);
+// The same per cluster, in the order the plan first places a stage on each.
+std::vector<std::pair<std::string, int>> used_gpus_per_cluster(const core::Plan& plan);
 
 }  // namespace hgsim::sim

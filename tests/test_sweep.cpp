@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -84,6 +85,16 @@ std::vector<std::map<std::string, std::string>> rows(const fs::path& db, const s
       &out, nullptr);
   sqlite3_close(h);
   return out;
+}
+
+// Runs `sql` on the database directly (not through the code under test).
+void exec_sql(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* why = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &why), SQLITE_OK) << why;
+  sqlite3_free(why);
+  sqlite3_close(h);
 }
 
 // Processes whose command line names `marker` (a forked point or simulator process keeps
@@ -409,12 +420,12 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   EXPECT_EQ(table[0], (std::vector<std::string>{"point", "wan[0].bandwidth", "wan[0].latency",
                                                 "training.seq_len", "status", "iteration_time_s",
                                                 "tokens_per_s", "mfu", "wall_s", "finished_at",
-                                                "error", "plan"}));
+                                                "error", "gpus_used", "gpus_per_cluster", "plan"}));
   const auto db_rows = rows(db, "SELECT * FROM points ORDER BY point");
   std::size_t n = 0;
   for (; n + 1 < table.size() && n < db_rows.size(); ++n) {
     const auto& cells = table[n + 1];
-    ASSERT_EQ(cells.size(), 12u);
+    ASSERT_EQ(cells.size(), 14u);
     EXPECT_EQ(cells[0], std::to_string(n));
     const Json settings = Json::parse(db_rows[n].at("settings"));
     EXPECT_EQ(cells[1], settings["wan[0].bandwidth"].get<std::string>());
@@ -424,18 +435,18 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
       EXPECT_EQ(std::stod(cells[5]),
                 Json::parse(db_rows[n].at("result"))["iteration_time_s"].get<double>());
       EXPECT_EQ(std::stod(cells[7]), Json::parse(db_rows[n].at("result"))["mfu"].get<double>());
-      // What the point ran: the GPUs of its result and the plan's stages, per cluster.
+      // What the point ran: the GPUs of its result, per cluster, and the plan's stages.
       const Json result = Json::parse(db_rows[n].at("result"));
-      EXPECT_EQ(cells[11].rfind(
-                    result["gpus_used"].dump() + " GPUs; 1f1b, micro-batch 1, no ZeRO; 1 x [", 0),
-                0u)
-          << cells[11];
-      EXPECT_NE(cells[11].find("a 1 stage tp1 (layers 4) > b 1 stage tp1 (layers 4)"),
+      EXPECT_EQ(cells[11], result["gpus_used"].dump());
+      EXPECT_EQ(cells[12], "a 1, b 1");
+      EXPECT_EQ(cells[13].rfind("1f1b, micro-batch 1, no ZeRO; 1 x [", 0), 0u) << cells[13];
+      EXPECT_NE(cells[13].find("a 1 stage tp1 (layers 4) > b 1 stage tp1 (layers 4)"),
                 std::string::npos)
-          << cells[11];
+          << cells[13];
     } else {
       EXPECT_EQ(cells[5], "");
       EXPECT_EQ(cells[10], db_rows[n].at("error"));  // quoted: it holds commas and lines
+      EXPECT_EQ(cells[11] + cells[12] + cells[13], "");
     }
   }
   EXPECT_EQ(n, 4u);
@@ -451,6 +462,104 @@ TEST(ResultsCli, CsvHasOneColumnPerAxisAndTheDatabaseNumbers) {
   ASSERT_EQ(j["points"].size(), 2u);
   EXPECT_EQ(j["points"][0]["status"], "failed");
   EXPECT_EQ(j["sweep"]["points"], 4);
+}
+
+// GPUs a plan JSON uses per cluster, summed here from its stages (replicas x tp x dp x cp),
+// apart from the code under test.
+std::map<std::string, long long> gpus_of(const Json& plan) {
+  std::map<std::string, long long> per_cluster;
+  for (const Json& p : plan["pipelines"])
+    for (const Json& st : p["stages"])
+      per_cluster[st["cluster"].get<std::string>()] += p.value("replicas", 1LL) *
+                                                       st.value("tp", 1LL) * st.value("dp", 1LL) *
+                                                       st.value("cp", 1LL);
+  return per_cluster;
+}
+
+// With strategy: auto the planner picks each point's plan: a sweep over cluster a's GPUs (1
+// or 4) gets two different plans, and the sweep lines, the results table, CSV and JSON each
+// show every point's own plan and GPUs (per cluster), as its stored plan says.
+TEST(ResultsCli, ASweepWhosePointsChoseDifferentPlansShowsEachPlan) {
+  TempDir dir("choice");
+  std::string text = scenario("sweep:\n  clusters[0].gpus_per_node: [1, 4]\n");
+  text = text.substr(0, text.find("strategy:")) + "strategy: auto\n" +
+         text.substr(text.find("sweep:"));
+  const auto path = dir.file("s.yaml", text);
+  const auto db = dir.file("c.sqlite");
+  auto sweep =
+      hgsim({"sweep", path.string(), "--db", db.string(), "-j", "2", "--time-budget", "5"});
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  const auto db_rows = rows(db, "SELECT point, plan, choice FROM points ORDER BY point");
+  ASSERT_EQ(db_rows.size(), 2u);
+  std::vector<std::string> plans;
+  for (const auto& row : db_rows) {
+    const Json choice = Json::parse(row.at("choice"));
+    const auto gpus = gpus_of(Json::parse(row.at("plan")));
+    long long total = 0;
+    for (const auto& [cluster, n] : gpus) total += n;
+    EXPECT_EQ(choice["gpus_used"], total) << row.at("choice");
+    for (const Json& c : choice["gpus_per_cluster"])
+      EXPECT_EQ(c["gpus"], gpus.at(c["cluster"].get<std::string>())) << row.at("choice");
+    EXPECT_EQ(choice["gpus_per_cluster"].size(), gpus.size()) << row.at("choice");
+    plans.push_back(choice["plan"].get<std::string>());
+    // The sweep's own line for the point names it.
+    EXPECT_NE(sweep.out.find(plans.back()), std::string::npos) << sweep.out;
+  }
+  ASSERT_NE(plans[0], plans[1]) << "the two settings should choose different plans";
+  auto table = hgsim({"results", db.string()});
+  ASSERT_EQ(table.status, 0) << table.err;
+  auto csv = hgsim({"results", db.string(), "--csv"});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  const auto cells = parse_csv(csv.out);
+  ASSERT_EQ(cells.size(), 3u) << csv.out;
+  auto json = hgsim({"results", db.string(), "--json"});
+  ASSERT_EQ(json.status, 0) << json.err;
+  const Json points = Json::parse(json.out)["points"];
+  ASSERT_EQ(points.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const Json choice = Json::parse(db_rows[k].at("choice"));
+    const long long gpus = choice["gpus_used"].get<long long>();
+    EXPECT_NE(table.out.find(std::to_string(gpus) + (gpus == 1 ? " GPU (" : " GPUs (")),
+              std::string::npos)
+        << table.out;
+    EXPECT_NE(table.out.find(plans[k]), std::string::npos) << table.out;
+    EXPECT_EQ(cells[k + 1].back(), plans[k]);
+    EXPECT_EQ(cells[k + 1][cells[k + 1].size() - 3], choice["gpus_used"].dump());
+    EXPECT_EQ(points[k]["choice"], choice);
+  }
+}
+
+// A database an older hgsim wrote (no choice column) reads as it is: a point with its plan
+// stored shows that plan's choice, one without says "plan not recorded" (JSON: null), and
+// `hgsim sweep --resume` adds the column without touching the points done.
+TEST(ResultsCli, ADatabaseWithoutTheChoiceColumnStillReads) {
+  TempDir dir("old-schema");
+  const auto path = dir.file("s.yaml", scenario("sweep:\n  wan[0].bandwidth: [1Gbps, 10Gbps]\n"));
+  const auto db = dir.file("old.sqlite");
+  ASSERT_EQ(hgsim({"sweep", path.string(), "--db", db.string(), "-j", "2"}).status, 0);
+  exec_sql(db,
+           "ALTER TABLE points DROP COLUMN choice; UPDATE points SET plan = NULL WHERE point = 1");
+  auto table = hgsim({"results", db.string()});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("2 GPUs (a 1, b 1); 1f1b, micro-batch 1"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("plan not recorded"), std::string::npos) << table.out;
+  auto csv = hgsim({"results", db.string(), "--csv"});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  const auto cells = parse_csv(csv.out);
+  ASSERT_EQ(cells.size(), 3u);
+  EXPECT_EQ(cells[1][cells[1].size() - 3], "2");
+  EXPECT_EQ(cells[2].back(), "plan not recorded");
+  auto json = hgsim({"results", db.string(), "--json"});
+  ASSERT_EQ(json.status, 0) << json.err;
+  const Json points = Json::parse(json.out)["points"];
+  EXPECT_EQ(points[0]["choice"]["gpus_used"], 2);
+  EXPECT_TRUE(points[1]["choice"].is_null());
+  auto resumed = hgsim({"sweep", path.string(), "--db", db.string(), "--resume"});
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const auto after = rows(db, "SELECT point, choice FROM points ORDER BY point");
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].at("choice"), "");  // the column is there, the old rows keep NULL
 }
 
 // Quantities compare as quantities, read by the scenario language's unit parser: 10Gbps
@@ -502,11 +611,7 @@ TEST(ResultsCli, ADamagedDatabaseIsRefusedWithItsPointAndColumn) {
   auto damaged = [&](const std::string& name, const std::string& sql) {
     const auto db = dir.file(name);
     fs::copy_file(good, db, fs::copy_options::overwrite_existing);
-    sqlite3* h = nullptr;
-    EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    char* why = nullptr;
-    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &why), SQLITE_OK) << why;
-    sqlite3_close(h);
+    exec_sql(db, sql);
     return db;
   };
   const std::string deep(100000, '[');

@@ -52,6 +52,18 @@ MAX_LINES = 50
 COMPACTED_POINTS = 2**18
 # Values of a text (ordinal) x axis, one tick label each: beyond this the labels overlap.
 MAX_TICKS = 200
+# Plans named in a sweep figure's key (P1, P2, ...), a line or two each: more would cover
+# the figure; the points of any further plan are marked as "another plan".
+MAX_PLANS = 12
+# Points labelled with their plan's name beside them: past this the labels cover the lines,
+# and the markers (one shape per plan) and the key say it alone.
+MAX_LABELLED_POINTS = 60
+# Characters of a plan's description per line of the key, and its lines at most (then
+# "..."; hgsim results prints it whole).
+PLAN_KEY_WIDTH = 100
+PLAN_KEY_LINES = 3
+# The marker of each named plan, in order (another plan: "x").
+PLAN_MARKERS = "osD^vP*Xph<>"
 
 
 class PlotError(_hgsim.Error):
@@ -271,9 +283,16 @@ class _Distinct:
         self.index = {}
         self.values = []
 
-    def add(self, value):
-        key = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
+    @staticmethod
+    def _key(value):
+        return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
             else (type(value), value)
+
+    def __contains__(self, value):
+        return self._key(value) in self.index
+
+    def add(self, value):
+        key = self._key(value)
         i = self.index.get(key)
         if i is None:
             i = self.index[key] = len(self.values)
@@ -291,35 +310,45 @@ class _PointNumbers:
 
 
 class SweepPoints:
-    """What a figure draws of a sweep's ok points: ``x_values`` and ``line_values`` (the
-    distinct values of the x and --color axes, in order of appearance), ``count`` (the ok
-    points read) and :meth:`drawn`, the distinct (line, x index, y) of the points (for
-    the axis "point", the point number in place of the x index). Points
-    drawn on top of each other are kept once, so memory follows what the figure shows, not
-    the rows of the database (10^6 points of 6 settings: a few MB)."""
+    """What a figure draws of a sweep's ok points: ``x_values``, ``line_values`` and
+    ``plan_values`` (the distinct values of the x and --color axes and the distinct plans
+    the points ran, each as :func:`hgsim._hgsim.point_choice` names it, in order of
+    appearance), ``count`` (the ok points read) and :meth:`drawn`, the distinct (line,
+    x index, y, plan index) of the points (for the axis "point", the point number in place
+    of the x index). Points drawn on top of each other with the same plan are kept once, so
+    memory follows what the figure shows, not the rows of the database (10^6 points of 6
+    settings: a few MB). Past MAX_PLANS plans the others share the index MAX_PLANS."""
 
     def __init__(self, x):
         self.x_values = _PointNumbers() if x == "point" else _Distinct()
         self.line_values = _Distinct()
+        self.plan_values = _Distinct()
         self.count = 0
-        self._new = array("d")  # (line, x index, y) of the points since the last compaction
-        self._kept = np.empty((0, 3))
+        self._new = array("d")  # (line, x index, y, plan) of the points since the last compaction
+        self._kept = np.empty((0, 4))
 
-    def add(self, line, x_index, y):
-        self._new.extend((line, x_index, y))
+    def add(self, line, x_index, y, plan=0):
+        self._new.extend((line, x_index, y, plan))
         self.count += 1
         # Compacting when the new points outnumber the kept ones sorts each point O(log n)
         # times; the floor keeps the sorts few when nearly every point is a duplicate.
-        if len(self._new) >= 3 * max(COMPACTED_POINTS, len(self._kept)):
+        if len(self._new) >= 4 * max(COMPACTED_POINTS, len(self._kept)):
             self._compact()
 
+    def add_plan(self, text):
+        """The index of the plan named ``text`` (MAX_PLANS for any past the first
+        MAX_PLANS)."""
+        if text not in self.plan_values and len(self.plan_values.values) >= MAX_PLANS:
+            return MAX_PLANS
+        return self.plan_values.add(text)
+
     def drawn(self):
-        """(n, 3) array of the distinct (line, x index, y), sorted."""
+        """(n, 4) array of the distinct (line, x index, y, plan), sorted."""
         self._compact()
         return self._kept
 
     def _compact(self):
-        new = np.frombuffer(self._new, dtype=float).reshape(-1, 3)
+        new = np.frombuffer(self._new, dtype=float).reshape(-1, 4)
         self._kept = np.unique(np.concatenate((self._kept, new)), axis=0)
         self._new = array("d")
 
@@ -337,17 +366,27 @@ def sweep_points(con, db, axes, x, y, color=None):
             raise PlotError(f"{option} {shown(name)}: not an axis of this sweep; axes: "
                             + (_listed(axes) or "none (the scenario has no sweep)"))
     needs_settings = x != "point" or (color is not None and color != "point")
-    query = (f"SELECT point, {'settings' if needs_settings else 'NULL'}, "
-             f"{y if y in COLUMNS else 'result'} FROM points WHERE status = 'ok' ORDER BY point")
     drawn = SweepPoints(x)
+    plans = {}  # (plan, choice) column texts -> the plan's index in drawn
     with _sqlite_errors(db):
-        _check_columns(con, db, y)
-        for point, settings, y_column in con.execute(query):
+        has_choice = _check_columns(con, db, y)
+        # A database of an older hgsim has no choice column: its points' plans name them.
+        query = (f"SELECT point, {'settings' if needs_settings else 'NULL'}, "
+                 f"{y if y in COLUMNS else 'result'}, plan, "
+                 f"{'choice' if has_choice else 'NULL'} FROM points WHERE status = 'ok' "
+                 "ORDER BY point")
+        for point, settings, y_column, plan, choice in con.execute(query):
             try:
                 values = _settings(settings) if needs_settings else {}
                 x_index = drawn.x_values.add(_setting(point, values, x))
                 line = drawn.line_values.add(_setting(point, values, color)) if color else 0
-                drawn.add(line, x_index, _y(y_column, y, first=drawn.count == 0))
+                y_value = _y(y_column, y, first=drawn.count == 0)
+                key = (plan, choice) if choice is None else choice
+                if key not in plans:
+                    if len(plans) > 4 * MAX_PLANS:  # a memo, not a record of every plan
+                        plans.clear()
+                    plans[key] = drawn.add_plan(_plan_text(plan, choice))
+                drawn.add(line, x_index, y_value, plans[key])
             except _PointError as e:
                 raise PlotError(f"{shown(db)}: point {_what(point)}: {e}") from None
             if line >= MAX_LINES:
@@ -357,11 +396,26 @@ def sweep_points(con, db, axes, x, y, color=None):
 
 
 def _check_columns(con, db, y):
+    """Refuses a points table without the columns a figure reads; whether it has the
+    choice column (an older hgsim's has not)."""
     have = {r[1].decode() for r in con.execute("PRAGMA table_info(points)")}
-    for column in ("point", "settings", "status", y if y in COLUMNS else "result"):
+    for column in ("point", "settings", "status", "plan", y if y in COLUMNS else "result"):
         if column not in have:
             raise PlotError(f"{shown(db)}: the points table has no column {column} "
                             "(not written by hgsim sweep?)")
+    return "choice" in have
+
+
+def _plan_text(plan, choice):
+    """What a point ran, as ``hgsim results`` says it ("8 GPUs (a 4, b 4); <plan>", or
+    "plan not recorded"), from its plan and choice columns."""
+    for value, column in ((plan, "plan"), (choice, "choice")):
+        if value is not None and not isinstance(value, bytes):
+            raise _PointError(f"{column}: {_what(value)}, not JSON text")
+    try:
+        return _hgsim.point_choice(plan=plan, choice=choice)["text"]
+    except _hgsim.Error as e:
+        raise _PointError(str(e)) from None
 
 
 def _settings(settings):
@@ -441,13 +495,18 @@ def plot_sweep(db, x, y, out, color=None):
         positions, ticks, x_unit = _x_positions(drawn.x_values.values, x)
         xs = np.asarray(positions, dtype=float)[points[:, 1].astype(np.int64)]
     line_values = drawn.line_values.values if color else [None]
+    plans = drawn.plan_values.values
+    key_lines = _plan_key(plans, points)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    # The key of the plans sits under the axes, a line of text each.
+    key_height = 0.2 * len(key_lines) + 0.3
+    fig, ax = plt.subplots(figsize=(7, 4.5 + key_height))
     for line, value in enumerate(line_values):
         mine = points[:, 0] == line
         order = np.lexsort((points[mine, 2], xs[mine]))
         label = _label(f"{color}={value}") if color else None
-        ax.plot(xs[mine][order], points[mine, 2][order], marker="o", label=label)
+        ax.plot(xs[mine][order], points[mine, 2][order], label=label)
+    _mark_plans(ax, xs, points)
     if ticks is not None:
         ax.set_xticks(range(len(ticks)))
         ax.set_xticklabels([_label(t) for t in ticks])
@@ -460,13 +519,62 @@ def plot_sweep(db, x, y, out, color=None):
     ax.set_title(f"{name}: {drawn.count}{of} points (simulated by hgsim sweep)")
     if color:
         ax.legend(fontsize="small")
+    fig.text(0.01, 0.01, "\n".join(key_lines), fontsize="x-small", va="bottom", ha="left",
+             family="monospace")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, key_height / (4.5 + key_height), 1, 1))
     try:
         _save(fig, out, "--out")
     finally:
         plt.close(fig)
     return out
+
+
+def _plan_name(index):
+    return f"P{int(index) + 1}" if index < MAX_PLANS else "another plan"
+
+
+def _plan_key(plans, points):
+    """The figure's key of the plans the points ran: "P1 (o): 8 GPUs (a 4, b 4); ..." a
+    plan, its description cut into lines of PLAN_KEY_WIDTH characters (escaped as every
+    label is)."""
+    lines = ["plans the points ran (marker: plan):"]
+    for i, text in enumerate(plans):
+        head = f"{_plan_name(i)} ({PLAN_MARKERS[i % len(PLAN_MARKERS)]}): "
+        body = _escaped(_utf8(text)).replace("$", r"\$")
+        width = PLAN_KEY_WIDTH - len(head)
+        pieces = [body[k:k + width] for k in range(0, len(body), width)] or [""]
+        if len(pieces) > PLAN_KEY_LINES:
+            pieces = pieces[:PLAN_KEY_LINES]
+            pieces[-1] = pieces[-1][:-3] + "..."
+        lines.append(head + pieces[0])
+        lines.extend(" " * len(head) + piece for piece in pieces[1:])
+    if (points[:, 3] >= MAX_PLANS).any():
+        lines.append(f"another plan (x): the points of plans past the first {MAX_PLANS}")
+    return lines
+
+
+def _mark_plans(ax, xs, points):
+    """Marks each point with its plan's marker and, when the points are few, its plan's
+    name beside it: points drawn on top of each other list every plan they ran
+    ("P1, P2")."""
+    for plan in np.unique(points[:, 3]):
+        mine = points[:, 3] == plan
+        if plan >= MAX_PLANS:  # an unfilled marker: no face to leave empty
+            ax.scatter(xs[mine], points[mine, 2], marker="x", s=36, color="black", zorder=3)
+            continue
+        ax.scatter(xs[mine], points[mine, 2], marker=PLAN_MARKERS[int(plan)], s=36,
+                   facecolors="none", edgecolors="black", linewidths=0.8, zorder=3)
+    if len(points) > MAX_LABELLED_POINTS:
+        return
+    at = {}
+    for x, (_, _, y, plan) in zip(xs, points):
+        names = at.setdefault((float(x), float(y)), [])
+        if _plan_name(plan) not in names:
+            names.append(_plan_name(plan))
+    for (x, y), names in at.items():
+        ax.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(4, 4),
+                    fontsize="x-small")
 
 
 def stage_breakdown(result):

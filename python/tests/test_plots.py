@@ -335,7 +335,7 @@ def test_only_the_points_drawn_are_kept(tmp_path, monkeypatch):
     with plots.open_sweep(db) as (con, sweep):
         drawn = plots.sweep_points(con, str(db), sweep["axes"], AXES[0], "mfu", AXES[1])
     assert drawn.count == 600
-    assert drawn.drawn().shape == (6, 3)
+    assert drawn.drawn().shape == (6, 4)
     assert drawn.x_values.values == ["1Gbps", "10Gbps", "100Mbps"]
     assert drawn.line_values.values == [1024, 256]
     plots.plot_sweep(db, AXES[0], "mfu", tmp_path / "f.svg", color=AXES[1])
@@ -347,6 +347,70 @@ def test_a_color_axis_of_too_many_values_is_refused(tmp_path, monkeypatch):
     db = crafted_db(tmp_path / "s.sqlite")
     with pytest.raises(plots.PlotError, match=r"--color training.seq_len: more than 1 values"):
         plots.plot_sweep(db, AXES[0], "mfu", tmp_path / "f.png", color=AXES[1])
+
+
+# ---- what each point ran: the plan's name beside it, the key naming every plan ----------
+
+def sweep_figure(monkeypatch, db, *args, **kwargs):
+    """The figure plot_sweep draws (not written): (key text, labels beside the points)."""
+    seen = []
+    monkeypatch.setattr(plots, "_save", lambda fig, *a: seen.append(fig))
+    plots.plot_sweep(db, *args, **kwargs)
+    fig = seen[0]
+    key = "\n".join(t.get_text() for t in fig.texts)
+    return key, sorted(t.get_text() for t in fig.get_axes()[0].texts)
+
+
+def results_json(hgsim_binary, db):
+    out = subprocess.run([hgsim_binary, "results", str(db), "--json"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["points"]
+
+
+def test_the_sweep_figure_names_the_plan_each_point_ran(sweep_db, hgsim_binary, monkeypatch,
+                                                        tmp_path):
+    # wan-sweep.yaml runs one plan at every point: the key names it as hgsim results does
+    # (its GPUs per cluster and its description), and every point carries its name.
+    points = results_json(hgsim_binary, sweep_db)
+    choices = {(p["choice"]["gpus_used"], p["choice"]["plan"]) for p in points}
+    assert len(choices) == 1
+    (gpus, plan), = choices
+    assert gpus == 2
+    key, labels = sweep_figure(monkeypatch, sweep_db, "wan[*].bandwidth", "iteration_time_s",
+                               tmp_path / "f.png", color="training.seq_len")
+    assert f"P1 (o): 2 GPUs (east 1, west 1); {plan}"[:100] in key, key
+    assert labels and set(labels) == {"P1"}
+
+
+def test_points_on_top_of_each_other_name_every_plan(hgsim_binary, monkeypatch, tmp_path):
+    # Points 1 and 4 (1Gbps, seq_len 1024 and 256) drawn at one place with different plans:
+    # the label there names both, and the key says what each is; the points of an older
+    # hgsim's rows (no choice, a plan that does not read) say "plan not recorded".
+    one = {"plan": "gpipe; 1 x [a 1 stage tp4]", "gpus_used": 4,
+           "gpus_per_cluster": [{"cluster": "a", "gpus": 4}]}
+    two = {"plan": "1f1b; 1 x [a 1 stage tp4 > b 1 stage tp4]", "gpus_used": 8,
+           "gpus_per_cluster": [{"cluster": "a", "gpus": 4}, {"cluster": "b", "gpus": 4}]}
+    db = crafted_db(tmp_path / "s.sqlite", "ALTER TABLE points ADD COLUMN choice TEXT",
+                    f"UPDATE points SET choice = '{json.dumps(one)}' WHERE point = 1",
+                    f"UPDATE points SET choice = '{json.dumps(two)}' WHERE point = 4",
+                    "UPDATE points SET mfu = 0.5 WHERE point IN (1, 4)")
+    key, labels = sweep_figure(monkeypatch, db, AXES[0], "mfu", tmp_path / "f.png")
+    texts = {p["point"]: p for p in results_json(hgsim_binary, db)}
+    assert texts[1]["choice"] == one and texts[2]["choice"] is None
+    assert "P1 (o): 4 GPUs (a 4); gpipe; 1 x [a 1 stage tp4]" in key, key
+    assert "P2 (s): plan not recorded" in key, key
+    assert "P3 (D): 8 GPUs (a 4, b 4); 1f1b; 1 x [a 1 stage tp4 > b 1 stage tp4]" in key, key
+    assert "P1, P3" in labels, labels
+    # A database of an older hgsim (no choice column at all) draws, every plan unrecorded.
+    old = crafted_db(tmp_path / "old.sqlite")
+    key, labels = sweep_figure(monkeypatch, old, AXES[0], "mfu", tmp_path / "f.png")
+    assert "P1 (o): plan not recorded" in key and "P2" not in key, key
+    # A choice that is not what hgsim sweep writes is refused, naming the point and column.
+    bad = crafted_db(tmp_path / "bad.sqlite", "ALTER TABLE points ADD COLUMN choice TEXT",
+                     "UPDATE points SET choice = '[1]' WHERE point = 2")
+    with pytest.raises(plots.PlotError, match=r"point 2: choice: expected an object"):
+        plots.plot_sweep(bad, AXES[0], "mfu", tmp_path / "f.png")
 
 
 # ---- the run figure's labels, arguments and filtered traces ------------------------------
