@@ -144,6 +144,11 @@ KernelCosts parse_row(const Node& row, const std::string& path, Diagnostics& dia
   fraction("gemm_memory_efficiency", c.gemm_memory_efficiency);
   if (auto s = parse_seconds(f.required("gemm_overhead"), f.path_of("gemm_overhead"), diags))
     c.gemm_overhead = *s;
+  if (auto v = parse_fraction(f.optional("gemm_in_step"), f.path_of("gemm_in_step"), diags))
+    c.gemm_in_step = *v;
+  if (auto v = parse_ranged(f.optional("overlap_slowdown"), f.path_of("overlap_slowdown"), diags, 1,
+                            3, "a slowdown in [1, 3]"))
+    c.overlap_slowdown = *v;
   fraction("attention_forward_efficiency", c.attention_forward_efficiency);
   fraction("attention_backward_efficiency", c.attention_backward_efficiency);
   if (const Node* n = f.required("attention_version"))
@@ -244,6 +249,11 @@ std::map<std::string, Calibration> calibrations_of(const core::Scenario& s) {
 }
 
 // ---- efficiencies -----------------------------------------------------------------------------
+
+double compute_beside_collective(double compute_s, double collective_s, double slowdown) {
+  if (compute_s <= 0 || collective_s <= 0 || slowdown <= 1) return compute_s;
+  return compute_s + std::min(collective_s, slowdown * compute_s) * (1 - 1 / slowdown);
+}
 
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision) {
   if (precision == core::Precision::fp8 && costs.gemm_efficiency_fp8)
@@ -524,7 +534,8 @@ double kernel_seconds(const GpuSpec& gpu, const KernelCosts& costs, const OpCall
     const double efficiency =
         op.op == "bmm" ? gemm_efficiency(gpu, costs, s[0] * s[1], s[2], s[3], gemm_precision)
                        : gemm_efficiency(gpu, costs, s[0], s[1], s[2], gemm_precision);
-    const double math = op.flops / (rate * efficiency);
+    const double in_step = is_gemm(op.op) ? costs.gemm_in_step : 1.0;
+    const double math = op.flops / (rate * efficiency * in_step);
     const double memory = op.bytes / (costs.gemm_memory_efficiency * gpu.memory_bandwidth.value());
     return std::max(math, memory) + op.kernels * costs.gemm_overhead.value();
   }
@@ -593,9 +604,11 @@ KernelSplit op_split(const OpCall& op, double seconds) {
   return out;
 }
 
-Seconds KernelModel::op_time(const GpuSpec& gpu, const OpCall& op,
-                             core::Precision precision) const {
-  return Seconds(kernel_seconds(gpu, costs_for(gpu), op, precision));
+Seconds KernelModel::op_time(const GpuSpec& gpu, const OpCall& op, core::Precision precision,
+                             Timing timing) const {
+  KernelCosts costs = costs_for(gpu);
+  if (timing == Timing::isolated) costs.gemm_in_step = 1;
+  return Seconds(kernel_seconds(gpu, costs, op, precision));
 }
 
 Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,

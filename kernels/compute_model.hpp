@@ -128,6 +128,14 @@ struct KernelCosts {
   // GEMMs of few rows stream their weights: bytes at this share of HBM bandwidth.
   double gemm_memory_efficiency = 0.85;
   core::Seconds gemm_overhead{2e-6};  // GPU-side fixed cost of one GEMM kernel
+  // The share of an isolated GEMM's rate (each op timed alone, as in the tables the
+  // constants above are fitted to) that the same GEMM keeps inside a training step, where
+  // the GEMMs of every layer run back to back: a training table's GEMMs against the model's
+  // isolated prediction (kernels/kernel_costs.yaml names the table). Linear layers only.
+  double gemm_in_step = 1;
+  // How many times slower compute runs while a collective's kernels share the GPU with it
+  // (NCCL's kernels take SMs and memory bandwidth): compute_beside_collective.
+  double overlap_slowdown = 1;
   double attention_forward_efficiency = 0.6;
   double attention_backward_efficiency = 0.5;
   // The FlashAttention version those two figures are for (what the GPU runs by default),
@@ -199,6 +207,13 @@ double wave_efficiency(double blocks, int sms, double loss);
 // constants: the rule every memory-bound op's time follows (KernelCosts::MemoryOp).
 core::Seconds memory_op_time(const GpuSpec& gpu, const KernelCosts& costs,
                              const KernelCosts::MemoryOp& op, double bytes, double row_bytes);
+// The time `compute_s` seconds of compute take when a collective of `collective_s` seconds
+// runs beside them on the same GPU (tensor-parallel communication overlap), the compute
+// running `slowdown` times slower while the collective is in flight: compute_s +
+// min(collective_s, slowdown x compute_s) x (1 - 1 / slowdown). Hetu-Galvatron's rule
+// (galvatron/core/search_engine/cost_model.py, get_overlap_time): the block then lasts
+// max(this, collective_s). The one rule the simulator and the planner's cost model use.
+double compute_beside_collective(double compute_s, double collective_s, double slowdown);
 // The best-shape efficiency of a GEMM in `precision` (gemm_efficiency_fp8 for fp8 where set).
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision);
 // FlashAttention's work in the convention its efficiencies were measured in (its own
@@ -221,8 +236,12 @@ class KernelModel final : public ComputeModel {
                                core::Optimizer optimizer) const override;
   std::string provenance(const GpuSpec& gpu) const override;
 
-  // One kernel's time on the GPU (without host dispatch): the unit everything sums.
-  core::Seconds op_time(const GpuSpec& gpu, const OpCall& op, core::Precision precision) const;
+  // One kernel's time on the GPU (without host dispatch): the unit everything sums. In a
+  // training step (`in_step`, what layer() and logits() price) or timed alone (`isolated`,
+  // as the inference tables measure it: KernelCosts::gemm_in_step left out).
+  enum class Timing { in_step, isolated };
+  core::Seconds op_time(const GpuSpec& gpu, const OpCall& op, core::Precision precision,
+                        Timing timing = Timing::in_step) const;
   // A phase: the kernels' GPU time, or the CPU's issue time if that is longer.
   core::Seconds phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                            core::Precision precision) const;

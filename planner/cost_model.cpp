@@ -49,10 +49,16 @@ LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, 
             backward + cx.backward + recompute + cx.recompute + (full ? 4 : 2) * all_reduce,
             recompute + cx.recompute + (full ? 2 : 0) * all_reduce};
   // tp_comm_overlap: each block (attention, MLP) runs beside the collective it feeds and
-  // costs the longer of the two, as the workload's `block` plays it (sim/workload.cpp).
+  // costs the longer of the two, its compute slowed while they overlap, as the workload's
+  // `block` plays it (sim/workload.cpp).
   const double share = models::attention_share_of_layer(*ctx.model, choices.training.seq_len);
+  const double slowdown =
+      kernels::kernel_costs_for(ctx.gpus[cluster]->architecture).overlap_slowdown;
+  auto beside = [&](double compute) {
+    return std::max(kernels::compute_beside_collective(compute, all_reduce, slowdown), all_reduce);
+  };
   auto blocks = [&](double seconds) {
-    return std::max(share * seconds, all_reduce) + std::max((1 - share) * seconds, all_reduce);
+    return beside(share * seconds) + beside((1 - share) * seconds);
   };
   const double recomputed = (full ? blocks(recompute) : recompute) + cx.recompute;
   return {blocks(forward) + cx.forward, recomputed + blocks(backward) + cx.backward, recomputed};

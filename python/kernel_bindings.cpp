@@ -25,7 +25,8 @@ E choice_of(const std::string& text, const char* what, std::initializer_list<E> 
 py::list layer_kernels(const std::string& gpu_name, int hidden, int heads, int kv_heads,
                        int ffn_hidden, double tokens, int tp, double sequences,
                        const std::string& activation, const std::string& norm, bool rotary,
-                       const std::string& precision, const std::string& phase) {
+                       const std::string& precision, const std::string& phase,
+                       const std::string& timing) {
   const kernels::GpuSpec* gpu = kernels::find_gpu(gpu_name);
   if (gpu == nullptr) throw Error("layer_kernels: unknown GPU '" + core::excerpt(gpu_name) + "'");
   if (hidden <= 0 || heads <= 0 || kv_heads <= 0 || ffn_hidden <= 0 || tp <= 0 ||
@@ -38,6 +39,11 @@ py::list layer_kernels(const std::string& gpu_name, int hidden, int heads, int k
   if (phase != "forward" && phase != "backward")
     throw Error("layer_kernels: phase is 'forward' or 'backward', not '" + core::excerpt(phase) +
                 "'");
+  if (timing != "in_step" && timing != "isolated")
+    throw Error("layer_kernels: timing is 'in_step' or 'isolated', not '" + core::excerpt(timing) +
+                "'");
+  const auto when = timing == "in_step" ? kernels::KernelModel::Timing::in_step
+                                        : kernels::KernelModel::Timing::isolated;
   core::ModelConfig model;
   model.hidden = hidden;
   model.heads = heads;
@@ -70,7 +76,7 @@ py::list layer_kernels(const std::string& gpu_name, int hidden, int heads, int k
     d["flops"] = op.flops;
     d["bytes"] = op.bytes;
     d["kernels"] = op.kernels;
-    d["seconds"] = model_of_time.op_time(*gpu, op, shape.precision).value();
+    d["seconds"] = model_of_time.op_time(*gpu, op, shape.precision, when).value();
     out.append(d);
   }
   return out;
@@ -83,11 +89,13 @@ void bind_kernels(py::module_& m) {
         py::arg("heads"), py::arg("kv_heads"), py::arg("ffn_hidden"), py::arg("tokens"),
         py::arg("tp") = 1, py::arg("sequences") = 1, py::arg("activation") = "swiglu",
         py::arg("norm") = "rmsnorm", py::arg("rotary") = true, py::arg("precision") = "bf16",
-        py::arg("phase") = "forward",
+        py::arg("phase") = "forward", py::arg("timing") = "in_step",
         "The kernels one GPU of a tensor-parallel group of `tp` runs for one layer (no bias, "
         "no dropout) at `tokens` tokens in `sequences` sequences: [{op, role, shape, flops, "
         "bytes, kernels, seconds}], seconds from the compute model (KernelModel::op_time, "
-        "without host dispatch), in the order the layer runs them.");
+        "without host dispatch), in the order the layer runs them; timing 'in_step' prices "
+        "them inside a training step, 'isolated' each timed alone (as inference tables "
+        "measure them).");
 }
 
 }  // namespace hgsim::python

@@ -226,7 +226,12 @@ class Builder {
     const double bytes = slice_bytes(stage);
     // A block's compute and the tensor-parallel collective after it. With tp_comm_overlap
     // they run side by side (Megatron-core splits the GEMM and pipelines the collective
-    // with it): the block costs the longer of the two, the ideal overlap.
+    // with it): the block costs the longer of the two, its compute slowed while the
+    // collective's kernels share the GPU (kernels::compute_beside_collective, over the
+    // collective's closed-form time).
+    const double slowdown = kernels::kernel_costs_for(gpu_of(g).architecture).overlap_slowdown;
+    const double collective_s = tensor_parallel_block_time(s_.clusters[g.cluster], stage.tp, bytes,
+                                                           r_.choices.sequence_parallel);
     auto block = [&](double seconds, Work kind, const std::string& label,
                      const kernels::KernelSplit& split) {
       if (!r_.choices.tp_comm_overlap || stage.tp <= 1) {
@@ -235,7 +240,8 @@ class Builder {
         return;
       }
       std::vector<NodeId> comm = at;
-      compute(seconds, kind, label, split);
+      compute(kernels::compute_beside_collective(seconds, collective_s, slowdown), kind, label,
+              split);
       tp_comm(g, stage, bytes, false, label, mb, comm);
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId j = graph.join();

@@ -60,6 +60,22 @@ TEST(TpCommOverlap, HidesTheComputeBehindLongerCollectives) {
   EXPECT_NEAR(overlapped, 8 * 4 * one, 1e-6 * overlapped);
 }
 
+// Compute longer than the collective beside it runs slower while they overlap (Galvatron's
+// rule, kernels::compute_beside_collective): a block costs compute + collective x (1 - 1/c)
+// instead of compute + collective, so overlapping saves collective / c per block, whatever
+// the compute: 4 blocks per layer, c = 1.1256 (Hetu-Galvatron's profiled overlap
+// coefficient, kernels/kernel_costs.yaml).
+TEST(TpCommOverlap, ComputeLongerThanItsCollectiveIsSlowedBesideIt) {
+  const double tf = 1e-3;  // every block's compute outlasts its 96 us collective
+  const FixedTimes compute(tf);
+  const double serial = iteration(checked(tp_scenario(false)), compute);
+  const double overlapped = iteration(checked(tp_scenario(true)), compute);
+  const double bytes = 128.0 * 256 * 2;
+  const double one =
+      sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0}) + 31e-6;
+  EXPECT_NEAR(serial - overlapped, 8 * 4 * one / 1.1256, 1e-6 * serial);
+}
+
 // Intra-node links carry NCCL's share of the written `nvlink.bandwidth`: 20.6 of NVLink 4's
 // 25 GB/s a link on an H100 (NCCL's SM90_NVLINK_BW), 0.56 on an A100 (measured), PCIe's 0.75
 // (Gen4 x16: 24 of 32 GB/s) for a GPU without NVLink, and exactly the written rate when the

@@ -130,17 +130,20 @@ def fragment_layers(layers, fragment, fragments):
 
 def layer_kernels(gpu, *, hidden, heads, kv_heads, ffn_hidden, tokens, tp=1, sequences=1,
                   activation="swiglu", norm="rmsnorm", rotary=True, precision="bf16",
-                  phase="forward"):
+                  phase="forward", timing="in_step"):
     """The kernels one GPU of a tensor-parallel group of ``tp`` runs for one transformer
     layer (no biases, no dropout) at ``tokens`` tokens split into ``sequences`` sequences,
     in the order the layer runs them: one dict per op with ``op``, ``role`` (what it is in
     the layer: ``"qkv_proj"``, ``"input_norm"``, ...), ``shape``, ``flops``, ``bytes``,
     ``kernels`` and ``seconds``, the compute model's time for it (the simulator's and the
-    planner's, without host dispatch). ``phase`` is ``"forward"`` or ``"backward"``."""
+    planner's, without host dispatch). ``phase`` is ``"forward"`` or ``"backward"``;
+    ``timing`` is ``"in_step"`` (inside a training step, as the simulator prices them) or
+    ``"isolated"`` (each kernel timed alone, as inference kernel tables measure them)."""
     return _hgsim.layer_kernels(gpu, hidden=hidden, heads=heads, kv_heads=kv_heads,
                                 ffn_hidden=ffn_hidden, tokens=tokens, tp=tp,
                                 sequences=sequences, activation=activation, norm=norm,
-                                rotary=rotary, precision=precision, phase=phase)
+                                rotary=rotary, precision=precision, phase=phase,
+                                timing=timing)
 
 
 def codecs():

@@ -55,7 +55,19 @@ def test_backward_has_two_gemms_per_linear():
     assert gemms == ["down_proj"] * 2 + ["up_proj"] * 2 + ["out_proj"] * 2 + ["qkv_proj"] * 2
 
 
+def test_in_a_training_step_hopper_gemms_run_at_their_in_step_share():
+    # hopper: gemm_in_step 0.90, gemm_overhead 4.0 us (kernels/kernel_costs.yaml): the GEMM's
+    # math is stretched, its fixed cost and the memory-bound kernels are not.
+    args = dict(tokens=8192, precision="bf16", **LLAMA_7B)
+    step = by_role(hgsim.layer_kernels("h100", **args))
+    alone = by_role(hgsim.layer_kernels("h100", timing="isolated", **args))
+    assert step["up_proj"]["seconds"] - 4e-6 == pytest.approx(
+        (alone["up_proj"]["seconds"] - 4e-6) / 0.90, rel=1e-9)
+    assert step["input_norm"]["seconds"] == alone["input_norm"]["seconds"]
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    (dict(timing="sometimes"), "timing is"),
     (dict(gpu="no-such-gpu"), "unknown GPU"),
     (dict(norm="batchnorm"), "unknown norm"),
     (dict(phase="sideways"), "phase is"),
