@@ -366,7 +366,14 @@ struct StageTotals {
   double max_serial = 0;  // the busiest port or link: max_s (port_{s-1} + port_s, serial_s)
 };
 
-StageTotals stage_totals(const std::vector<StageEstimate>& stages, const Sends& sends, int chunks) {
+// `in_order`: the messages between one pair of GPUs go one after another, each starting when
+// the previous one has arrived (simulation.pipeline_messages, NCCL's send/recv on one stream:
+// sim/workload.cpp's pipeline FIFO), so a boundary's channel is busy for a message's whole
+// time, its latency included, and that bounds the period as a busy link does. Under `shared`
+// (and interleaved, whose transfers the simulator does not chain) only the link's busy time
+// does.
+StageTotals stage_totals(const std::vector<StageEstimate>& stages, const Sends& sends, int chunks,
+                         bool in_order) {
   const int p = static_cast<int>(stages.size());
   StageTotals t;
   for (int st = 0; st < p; ++st) {
@@ -383,7 +390,7 @@ StageTotals stage_totals(const std::vector<StageEstimate>& stages, const Sends& 
     if (st > 0) t.max_serial = std::max(t.max_serial, out_x.port + sends[st - 1].port);
     if (st + 1 < p || chunks > 1) {
       t.sum_x += out_x.seconds;
-      t.max_serial = std::max(t.max_serial, out_x.serial);
+      t.max_serial = std::max(t.max_serial, in_order ? out_x.seconds : out_x.serial);
     }
   }
   return t;
@@ -729,7 +736,10 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
       }
     }
     add_pipeline_wan_bytes(ctx, sends, pipeline.micro_batches, r.chunks, wan_bytes);
-    const StageTotals totals = stage_totals(pe.stages, sends, r.chunks);
+    const bool in_order =
+        ctx.scenario->simulation.pipeline_messages == core::PipelineMessages::in_order &&
+        r.chunks == 1;
+    const StageTotals totals = stage_totals(pe.stages, sends, r.chunks, in_order);
     pe.pipeline_s = schedule_time(r.plan.schedule, pe, totals, pipeline.micro_batches, r.chunks);
     finish.push_back(stage_finish(pe, r.chunks));
     out.pipelines.push_back(std::move(pe));
