@@ -165,8 +165,11 @@ TEST(GradReduce, OverlappedBucketsHideAllButTheLast) {
   // bf16 training all-reduces fp32 main gradients (Megatron-LM): 4 bytes per parameter.
   const double grad = 4.0 * models::parameter_count(probe.model);
   const double bucket = grad / 8 + 1;  // ceil(grad / bucket) = 8 buckets
-  // A bucket's ring plus NCCL's fixed cost of a 2-rank kernel on Hopper (kernels/nccl_costs.yaml).
-  const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0}) + 31e-6;
+  // A bucket's ring plus NCCL's latency and fixed cost of a 2-rank kernel across 2 nodes on
+  // Hopper under Simple: fixed(2) + scale x 1.4 (plateau) x (8.4us + 2 NET steps of one rank a
+  // node, 14us each) (NVIDIA/nccl src/graph/tuning.cc; kernels/nccl_costs.yaml: 23.9us, 0.255).
+  const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0}) + 23.9e-6 +
+                     0.255 * 1.4 * (8.4e-6 + 2 * 14.0e-6);
   const FixedTimes compute(2e-3);
   const double overlap = iteration(checked(scenario("", bucket)), compute);
   const double after =
