@@ -501,6 +501,17 @@ void ScenarioReader::read_clusters(const Node& n) {
       else if (v)
         c.oversubscription = *v;
     }
+    if (const Node* k = f.optional("nics_per_node")) {
+      const auto v = as_positive_count(*k, f.path_of("nics_per_node"), d_);
+      if (v && c.gpus_per_node > 0 && *v > c.gpus_per_node)
+        d_.error(k->where, f.path_of("nics_per_node"),
+                 "nics_per_node is at most gpus_per_node (" + std::to_string(c.gpus_per_node) +
+                     "), found " + excerpt(k->text),
+                 "a DGX A100 or H100 node has 8 NICs, one a GPU (the default); a node whose GPUs "
+                 "share one NIC has 1; nic.bandwidth is one NIC's rate");
+      else if (v)
+        c.nics_per_node = static_cast<int>(*v);
+    }
     if (const Node* cal = f.optional("calibration"))
       c.calibration = read_calibration(*cal, f.path_of("calibration"));
     f.reject_unknown();
@@ -563,6 +574,19 @@ ComputeCalibration ScenarioReader::read_calibration(const Node& n, const std::st
   set(f, "kernel_overhead", cal.kernel_overhead, duration);
   set(f, "host_dispatch", cal.host_dispatch, duration);
   set(f, "nvlink_efficiency", cal.nvlink_efficiency, fraction);
+  set(f, "nccl_fixed_cost_2_ranks", cal.nccl_fixed_cost_2_ranks, duration);
+  set(f, "nccl_fixed_cost_8_ranks", cal.nccl_fixed_cost_8_ranks, duration);
+  auto scale = [&](const Node& v, const std::string& p) -> std::optional<double> {
+    auto x = as_number(v, p, d_);
+    if (x && !(*x >= 0 && *x <= 100)) {
+      d_.error(v.where, p, "a scale on NCCL's latencies is from 0 to 100, found " + excerpt(v.text),
+               "1 is NCCL's own tuning model");
+      return std::nullopt;
+    }
+    return x;
+  };
+  set(f, "nccl_latency_scale", cal.nccl_latency_scale, scale);
+  set(f, "nccl_send_recv_fixed_cost", cal.nccl_send_recv_fixed_cost, duration);
   f.reject_unknown();
   return cal;
 }
@@ -1003,6 +1027,7 @@ Json scenario_to_json(const Scenario& s) {
   for (std::size_t i = 0; i < s.clusters.size(); ++i) {
     if (s.clusters[i].oversubscription != 1)
       clusters[i]["oversubscription"] = s.clusters[i].oversubscription;
+    if (s.clusters[i].nics_per_node > 0) clusters[i]["nics_per_node"] = s.clusters[i].nics_per_node;
     const ComputeCalibration& cal = s.clusters[i].calibration;
     if (cal.empty()) continue;
     Json j = Json::object();
@@ -1013,6 +1038,13 @@ Json scenario_to_json(const Scenario& s) {
     if (cal.kernel_overhead) j["kernel_overhead"] = format_duration(*cal.kernel_overhead);
     if (cal.host_dispatch) j["host_dispatch"] = format_duration(*cal.host_dispatch);
     if (cal.nvlink_efficiency) j["nvlink_efficiency"] = *cal.nvlink_efficiency;
+    if (cal.nccl_fixed_cost_2_ranks)
+      j["nccl_fixed_cost_2_ranks"] = format_duration(*cal.nccl_fixed_cost_2_ranks);
+    if (cal.nccl_fixed_cost_8_ranks)
+      j["nccl_fixed_cost_8_ranks"] = format_duration(*cal.nccl_fixed_cost_8_ranks);
+    if (cal.nccl_latency_scale) j["nccl_latency_scale"] = *cal.nccl_latency_scale;
+    if (cal.nccl_send_recv_fixed_cost)
+      j["nccl_send_recv_fixed_cost"] = format_duration(*cal.nccl_send_recv_fixed_cost);
     clusters[i]["calibration"] = j;
   }
   out["clusters"] = clusters;

@@ -116,9 +116,18 @@ struct ComputeCalibration {
   // NCCL's transfers inside a node / `nvlink.bandwidth` (e.g. nccl-tests' all-reduce busbw
   // over the written figure; 1 when `nvlink.bandwidth` is itself a measured rate).
   std::optional<double> nvlink_efficiency;
+  // NCCL's fixed cost per collective kernel beyond its latency model, at 2 and at 8 ranks,
+  // the scale on its protocols' latencies and a send/recv's fixed cost
+  // (kernels/nccl_costs.yaml says what each is).
+  std::optional<Seconds> nccl_fixed_cost_2_ranks;
+  std::optional<Seconds> nccl_fixed_cost_8_ranks;
+  std::optional<double> nccl_latency_scale;
+  std::optional<Seconds> nccl_send_recv_fixed_cost;
   bool empty() const {
     return !gemm_efficiency && !gemm_efficiency_fp8 && !attention_efficiency &&
-           !memory_efficiency && !kernel_overhead && !host_dispatch && !nvlink_efficiency;
+           !memory_efficiency && !kernel_overhead && !host_dispatch && !nvlink_efficiency &&
+           !nccl_fixed_cost_2_ranks && !nccl_fixed_cost_8_ranks && !nccl_latency_scale &&
+           !nccl_send_recv_fixed_cost;
   }
   bool operator==(const ComputeCalibration&) const = default;
 };
@@ -129,12 +138,22 @@ struct Cluster {
   int nodes = 0;
   int gpus_per_node = 0;
   LinkSpec nvlink;  // inside a node, per GPU, each direction
-  LinkSpec nic;     // per GPU, into the cluster fabric
+  LinkSpec nic;     // one NIC, into the cluster fabric
+  // NICs a node: 0 is one per GPU (a DGX: 8). Fewer NICs than GPUs: the node's GPUs share
+  // them, gpus_per_node / nics_per_node to a NIC (nic_share).
+  int nics_per_node = 0;
   // Fabric oversubscription: a node's uplink carries gpus_per_node * nic.bandwidth /
   // oversubscription; 1 is a non-blocking fabric.
   double oversubscription = 1;
   ComputeCalibration calibration;
   int gpu_count() const { return nodes * gpus_per_node; }
+  // The node's NICs: nics_per_node, or gpus_per_node when it is 0.
+  int nic_count() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
+  // What one GPU gets of the node's NICs when all of its GPUs send at once: 1 with a NIC
+  // each, nics / gpus_per_node with fewer.
+  double nic_share() const {
+    return gpus_per_node > nic_count() ? double(nic_count()) / gpus_per_node : 1.0;
+  }
   bool operator==(const Cluster&) const = default;
 };
 

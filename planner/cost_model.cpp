@@ -147,10 +147,11 @@ Transfer stage_transfer(const Context& ctx, const sim::ResolvedPlan& r,
   if (ca == cb) {
     const bool same_node = ra.single() && rb.single() && ra.first == rb.first;
     const auto hop = same_node ? nvlink_hop(cluster_b) : nic_hop(cluster_b);
+    const double latency = sim::send_recv_latency_s(cluster_b, hop.latency_s);
     x.serial = total / ports / hop.bytes_per_s;
     x.port = x.serial;
-    x.fixed = x.seconds + hop.latency_s;
-    x.seconds += hop.latency_s + x.serial;
+    x.fixed = x.seconds + latency;
+    x.seconds += latency + x.serial;
     return x;
   }
   const int pieces = static_cast<int>(reshard.size());

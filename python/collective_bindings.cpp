@@ -24,11 +24,13 @@ auto checked(const Parsed& parsed, const char* what, const std::string& text) {
   return *parsed.value;
 }
 
-double collective_time(const std::string& kind, const std::string& gpu, int ranks,
-                       int ranks_per_node, double bytes,
-                       const std::optional<std::string>& nvlink_bandwidth,
-                       const std::string& nvlink_latency, const std::string& nic_bandwidth,
-                       const std::string& nic_latency, int nics_per_node) {
+double collective_time(
+    const std::string& kind, const std::string& gpu, int ranks, int ranks_per_node, double bytes,
+    const std::optional<std::string>& nvlink_bandwidth, const std::string& nvlink_latency,
+    const std::string& nic_bandwidth, const std::string& nic_latency, int nics_per_node,
+    std::optional<double> nvlink_efficiency, std::optional<double> nccl_fixed_cost_2_ranks,
+    std::optional<double> nccl_fixed_cost_8_ranks, std::optional<double> nccl_latency_scale,
+    std::optional<double> nccl_send_recv_fixed_cost) {
   const kernels::GpuSpec* spec = kernels::find_gpu(gpu);
   if (spec == nullptr)
     throw Error("collective_time: gpu '" + core::excerpt(gpu) +
@@ -60,14 +62,20 @@ double collective_time(const std::string& kind, const std::string& gpu, int rank
       checked(core::parse_duration(nvlink_latency), "nvlink_latency", nvlink_latency);
   c.nic.bandwidth = checked(core::parse_bandwidth(nic_bandwidth), "nic_bandwidth", nic_bandwidth);
   c.nic.latency = checked(core::parse_duration(nic_latency), "nic_latency", nic_latency);
-  // Fewer NICs than GPUs: the node's GPUs share its NICs, as an oversubscribed uplink
-  // (sim::nic_hop divides a GPU's NIC rate by the oversubscription).
-  if (nics_per_node > 0) c.oversubscription = double(ranks_per_node) / nics_per_node;
-  if (kind == "send_recv") {
-    // A pipeline transfer between two GPUs: the hop's latency and bytes at its bandwidth.
-    const sim::Hop2 hop = c.nodes == 1 ? sim::nvlink_hop(c) : sim::nic_hop(c);
-    return hop.latency_s + bytes / hop.bytes_per_s;
-  }
+  // Fewer NICs than GPUs: the node's GPUs share its NICs (core::Cluster::nic_share).
+  c.nics_per_node = nics_per_node;
+  // The figures a fit varies (validation/kernel_collectives.py --fit), as a user's
+  // calibration would set them.
+  c.calibration.nvlink_efficiency = nvlink_efficiency;
+  if (nccl_fixed_cost_2_ranks)
+    c.calibration.nccl_fixed_cost_2_ranks = core::Seconds(*nccl_fixed_cost_2_ranks);
+  if (nccl_fixed_cost_8_ranks)
+    c.calibration.nccl_fixed_cost_8_ranks = core::Seconds(*nccl_fixed_cost_8_ranks);
+  c.calibration.nccl_latency_scale = nccl_latency_scale;
+  if (nccl_send_recv_fixed_cost)
+    c.calibration.nccl_send_recv_fixed_cost = core::Seconds(*nccl_send_recv_fixed_cost);
+  // A pipeline transfer between two GPUs (sim::send_recv_time).
+  if (kind == "send_recv") return sim::send_recv_time(c, c.nodes == 1, bytes);
   const sim::ChannelRing ring = sim::channel_ring(std::vector<int>(c.nodes, ranks_per_node));
   if (kind == "all_reduce")
     return sim::channel_ring_time(c, ring, bytes, sim::RingKind::all_reduce);
@@ -86,14 +94,21 @@ void bind_collectives(py::module_& m) {
         py::arg("ranks_per_node"), py::arg("bytes"), py::kw_only(),
         py::arg("nvlink_bandwidth") = py::none(), py::arg("nvlink_latency") = "1us",
         py::arg("nic_bandwidth") = "200Gbps", py::arg("nic_latency") = "2us",
-        py::arg("nics_per_node") = 0,
+        py::arg("nics_per_node") = 0, py::arg("nvlink_efficiency") = py::none(),
+        py::arg("nccl_fixed_cost_2_ranks") = py::none(),
+        py::arg("nccl_fixed_cost_8_ranks") = py::none(), py::arg("nccl_latency_scale") = py::none(),
+        py::arg("nccl_send_recv_fixed_cost") = py::none(),
         "Seconds the simulator (every fidelity) and the planner give one NCCL collective of "
         "`bytes` (the all-reduce's input, the all-gather's output) over `ranks` GPUs of a cluster "
         "of `gpu` with `ranks_per_node` a node: kind all_reduce, reduce_scatter, all_gather (the "
         "channel rings of sim/collectives.hpp and NCCL's fixed cost) or send_recv (one transfer "
         "between two GPUs). nvlink_bandwidth defaults to the catalog's rate a direction; "
         "nics_per_node 0 gives every "
-        "GPU its own NIC, k > 0 lets the node's GPUs share k NICs of nic_bandwidth.");
+        "GPU its own NIC, k > 0 lets the node's GPUs share k NICs of nic_bandwidth. "
+        "nvlink_efficiency, nccl_fixed_cost_2_ranks, nccl_fixed_cost_8_ranks, "
+        "nccl_send_recv_fixed_cost (seconds) and nccl_latency_scale replace "
+        "kernels/kernel_costs.yaml's and kernels/nccl_costs.yaml's "
+        "figures, as clusters[].calibration does.");
 }
 
 }  // namespace hgsim::python

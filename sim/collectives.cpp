@@ -120,6 +120,16 @@ NodeId Sender::send(int src, int dst, double bytes, NodeId after, NodeId also_af
   const bool wan = platform.crosses_wan(src, dst);
   const bool coded = wan && codec && codec->active();
   double wire = bytes;
+  if (send_recv_cost && !wan) {
+    const core::Cluster& cluster = *platform.clusters[platform.devices[src].cluster].spec;
+    const double extra = send_recv_extra_s(cluster, platform.route_latency(src, dst));
+    if (extra > 0) {
+      const NodeId cost = graph.delay(src, extra, work, label, micro_batch);
+      graph.edge(after, cost);
+      if (also_after != after) graph.edge(also_after, cost);
+      after = also_after = cost;
+    }
+  }
   NodeId start = after;
   double decode_s = 0;
   if (coded) {
@@ -396,7 +406,21 @@ Hop2 nvlink_hop(const core::Cluster& c) {
 }
 
 Hop2 nic_hop(const core::Cluster& c) {
-  return {c.nic.bandwidth.value() / std::max(1.0, c.oversubscription), 2 * c.nic.latency.value()};
+  return {c.nic.bandwidth.value() * c.nic_share() / std::max(1.0, c.oversubscription),
+          2 * c.nic.latency.value()};
+}
+
+double send_recv_extra_s(const core::Cluster& c, double hop_latency_s) {
+  return std::max(0.0, kernels::send_recv_fixed_cost_s(c) - hop_latency_s);
+}
+
+double send_recv_latency_s(const core::Cluster& c, double hop_latency_s) {
+  return hop_latency_s + send_recv_extra_s(c, hop_latency_s);
+}
+
+double send_recv_time(const core::Cluster& c, bool same_node, double bytes) {
+  const Hop2 hop = same_node ? nvlink_hop(c) : nic_hop(c);
+  return send_recv_latency_s(c, hop.latency_s) + bytes / hop.bytes_per_s;
 }
 
 double ring_step_time(double chunk_bytes, const RingHops& ring) {
@@ -513,24 +537,39 @@ double ring_latency_s(const RingHops& ring, int steps) {
   return steps * mean;
 }
 
-double collective_extra_latency(const core::Cluster& c, int ranks, double ring_latency_s) {
-  if (ranks <= 1) return 0;
-  return std::max(0.0, kernels::collective_floor_s(c, ranks) - ring_latency_s);
-}
-
 int ring_kind_steps(RingKind kind, int n) {
   return kind == RingKind::all_reduce ? 2 * (n - 1) : n - 1;
 }
 
+ChannelPlan channel_ring_plan(const core::Cluster& c, const ChannelRing& ring, double bytes,
+                              RingKind kind) {
+  ChannelPlan best;
+  if (ring.members <= 1) return best;
+  const RingHops hops = channel_ring_hops(c, ring);
+  const int steps = ring_kind_steps(kind, ring.members);
+  const int inter_steps = ring.nodes <= 1                ? 0
+                          : kind == RingKind::all_reduce ? 2 * (ring.nodes - 1)
+                                                         : ring.nodes - 1;
+  const double own_latency = ring_latency_s(hops, steps);
+  const double fixed = kernels::collective_fixed_cost_s(c, ring.members);
+  best.time_s = std::numeric_limits<double>::infinity();
+  for (const kernels::NcclProtocolFigures& p : kernels::nccl_ring_protocols()) {
+    const double wire = 1 / p.bus_fraction;
+    const double share = bytes * wire / ring.channels;
+    const double rings = kind == RingKind::all_reduce ? ring_all_reduce_time(share, hops)
+                                                      : ring_all_gather_time(share, hops);
+    const double latency =
+        fixed + kernels::nccl_ring_latency_s(c, p, steps, inter_steps, ring.members, ring.nodes,
+                                             kind == RingKind::all_reduce);
+    const double extra = std::max(0.0, latency - own_latency);
+    if (rings + extra < best.time_s) best = {p.protocol, wire, extra, rings + extra};
+  }
+  return best;
+}
+
 double channel_ring_time(const core::Cluster& c, const ChannelRing& ring, double bytes,
                          RingKind kind) {
-  if (ring.members <= 1) return 0;
-  const RingHops hops = channel_ring_hops(c, ring);
-  const double share = bytes / ring.channels;
-  const double rings = kind == RingKind::all_reduce ? ring_all_reduce_time(share, hops)
-                                                    : ring_all_gather_time(share, hops);
-  const int steps = ring_kind_steps(kind, ring.members);
-  return rings + collective_extra_latency(c, ring.members, ring_latency_s(hops, steps));
+  return channel_ring_plan(c, ring, bytes, kind).time_s;
 }
 
 std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
@@ -542,13 +581,13 @@ std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
   const ChannelRing ring = channel_ring(counts);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
-  const double extra = collective_extra_latency(
-      cluster, n, ring_latency_s(channel_ring_hops(cluster, ring), ring_kind_steps(kind, n)));
+  const ChannelPlan plan = channel_ring_plan(cluster, ring, c.bytes, kind);
   std::vector<NodeId> ready = c.ready;
-  if (extra > 0) {
-    const int label = s.graph.label(c.name + " nccl fixed cost");
+  if (plan.extra_s > 0) {
+    const int label =
+        s.graph.label(c.name + " nccl fixed cost (" + kernels::to_string(plan.protocol) + ")");
     for (int m = 0; m < n; ++m) {
-      ready[m] = s.graph.delay(c.members[m], extra, s.work, label, s.micro_batch);
+      ready[m] = s.graph.delay(c.members[m], plan.extra_s, s.work, label, s.micro_batch);
       s.graph.edge(c.ready[m], ready[m]);
     }
   }
@@ -558,7 +597,7 @@ std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
   for (std::size_t j = 0; j < orders.size(); ++j) {
     Collective channel{{},
                        {},
-                       c.bytes / ring.channels,
+                       c.bytes * plan.wire_factor / ring.channels,
                        c.name + (ring.channels > 1 ? " channel " + std::to_string(j) : ""),
                        c.flows};
     for (int m : orders[j]) {

@@ -13,6 +13,7 @@
 #include "compress/codec_spec.hpp"
 #include "core/scenario.hpp"
 #include "kernels/gpu_catalog.hpp"
+#include "kernels/nccl_costs.hpp"
 #include "sim/graph.hpp"
 #include "sim/platform.hpp"
 
@@ -62,6 +63,9 @@ struct Sender {
   // simulation.collectives: ring and tree collectives as their steps, or as the flows NCCL
   // keeps in flight (pipelined_flows).
   core::CollectiveGranularity granularity = core::CollectiveGranularity::steps;
+  // NCCL's send/recv kernel (pipeline transfers): a transfer inside a cluster first waits
+  // send_recv_extra_s of its route's latency, the kernel's fixed cost beyond it.
+  bool send_recv_cost = false;
 
   NodeId send(int src, int dst, double bytes, NodeId after, int label, int flows = 1) const;
   // The same, starting after both `after` and `also_after`. With `left` set, also a delay
@@ -151,8 +155,10 @@ bool is_power_of_two(int n);
 double nvlink_bytes_per_s(const core::Cluster& c);
 // Inside a node: NVLink out and in.
 Hop2 nvlink_hop(const core::Cluster& c);
-// Between nodes of one cluster: NIC out, fabric, NIC in. With an oversubscribed fabric every
-// GPU of the node is taken to be sending at once (the node's uplink shared by all of them).
+// Between nodes of one cluster: NIC out, fabric, NIC in. With an oversubscribed fabric, or
+// fewer NICs than GPUs (nics_per_node), every GPU of the node is taken to be sending at once
+// (the node's NICs and uplink shared by all of them: nic.bandwidth x nic_share /
+// oversubscription).
 Hop2 nic_hop(const core::Cluster& c);
 // A ring whose hops are not alike: `crossings` of its `members` hops leave a node (the NIC
 // hop), the others stay inside one (NVLink). A tensor-parallel group larger than a node holds
@@ -199,41 +205,59 @@ ChannelRing channel_ring(const std::vector<int>& members_per_node);
 RingHops channel_ring_hops(const core::Cluster& c, const ChannelRing& ring);
 // All-reduce of `bytes` over the channels at once: ring_all_reduce_time(bytes / channels,
 // channel_ring_hops): 2(n-1) max(chunk / B_nic, mean hop) with chunk = bytes / (k n). In one
-// node: the uniform NVLink ring. Plus NCCL's fixed cost (channel_ring_time).
+// node: the uniform NVLink ring. Plus NCCL's protocol and fixed cost (channel_ring_plan).
 double channel_ring_all_reduce_time(const core::Cluster& c, const ChannelRing& ring, double bytes);
 // The member order of each channel: `by_node` holds each node's members in ring order;
 // channel j visits the nodes in that order, each node's members rotated by j.
 std::vector<std::vector<int>> channel_orders(const std::vector<std::vector<int>>& by_node,
                                              int channels);
 
-// ---- NCCL's fixed cost per collective ------------------------------------------------------
+// ---- NCCL's protocols and fixed cost per collective ---------------------------------------
 
 // The ring's own latency terms over `steps` steps: steps x the mean hop latency.
 double ring_latency_s(const RingHops& ring, int steps);
-// What one NCCL collective kernel over `ranks` GPUs of cluster `c` costs beyond a ring whose
-// own latency terms are `ring_latency_s`: max(0, kernels::collective_floor_s(c, ranks) -
-// ring_latency_s). NCCL pipelines the steps' latencies under the kernel's fixed cost
-// (kernels/nccl_costs.yaml), so a collective takes max(floor, latency terms) + bandwidth
-// terms. Every collective that runs as channel rings adds it once: the closed forms below,
-// and the full-fidelity lowering as a delay per member before its rings start.
-double collective_extra_latency(const core::Cluster& c, int ranks, double ring_latency_s);
 
 enum class RingKind { all_reduce, reduce_scatter, all_gather };
 // Steps of one ring of n members: 2(n-1) for an all-reduce, n-1 for the others.
 int ring_kind_steps(RingKind kind, int n);
 
-// A collective over the channel rings of `ring` in cluster `c`: each channel over
-// bytes / channels on channel_ring_hops, plus collective_extra_latency once.
-//   all-reduce: 2(n-1) step(S / (k n)) + extra; reduce-scatter, all-gather: (n-1) step + extra.
+// How NCCL runs one collective over the channel rings of `ring` in cluster `c`: the protocol
+// its tuning model picks (LL, LL128 or Simple, the fastest by the closed form), what each
+// byte costs on the wire under it (1 / its share of the bus bandwidth: LL 2, LL128 1/0.92,
+// Simple 1), and the latency it adds to the ring's own: every protocol p prices
+//   rings(bytes x wire_p / channels) + max(0, fixed(n) + latency_p - the ring's own latency),
+// rings the channel rings' steps on channel_ring_hops, fixed(n) the kernel's fixed cost
+// (kernels::collective_fixed_cost_s), latency_p NCCL's ring latency for p
+// (kernels::nccl_ring_latency_s): NCCL pipelines the steps' latencies under its own, so a
+// collective pays the larger of the two. The closed forms take time_s; the full-fidelity
+// lowering plays the same choice (channel_collective).
+struct ChannelPlan {
+  kernels::NcclProtocol protocol = kernels::NcclProtocol::simple;
+  double wire_factor = 1;
+  double extra_s = 0;
+  double time_s = 0;
+};
+ChannelPlan channel_ring_plan(const core::Cluster& c, const ChannelRing& ring, double bytes,
+                              RingKind kind);
+// channel_ring_plan's time.
+//   all-reduce: 2(n-1) step(S w / (k n)) + extra; reduce-scatter, all-gather: (n-1) step + extra.
 double channel_ring_time(const core::Cluster& c, const ChannelRing& ring, double bytes,
                          RingKind kind);
-// Full fidelity, the same collective: NCCL's fixed cost as a delay on each member (label
-// "<name> nccl fixed cost"), then one ring per channel (channel_orders of `by_node`, each
-// node's member indices into c.members) over c.bytes / channels; a member is done when all
-// its channels are.
+// Full fidelity, the same collective: channel_ring_plan's extra as a delay on each member
+// (label "<name> nccl fixed cost (<protocol>)"), then one ring per channel (channel_orders of
+// `by_node`, each node's member indices into c.members) over c.bytes x wire / channels; a
+// member is done when all its channels are.
 std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
                                        const core::Cluster& cluster,
                                        const std::vector<std::vector<int>>& by_node, RingKind kind);
+
+// One send/recv between two GPUs of cluster `c` (same node: NVLink, else the NIC hop):
+// max(hop latency, NCCL's send/recv fixed cost) + bytes / the hop's bandwidth. The
+// planner's pipeline transfers pay send_recv_latency_s for the hop's latency; the simulator
+// delays each transfer inside a cluster by send_recv_extra_s before it leaves.
+double send_recv_time(const core::Cluster& c, bool same_node, double bytes);
+double send_recv_latency_s(const core::Cluster& c, double hop_latency_s);
+double send_recv_extra_s(const core::Cluster& c, double hop_latency_s);
 
 // ---- tensor parallelism, as NCCL runs it -----------------------------------------------------
 

@@ -211,14 +211,15 @@ Platform build_platform(const core::Scenario& s, const std::vector<const kernels
     std::sort(cluster.nodes.begin(), cluster.nodes.end(),
               [&](int a, int b) { return p.nodes[a].index < p.nodes[b].index; });
 
-  // Node uplinks of oversubscribed fabrics: the node's NICs over the oversubscription.
+  // Node uplinks of oversubscribed fabrics and of nodes with fewer NICs than GPUs: the
+  // node's NICs (nics_per_node of nic.bandwidth) over the oversubscription.
   for (std::size_t n = 0; n < p.nodes.size(); ++n) {
     const core::Cluster& cluster = *p.clusters[p.nodes[n].cluster].spec;
-    if (cluster.oversubscription <= 1) continue;
+    if (cluster.oversubscription <= 1 && cluster.nic_share() >= 1) continue;
     const int physical_nodes =
         std::max(1, (represented[n] + cluster.gpus_per_node - 1) / cluster.gpus_per_node);
-    const double bandwidth = physical_nodes * cluster.gpus_per_node *
-                             cluster.nic.bandwidth.value() / cluster.oversubscription;
+    const double bandwidth = physical_nodes * cluster.nic_count() * cluster.nic.bandwidth.value() /
+                             std::max(1.0, cluster.oversubscription);
     p.nodes[n].uplink =
         add_link(p, {cluster.name + "/n" + std::to_string(p.nodes[n].index) + "/uplink",
                      LinkKind::uplink,

@@ -9,8 +9,8 @@
 //   GPU
 //
 // NVLink and NIC ports are split-duplex (each direction its own capacity). The fabric is
-// non-blocking; with `oversubscription: k > 1` each node's traffic in and out of the fabric
-// also crosses a node uplink of gpus_per_node * nic / k. WAN links are one shared link per
+// non-blocking; with `oversubscription: k > 1`, or `nics_per_node` below gpus_per_node, each
+// node's traffic in and out of the fabric also crosses a node uplink of nics * nic / k. WAN links are one shared link per
 // direction (asymmetric bandwidth allowed), routed along the path of least latency. A flow
 // crossing the WAN is a TCP flow: it cannot exceed window / round-trip time, modelled by a
 // fat-pipe link (no sharing, a per-flow cap) on every inter-cluster route.

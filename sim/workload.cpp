@@ -385,6 +385,7 @@ class Builder {
                                   std::to_string(from_stage) + " -> " + std::to_string(to_stage));
     WanCodec codec{r_.choices.codecs.wan_activations, s_.training.precision, model_->hidden};
     Sender sender{graph, w_.platform, &codec, &w_.activation_codec, Work::pp_comm, mb};
+    sender.send_recv_cost = true;
     // simulation.pipeline_messages: in_order. Not for the interleaved schedule: its transfers
     // are built chunk by chunk, not in the order they are sent.
     if (s_.simulation.pipeline_messages == core::PipelineMessages::in_order && chunks_ == 1)

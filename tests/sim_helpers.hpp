@@ -23,6 +23,13 @@ namespace hgsim::testing {
 inline constexpr double kNcclNvlinkShareA100 = 20.0 / 25.0;
 inline constexpr double kNcclNvlinkShareH100 = 20.6 / 25.0;
 
+// What NCCL adds to a bandwidth-bound 2-rank all-reduce inside a node (Simple protocol): the
+// kernel's fixed cost at 2 ranks plus the latency scale times NCCL's Simple ring latency of
+// 2 steps (NVIDIA/nccl src/graph/tuning.cc: 8.4us + 2 x 3.4us), with kernels/nccl_costs.yaml's
+// rows as written there (hopper 23.9us, 0.255; ampere and ada 19.9us, 1.27).
+inline constexpr double kNcclSimpleTwoRanksH100 = 23.9e-6 + 0.255 * (8.4e-6 + 2 * 3.4e-6);
+inline constexpr double kNcclSimpleTwoRanksA100 = 19.9e-6 + 1.27 * (8.4e-6 + 2 * 3.4e-6);
+
 inline apps::CheckedScenario checked(const std::string& yaml) {
   core::Diagnostics diags;
   auto node = core::parse_yaml(yaml, "test.yaml", diags);
@@ -89,7 +96,7 @@ model: {name: tiny, layers: 8, hidden: 256, heads: 4, vocab: 1000}
 )";
 
 // A balanced pipeline: p stages of 8/p layers on p single-GPU nodes joined by links so fast
-// that transfers cost nothing (the closed forms' setting).
+// that transfers cost nothing (the closed forms' setting; NCCL's send/recv fixed cost at 0).
 // One stage of 8 tiny layers on `nodes` one-GPU nodes: its gradient ring crosses every NIC.
 inline std::string nodes_scenario(int nodes, const std::string& nic = "100Gbps",
                                   const std::string& latency = "5us") {
@@ -112,7 +119,8 @@ inline std::string pipeline_scenario(const std::string& schedule, int stages, in
                      "  - {name: c, gpu: H100-80GB-SXM, nodes: " +
                      std::to_string(stages) +
                      ", gpus_per_node: 1, nvlink: {bandwidth: 1000TB/s, latency: 0s}, "
-                     "nic: {bandwidth: 1000TB/s, latency: 0s}}\n"
+                     "nic: {bandwidth: 1000TB/s, latency: 0s}, "
+                     "calibration: {nccl_send_recv_fixed_cost: 0us}}\n"
                      "strategy:\n  schedule: " +
                      schedule + "\n  virtual_stages: " + std::to_string(virtual_stages) +
                      "\n  pipelines:\n    - micro_batches: " + std::to_string(micro_batches) +

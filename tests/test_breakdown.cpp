@@ -203,9 +203,9 @@ TEST(Breakdown, SerialTensorParallelCollectivesAreExposed) {
       "        - {cluster: c, tp: 2, layers: 8}\n";
   const Json r = testing::simulate_plan(testing::checked(yaml), compute);
   const double bytes = 128.0 * 256 * 2;
-  // NCCL's fixed cost of a 2-rank kernel on Hopper (kernels/nccl_costs.yaml: 31 us).
-  const double one =
-      sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0}) + 31e-6;
+  // NCCL's latency and fixed cost of a 2-rank kernel on Hopper under Simple.
+  const double one = sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0}) +
+                     testing::kNcclSimpleTwoRanksH100;
   for (const Json& d : r["devices"]) {
     EXPECT_NEAR(part(d, "tp_comm_s"), 8 * 4 * one, 1e-6 * 8 * 4 * one) << d["id"];
     EXPECT_NEAR(part(d, "gemm_s"), 8 * 3 * tf, 1e-12) << d["id"];

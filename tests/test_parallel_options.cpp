@@ -53,10 +53,10 @@ TEST(TpCommOverlap, HidesTheComputeBehindLongerCollectives) {
   EXPECT_NEAR(serial - overlapped, layers_compute, 1e-9);
   // And the collectives themselves are all still paid: 4 per layer (2 forward, 2 backward).
   const double bytes = 128.0 * 256 * 2;  // one micro-batch's s x h in bf16
-  // Each with NCCL's fixed cost of a 2-rank kernel on Hopper (kernels/nccl_costs.yaml: 31us;
-  // the ring's own latency is 0 here).
-  const double one =
-      sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0}) + 31e-6;
+  // Each with NCCL's latency and fixed cost of a 2-rank kernel on Hopper under Simple (the
+  // ring's own latency is 0 here).
+  const double one = sim::ring_all_reduce_time(2, bytes, {1e9 * testing::kNcclNvlinkShareH100, 0}) +
+                     testing::kNcclSimpleTwoRanksH100;
   EXPECT_NEAR(overlapped, 8 * 4 * one, 1e-6 * overlapped);
 }
 
@@ -92,19 +92,19 @@ TEST(IntraNodeLinks, CarryNcclsShareOfTheWrittenBandwidthUnlessCalibrated) {
     yaml.replace(yaml.find("nic: {"), 0, calibration);
     return iteration(checked(yaml), compute) - layers_compute;
   };
-  // Each collective also pays NCCL's fixed cost of a 2-rank kernel (kernels/nccl_costs.yaml:
-  // Hopper 31us, Ampere and Ada 40us; the ring's own latency is 0 here).
+  // Each collective also pays NCCL's latency and fixed cost of a 2-rank kernel under Simple
+  // (the ring's own latency is 0 here).
   auto expected = [&](double share, double floor) {
     return 8 * 4 * (sim::ring_all_reduce_time(2, bytes, {1e9 * share, 0}) + floor);
   };
   const double h100 = collectives("H100-80GB-SXM", "");
-  EXPECT_NEAR(h100, expected(20.6 / 25, 31e-6), 1e-9 * h100);
+  EXPECT_NEAR(h100, expected(20.6 / 25, testing::kNcclSimpleTwoRanksH100), 1e-9 * h100);
   const double a100 = collectives("A100-80GB-SXM", "");  // the share NCCL achieves on a DGX A100
-  EXPECT_NEAR(a100, expected(0.56, 40e-6), 1e-9 * a100);
+  EXPECT_NEAR(a100, expected(0.56, testing::kNcclSimpleTwoRanksA100), 1e-9 * a100);
   const double l40s = collectives("L40S-48GB", "");  // no NVLink: PCIe Gen4
-  EXPECT_NEAR(l40s, expected(24.0 / 32, 40e-6), 1e-9 * l40s);
+  EXPECT_NEAR(l40s, expected(24.0 / 32, testing::kNcclSimpleTwoRanksA100), 1e-9 * l40s);
   const double measured = collectives("H100-80GB-SXM", "calibration: {nvlink_efficiency: 1}, ");
-  EXPECT_NEAR(measured, expected(1, 31e-6), 1e-9 * measured);
+  EXPECT_NEAR(measured, expected(1, testing::kNcclSimpleTwoRanksH100), 1e-9 * measured);
   // The rule is one function: the planner's closed-form hop agrees.
   const auto c = checked(tp_scenario(false));
   EXPECT_DOUBLE_EQ(sim::nvlink_hop(c.scenario.clusters[0]).bytes_per_s, 1e9 * 20.6 / 25);
@@ -181,8 +181,11 @@ TEST(GradReduce, OverlappedBucketsHideAllButTheLast) {
   // bf16 training all-reduces fp32 main gradients (Megatron-LM): 4 bytes per parameter.
   const double grad = 4.0 * models::parameter_count(probe.model);
   const double bucket = grad / 8 + 1;  // ceil(grad / bucket) = 8 buckets
-  // A bucket's ring plus NCCL's fixed cost of a 2-rank kernel on Hopper (kernels/nccl_costs.yaml).
-  const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0}) + 31e-6;
+  // A bucket's ring plus NCCL's latency and fixed cost of a 2-rank kernel across 2 nodes on
+  // Hopper under Simple: fixed(2) + scale x 1.4 (plateau) x (8.4us + 2 NET steps of one rank a
+  // node, 14us each) (NVIDIA/nccl src/graph/tuning.cc; kernels/nccl_costs.yaml: 23.9us, 0.255).
+  const double one = sim::ring_all_reduce_time(2, grad / 8, {1e9, 0}) + 23.9e-6 +
+                     0.255 * 1.4 * (8.4e-6 + 2 * 14.0e-6);
   const FixedTimes compute(2e-3);
   const double overlap = iteration(checked(scenario("", bucket)), compute);
   const double after =

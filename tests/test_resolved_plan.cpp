@@ -242,16 +242,29 @@ TEST(ResolvedPlacement, TensorParallelismAcrossNodesCostsItsRingInFullAndFolded)
     set("micro_batches: 4", "micro_batches: " + std::to_string(int(c.micro_batches)));
     set("200Gbps", std::to_string(int(c.nic_gbps)) + "Gbps");
     // NCCL's 8 channels (one per GPU of a node, each leaving through its own NIC), each
-    // over S / 8; each GPU's NVLink carries 7 channels' in-node hops. The ring's latency
-    // terms (30 x 2.25us) exceed NCCL's fixed cost (31us on Hopper): no extra.
+    // over S / 8; each GPU's NVLink carries 7 channels' in-node hops. With NCCL's latencies
+    // and fixed cost at 0 (a calibration) every protocol's extra is 0 and Simple runs: the
+    // channel rings alone, written out here.
     const double n = 16, crossings = 2, channels = 8, load = 7;
-    const double chunk = 1 * c.seq_len * c.hidden * 2 / channels / n;  // micro_batch 1, bf16
+    const double S = 1 * c.seq_len * c.hidden * 2;  // micro_batch 1, bf16
+    const double chunk = S / channels / n;
     const double nic = c.nic_gbps * 1e9 / 8, nic_latency = 2 * 2e-6;
     const double nvlink = 300e9 * testing::kNcclNvlinkShareH100 / load, nvlink_latency = 2 * 1e-6;
     const double mean = ((n - crossings) * (nvlink_latency + chunk / nvlink) +
                          crossings * (nic_latency + chunk / nic)) /
                         n;
-    const double one = 2 * (n - 1) * std::max(chunk / nic, mean);
+    core::Diagnostics diags;
+    const auto checked = check_yaml(yaml, diags);
+    ASSERT_TRUE(checked) << diags.format();
+    auto zero = checked->scenario.clusters[0];
+    zero.calibration.nccl_latency_scale = 0;
+    zero.calibration.nccl_fixed_cost_2_ranks = core::Seconds(0);
+    zero.calibration.nccl_fixed_cost_8_ranks = core::Seconds(0);
+    EXPECT_NEAR(sim::tensor_parallel_block_time(zero, 16, S, false),
+                2 * (n - 1) * std::max(chunk / nic, mean), 1e-12);
+    // With NCCL's costs (its protocol and fixed cost), both fidelities play the closed form:
+    // four all-reduces a layer and micro-batch.
+    const double one = sim::tensor_parallel_block_time(checked->scenario.clusters[0], 16, S, false);
     const double expected = 4 * c.layers * c.micro_batches * one;
     for (const char* fidelity : {"full", "folded"}) {
       SCOPED_TRACE(fidelity);
@@ -309,10 +322,19 @@ TEST(ResolvedPlacement, DataParallelRingsAcrossNodesUseEveryNic) {
   const double nvlink = 300e9 * testing::kNcclNvlinkShareH100 / (k - 1), nvlink_latency = 2 * 1e-6;
   const double mean =
       ((n - nodes) * (nvlink_latency + chunk / nvlink) + nodes * (nic_latency + chunk / nic)) / n;
-  const double expected = seg.buckets * 2 * (n - 1) * std::max(chunk / nic, mean);
-  EXPECT_NEAR(sim::channel_ring_all_reduce_time(c->scenario.clusters[0], sim::channel_ring({8, 8}),
-                                                seg.bucket_bytes),
-              expected / seg.buckets, 1e-12 * expected);
+  // The channel rings alone, with NCCL's latencies and fixed cost at 0 (a calibration):
+  // every protocol's extra is 0 and Simple runs.
+  auto zero = c->scenario.clusters[0];
+  zero.calibration.nccl_latency_scale = 0;
+  zero.calibration.nccl_fixed_cost_2_ranks = core::Seconds(0);
+  zero.calibration.nccl_fixed_cost_8_ranks = core::Seconds(0);
+  const double rings = 2 * (n - 1) * std::max(chunk / nic, mean);
+  EXPECT_NEAR(sim::channel_ring_all_reduce_time(zero, sim::channel_ring({8, 8}), seg.bucket_bytes),
+              rings, 1e-12 * rings);
+  // With NCCL's costs, every fidelity plays the closed form's protocol and fixed cost.
+  const double expected =
+      seg.buckets * sim::channel_ring_all_reduce_time(c->scenario.clusters[0],
+                                                      sim::channel_ring({8, 8}), seg.bucket_bytes);
 
   const fs::path file = temp_file("dp-channels.yaml", yaml);
   double folded = 0;
