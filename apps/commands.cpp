@@ -534,19 +534,24 @@ int plot_run(const std::string& scenario, const core::Json& result, const std::s
 }
 
 // hgsim run SCENARIO --chakra PREFIX: the trace on the scenario's GPUs and links.
+// The trace is --chakra's, else the scenario's workload.chakra.
 int run_chakra(const core::Scenario& scenario, const RunOptions& options, bool json,
                std::ostream& out, std::ostream& err) {
   core::Diagnostics diags;
-  const auto result = sim::simulate_chakra(scenario, options.chakra_trace, diags);
+  const std::string& prefix =
+      options.chakra_trace.empty() ? scenario.workload_chakra : options.chakra_trace;
+  const auto result = sim::simulate_chakra(scenario, prefix, diags, options.reprice);
   if (!result) return report_bad_input(diags, json, out, err);
   if (json) {
     out << result->dump(2) << "\n";
     return kSuccess;
   }
-  out << "chakra trace " << options.chakra_trace << " on " << scenario.name << ": "
+  out << "chakra trace " << prefix << " on " << scenario.name << ": "
       << (*result)["ranks"].get<int>() << " ranks, " << (*result)["chakra_nodes"] << " nodes, "
       << (*result)["collectives"] << " collectives, " << (*result)["transfers"]
-      << " send/receive pairs\niteration time "
+      << " send/receive pairs";
+  if (options.reprice) out << ", " << (*result)["repriced"] << " compute nodes repriced";
+  out << "\niteration time "
       << core::format_duration(core::Seconds((*result)["iteration_time_s"].get<double>())) << "\n";
   return kSuccess;
 }
@@ -589,8 +594,13 @@ int cmd_run(const std::string& path, RunOptions options, const std::string& plot
     options.sim.trace_path = temporary_trace->path();
     options.sim.trace_filter.wan_only = true;
   }
-  if (!options.chakra_trace.empty())
+  if (!options.chakra_trace.empty() || !point->checked.scenario.workload_chakra.empty())
     return run_chakra(point->checked.scenario, options, json, out, err);
+  if (options.reprice) {
+    diags.error({}, "--reprice", "--reprice prices a Chakra trace's compute nodes",
+                "give --chakra PREFIX, or a scenario with workload: {chakra: PREFIX}");
+    return report_bad_input(diags, json, out, err);
+  }
   auto result = simulate_point(point->checked, options, diags);
   if (!result) return report_bad_input(diags, json, out, err);
   err << diags.format();
@@ -712,6 +722,9 @@ CLI::App* add_run_command(CLI::App& app, CliArgs& args) {
                   "simulate the Chakra ET PREFIX.<rank>.et on the scenario's GPUs and links "
                   "instead of a plan (docs/chakra.md)")
       ->check(non_empty_path());
+  run->add_flag("--reprice", o.reprice,
+                "with a Chakra trace: price each compute node that carries num_ops (FLOPs) "
+                "and tensor_size by hgsim's kernel model on its GPU instead of its duration");
   run->add_flag("--stats", o.report_stats,
                 "print how long the simulation took and its peak memory (on stderr)");
   run->add_option("--plot", args.run_plot,

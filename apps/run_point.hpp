@@ -31,6 +31,7 @@ struct RunOptions {
   int planner_jobs = 0;  // strategy: auto: the planner's threads and simulations; 0: one per core
   sim::SimulationOptions sim;
   std::string chakra_trace;  // --chakra PREFIX: simulate that Chakra trace instead of a plan
+  bool reprice = false;      // --reprice: the trace's COMP_NODEs priced by the compute model
 };
 
 // The plan a point runs and the key path its messages use ("strategy" for the scenario's

@@ -259,6 +259,36 @@ void read_ids(Reader& r, WireType type, std::vector<std::uint64_t>& out, std::ui
   }
 }
 
+// A varint field into `out`; a field written with another wire type is skipped, as
+// protobuf does. Returns whether it was read.
+bool read_varint(Reader& r, WireType type, std::uint64_t& out) {
+  if (type != WireType::varint) {
+    r.skip(type);
+    return false;
+  }
+  out = r.varint();
+  return true;
+}
+
+// A length-delimited field's bytes, or nothing (skipped) when written with another wire type.
+std::optional<std::string_view> read_bytes(Reader& r, WireType type) {
+  if (type != WireType::length_delimited) {
+    r.skip(type);
+    return std::nullopt;
+  }
+  return r.bytes();
+}
+
+// One more attribute decoded from `bytes` (which ended at the reader's offset) into `attrs`,
+// refused past the limit; `what` names the message.
+void add_attribute(std::vector<Attribute>& attrs, std::string_view bytes, const Reader& r,
+                   std::uint64_t at, const ReadLimits& limits, const char* what) {
+  if (attrs.size() >= limits.attributes)
+    throw WireError(at, std::string(what) + " has more than " + std::to_string(limits.attributes) +
+                            " attributes");
+  attrs.push_back(decode_attribute(bytes, r.offset() - bytes.size(), limits));
+}
+
 std::string where(const std::string& name, std::uint64_t offset,
                   std::optional<std::uint64_t> node) {
   return name + ": byte " + std::to_string(offset) +
@@ -291,48 +321,34 @@ bool Attribute::is_integer_list() const {
   return field >= 8 && field <= 28 && field % 2 == 0;
 }
 
+namespace {
+// One attribute of the oneof member `field` holding `integer` (or `real`, `text`, `list`).
+Attribute member(std::string name, int field, std::int64_t integer = 0, double real = 0,
+                 std::string text = {}, std::vector<std::int64_t> list = {}) {
+  return Attribute{std::move(name), field, integer, real, std::move(text), std::move(list), {}};
+}
+}  // namespace
+
 Attribute Attribute::int64(std::string name, std::int64_t v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.field = 9;
-  a.integer = v;
-  return a;
+  return member(std::move(name), 9, v);
 }
 Attribute Attribute::int32(std::string name, std::int32_t v) {
-  Attribute a = int64(std::move(name), v);
-  a.field = 7;
-  return a;
+  return member(std::move(name), 7, v);
 }
 Attribute Attribute::uint64(std::string name, std::uint64_t v) {
-  Attribute a = int64(std::move(name), static_cast<std::int64_t>(v));
-  a.field = 13;
-  return a;
+  return member(std::move(name), 13, static_cast<std::int64_t>(v));
 }
 Attribute Attribute::boolean(std::string name, bool v) {
-  Attribute a = int64(std::move(name), v);
-  a.field = 27;
-  return a;
+  return member(std::move(name), 27, v);
 }
 Attribute Attribute::real64(std::string name, double v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.field = 3;
-  a.real = v;
-  return a;
+  return member(std::move(name), 3, 0, v);
 }
 Attribute Attribute::string(std::string name, std::string v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.field = 29;
-  a.text = std::move(v);
-  return a;
+  return member(std::move(name), 29, 0, 0, std::move(v));
 }
 Attribute Attribute::int64_list(std::string name, std::vector<std::int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.field = 10;
-  a.integers = std::move(v);
-  return a;
+  return member(std::move(name), 10, 0, 0, {}, std::move(v));
 }
 
 const Attribute* Node::attr(std::string_view name) const {
@@ -375,14 +391,10 @@ GlobalMetadata decode_metadata(std::string_view bytes, std::uint64_t base,
   while (!r.done()) {
     const std::uint64_t at = r.offset();
     const auto k = r.key();
-    if (k.field == 1 && k.type == WireType::length_delimited) {
-      m.version = std::string(r.bytes());
-    } else if (k.field == 2 && k.type == WireType::length_delimited) {
-      const auto a = r.bytes();
-      if (m.attrs.size() >= limits.attributes)
-        throw WireError(
-            at, "metadata has more than " + std::to_string(limits.attributes) + " attributes");
-      m.attrs.push_back(decode_attribute(a, r.offset() - a.size(), limits));
+    if (k.field == 1) {
+      if (auto v = read_bytes(r, k.type)) m.version = std::string(*v);
+    } else if (k.field == 2) {
+      if (auto a = read_bytes(r, k.type)) add_attribute(m.attrs, *a, r, at, limits, "metadata");
     } else {
       r.skip(k.type);
     }
@@ -397,29 +409,20 @@ Node decode_node(std::string_view bytes, std::uint64_t base, const ReadLimits& l
   while (!r.done()) {
     const std::uint64_t at = r.offset();
     const auto k = r.key();
-    const bool varint = k.type == WireType::varint;
     switch (k.field) {
       case 1:
-        if (varint)
-          n.id = r.varint();
-        else
-          r.skip(k.type);
+        read_varint(r, k.type, n.id);
         break;
       case 2:
-        if (k.type == WireType::length_delimited)
-          n.name = std::string(r.bytes());
-        else
-          r.skip(k.type);
+        if (auto v = read_bytes(r, k.type)) n.name = std::string(*v);
         break;
-      case 3:
-        if (varint) {
-          const std::uint64_t t = r.varint();
-          // An enum is an int32 on the wire: values outside it are kept as an invalid type.
+      case 3: {
+        std::uint64_t t = 0;
+        // An enum is an int32 on the wire: values outside it are kept as an invalid type.
+        if (read_varint(r, k.type, t))
           n.type = static_cast<NodeType>(t > 0x7fffffff ? -1 : static_cast<int>(t));
-        } else {
-          r.skip(k.type);
-        }
         break;
+      }
       case 4:
         read_ids(r, k.type, n.ctrl_deps, deps, limits, at);
         break;
@@ -427,27 +430,13 @@ Node decode_node(std::string_view bytes, std::uint64_t base, const ReadLimits& l
         read_ids(r, k.type, n.data_deps, deps, limits, at);
         break;
       case 6:
-        if (varint)
-          n.start_time_micros = r.varint();
-        else
-          r.skip(k.type);
+        read_varint(r, k.type, n.start_time_micros);
         break;
       case 7:
-        if (varint)
-          n.duration_micros = r.varint();
-        else
-          r.skip(k.type);
+        read_varint(r, k.type, n.duration_micros);
         break;
       case 10:
-        if (k.type == WireType::length_delimited) {
-          const auto a = r.bytes();
-          if (n.attrs.size() >= limits.attributes)
-            throw WireError(
-                at, "node has more than " + std::to_string(limits.attributes) + " attributes");
-          n.attrs.push_back(decode_attribute(a, r.offset() - a.size(), limits));
-        } else {
-          r.skip(k.type);
-        }
+        if (auto a = read_bytes(r, k.type)) add_attribute(n.attrs, *a, r, at, limits, "node");
         break;
       default:
         r.skip(k.type);  // inputs, outputs and fields newer than this reader

@@ -140,7 +140,7 @@ bool Scenario::operator==(const Scenario& o) const {
   return name == o.name && description == o.description && model == o.model &&
          training == o.training && clusters == o.clusters && wan == o.wan &&
          strategy == o.strategy && compression == o.compression && simulation == o.simulation &&
-         sweep == o.sweep && planner == o.planner;
+         sweep == o.sweep && planner == o.planner && workload_chakra == o.workload_chakra;
 }
 
 // ---- the reader --------------------------------------------------------------------------
@@ -180,6 +180,7 @@ class ScenarioReader {
   void read_trace(WanLink& link, const Node& n, const std::string& path);
   void read_compression(const Node& n);
   void read_simulation(const Node& n);
+  void read_workload(const Node& n);
   void read_sweep(const Node& n);
   std::optional<LinkSpec> read_link(const Node& n, const std::string& path);
   ComputeCalibration read_calibration(const Node& n, const std::string& path);
@@ -294,6 +295,29 @@ void ScenarioReader::read(const Node& root) {
   if (const Node* n = f.optional("simulation")) read_simulation(*n);
   if (const Node* n = f.optional("sweep")) read_sweep(*n);
   if (const Node* n = f.optional("planner")) s_.planner = parse_planner_settings(*n, "planner", d_);
+  if (const Node* n = f.optional("workload")) read_workload(*n);
+  f.reject_unknown();
+}
+
+// `workload: {chakra: PREFIX}`: a Chakra trace's file prefix, relative to the scenario. Its
+// files are read when it runs (sim/chakra.hpp), whose errors name them and this key.
+void ScenarioReader::read_workload(const Node& n) {
+  Fields f(n, "workload", d_);
+  if (!f.ok()) return;
+  if (const Node* c = f.required("chakra")) {
+    const std::string path = f.path_of("chakra");
+    if (auto written = as_string(*c, path, d_)) {
+      if (written->empty()) {
+        d_.error(c->where, path, "a Chakra trace prefix is a path, found an empty string",
+                 "PREFIX of the files PREFIX.0.et, PREFIX.1.et, ...; relative to the scenario");
+      } else {
+        std::filesystem::path prefix(*written);
+        if (prefix.is_relative() && !s_.source_file.empty())
+          prefix = std::filesystem::path(s_.source_file).parent_path() / prefix;
+        s_.workload_chakra = prefix.string();
+      }
+    }
+  }
   f.reject_unknown();
 }
 
@@ -1068,6 +1092,7 @@ Json scenario_to_json(const Scenario& s) {
                        {"collectives", to_string(s.simulation.collectives)},
                        {"iterations", s.simulation.iterations},
                        {"start_time", format_duration(s.simulation.start_time)}};
+  if (!s.workload_chakra.empty()) out["workload"] = {{"chakra", s.workload_chakra}};
   if (s.training.tokens) out["training"]["tokens"] = *s.training.tokens;
   if (s.training.iterations) out["training"]["iterations"] = *s.training.iterations;
   if (const auto& m = s.training.failures)

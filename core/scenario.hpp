@@ -387,6 +387,10 @@ struct Scenario {
   Simulation simulation;
   std::vector<SweepAxis> sweep;
   PlannerSettings planner;  // `planner:` (defaults: synchronous plans only)
+  // `workload: {chakra: PREFIX}`: simulate that MLCommons Chakra trace (PREFIX.<rank>.et)
+  // instead of a plan (docs/chakra.md). Written relative to the scenario's folder; held
+  // resolved against it. Empty: none.
+  std::string workload_chakra;
 
   // Where a key path was written ("clusters[1].gpu"); the document's location if unknown.
   SourceLocation where(const std::string& key_path) const;

@@ -611,6 +611,14 @@ Seconds KernelModel::op_time(const GpuSpec& gpu, const OpCall& op, core::Precisi
   return Seconds(kernel_seconds(gpu, costs, op, precision));
 }
 
+Seconds KernelModel::roofline_time(const GpuSpec& gpu, double flops, double bytes,
+                                   core::Precision precision) const {
+  const KernelCosts costs = costs_for(gpu);
+  const double math = flops / (rate_for(gpu, precision).value() * gemm_ceiling(costs, precision));
+  const double memory = bytes / (costs.memory_efficiency * gpu.memory_bandwidth.value());
+  return Seconds(std::max(math, memory) + costs.gemm_overhead.value());
+}
+
 Seconds KernelModel::phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                                 core::Precision precision) const {
   return Seconds(phase_seconds(gpu, costs_for(gpu), ops, precision));

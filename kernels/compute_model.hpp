@@ -242,6 +242,11 @@ class KernelModel final : public ComputeModel {
   enum class Timing { in_step, isolated };
   core::Seconds op_time(const GpuSpec& gpu, const OpCall& op, core::Precision precision,
                         Timing timing = Timing::in_step) const;
+  // A kernel known only by its FLOPs and the bytes it moves (a Chakra trace's num_ops and
+  // tensor_size, no shape): the roofline of a best-shape GEMM, max(FLOPs / (peak x
+  // gemm_ceiling), bytes / (HBM x memory_efficiency)), plus one GEMM kernel's fixed cost.
+  core::Seconds roofline_time(const GpuSpec& gpu, double flops, double bytes,
+                              core::Precision precision) const;
   // A phase: the kernels' GPU time, or the CPU's issue time if that is longer.
   core::Seconds phase_time(const GpuSpec& gpu, const std::vector<OpCall>& ops,
                            core::Precision precision) const;

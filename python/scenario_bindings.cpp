@@ -165,19 +165,21 @@ py::object resolve(py::handle scenario, py::handle plan) {
 py::object simulate(py::handle scenario, py::handle plan, py::handle profiles,
                     py::handle layer_profile, py::handle fidelity, py::handle trace,
                     py::handle trace_filter, bool allow_oom, py::handle chakra,
-                    py::handle export_chakra) {
+                    py::handle export_chakra, bool reprice) {
   const OnePoint point = checked_one(scenario, "simulate");
-  if (!chakra.is_none()) {
+  // chakra=, else the scenario's workload: {chakra: ...}.
+  const std::string& keyed = point.checked.scenario.workload_chakra;
+  if (!chakra.is_none() || !keyed.empty()) {
     if (!plan.is_none() || !export_chakra.is_none())
       throw Error(
-          "simulate: chakra= simulates a trace instead of a plan: give no plan and no "
-          "export_chakra with it");
-    const std::string prefix = path_text(chakra);
+          "simulate: a Chakra trace (chakra= or the scenario's workload.chakra) is simulated "
+          "instead of a plan: give no plan and no export_chakra with it");
+    const std::string prefix = chakra.is_none() ? keyed : path_text(chakra);
     core::Diagnostics diags;
     std::optional<core::Json> out;
     {
       py::gil_scoped_release release;
-      out = sim::simulate_chakra(point.checked.scenario, prefix, diags);
+      out = sim::simulate_chakra(point.checked.scenario, prefix, diags, reprice);
     }
     if (!out) fail(diags, "the Chakra trace gave no result");
     raise_or_warn(diags);
@@ -372,9 +374,11 @@ void bind_scenario(py::module_& m) {
         py::arg("fidelity") = py::none(), py::arg("trace") = py::none(),
         py::arg("trace_filter") = py::none(), py::arg("allow_oom") = false,
         py::arg("chakra") = py::none(), py::arg("export_chakra") = py::none(),
+        py::arg("reprice") = false,
         "One simulated iteration: the `hgsim run --json` object; chakra=PREFIX simulates that "
-        "Chakra trace instead (`hgsim run --chakra`); export_chakra=PREFIX also writes the "
-        "iteration as Chakra ET (`hgsim run --export-chakra`).");
+        "Chakra trace instead (`hgsim run --chakra`), reprice=True pricing its compute by the "
+        "kernel model (`--reprice`); export_chakra=PREFIX also writes the iteration as "
+        "Chakra ET (`hgsim run --export-chakra`).");
   m.def("outer_sync_events", &outer_sync_events, py::arg("iterations"), py::arg("inner_steps"),
         py::arg("fragments") = 1, py::arg("overlap_steps") = 1,
         "The simulator's outer-sync schedule: [{fragment, start_after, applies_after}] in "

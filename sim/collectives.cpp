@@ -29,6 +29,29 @@ NodeId join_of(Graph& g, std::initializer_list<NodeId> nodes) {
   return j;
 }
 
+// While a collective's lowering runs, it is one span of the graph (Graph::record_collectives,
+// for the Chakra export's COMM_COLL_NODE); a lowering inside another is part of the outer.
+class Recorded {
+ public:
+  Recorded(const Sender& s, const Collective& c, CollectiveKind kind, Lowering lowering)
+      : graph_(s.graph),
+        first_(static_cast<NodeId>(s.graph.size())),
+        outermost_(s.graph.enter_collective()) {
+    if (outermost_)
+      span_ = {0,      0,        kind, lowering, c.bytes, s.graph.label(c.name), s.micro_batch,
+               s.work, c.members};
+  }
+  ~Recorded() { graph_.leave_collective(outermost_, std::move(span_), first_); }
+  Recorded(const Recorded&) = delete;
+  Recorded& operator=(const Recorded&) = delete;
+
+ private:
+  Graph& graph_;
+  NodeId first_;
+  bool outermost_;
+  CollectiveSpan span_;
+};
+
 int step_label(const Sender& s, const Collective& c, const char* phase, int step) {
   return s.graph.label(c.name + " " + phase + " step " + std::to_string(step));
 }
@@ -225,6 +248,7 @@ bool pipelined(const Sender& s) {
 }  // namespace
 
 std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::all_reduce, Lowering::ring);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   if (pipelined(s)) return pipelined_ring(s, c, 2 * (n - 1), c.bytes / n, "all-reduce");
@@ -235,6 +259,7 @@ std::vector<NodeId> ring_all_reduce(const Sender& s, const Collective& c) {
 }
 
 std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::reduce_scatter, Lowering::ring);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   if (pipelined(s)) return pipelined_ring(s, c, n - 1, c.bytes / n, "reduce-scatter");
@@ -243,6 +268,7 @@ std::vector<NodeId> ring_reduce_scatter(const Sender& s, const Collective& c) {
 }
 
 std::vector<NodeId> ring_all_gather(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::all_gather, Lowering::ring);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   if (pipelined(s)) return pipelined_ring(s, c, n - 1, c.bytes / n, "all-gather");
@@ -261,6 +287,7 @@ std::vector<PipelinedEdge> binomial_tree_edges(int n) {
 }  // namespace
 
 std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::broadcast, Lowering::tree);
   const int n = static_cast<int>(c.members.size());
   // Pipelined: every edge of the tree carries the whole tensor at once (a parent's children
   // share its link), ceil(log2 n) rounds of latency.
@@ -282,6 +309,7 @@ std::vector<NodeId> tree_broadcast(const Sender& s, const Collective& c) {
 }
 
 std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::all_reduce, Lowering::tree);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   if (pipelined(s)) {
@@ -306,6 +334,7 @@ std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c) {
 }
 
 std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collective& c) {
+  const Recorded recorded(s, c, CollectiveKind::all_reduce, Lowering::halving_doubling);
   const int n = static_cast<int>(c.members.size());
   if (n <= 1) return c.ready;
   if (!is_power_of_two(n)) return ring_all_reduce(s, c);
@@ -339,6 +368,7 @@ std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collectiv
 
 std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c,
                                             const std::vector<std::vector<int>>& groups) {
+  const Recorded recorded(s, c, CollectiveKind::all_reduce, Lowering::hierarchical);
   if (groups.size() <= 1) return ring_all_reduce(s, c);
   std::vector<NodeId> done(c.members.size());
   std::vector<std::size_t> index_of(groups.size());
@@ -576,6 +606,11 @@ std::vector<NodeId> channel_collective(const Sender& s, const Collective& c,
                                        const core::Cluster& cluster,
                                        const std::vector<std::vector<int>>& by_node,
                                        RingKind kind) {
+  const Recorded recorded(s, c,
+                          kind == RingKind::all_reduce       ? CollectiveKind::all_reduce
+                          : kind == RingKind::reduce_scatter ? CollectiveKind::reduce_scatter
+                                                             : CollectiveKind::all_gather,
+                          Lowering::channel);
   std::vector<int> counts;
   for (const auto& node : by_node) counts.push_back(static_cast<int>(node.size()));
   const ChannelRing ring = channel_ring(counts);

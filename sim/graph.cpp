@@ -258,4 +258,29 @@ std::size_t Graph::memory_bytes() const {
   return bytes;
 }
 
+std::string to_string(CollectiveKind kind) {
+  static const char* const names[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast"};
+  return names[static_cast<int>(kind)];
+}
+
+std::string to_string(Lowering lowering) {
+  static const char* const names[] = {"ring", "tree", "halving_doubling", "hierarchical",
+                                      "channel"};
+  return names[static_cast<int>(lowering)];
+}
+
+bool Graph::enter_collective() {
+  if (!recording_ || counting_) return false;
+  return collective_depth_++ == 0;
+}
+
+void Graph::leave_collective(bool record, CollectiveSpan span, NodeId first) {
+  if (!recording_ || counting_) return;
+  --collective_depth_;
+  if (!record) return;
+  span.first = first;
+  span.end = static_cast<NodeId>(nodes_.size());
+  if (span.end > span.first) spans_.push_back(std::move(span));
+}
+
 }  // namespace hgsim::sim

@@ -117,6 +117,26 @@ class ChunkedArray {
   std::size_t size_ = 0;
 };
 
+// A collective as the workload asked for it, before its lowering into transfers: what the
+// Chakra export writes as one COMM_COLL_NODE per member (Graph::record_collectives).
+enum class CollectiveKind : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+// The lowering that played it (sim/collectives.hpp): the import replays the same one.
+enum class Lowering : std::uint8_t { ring, tree, halving_doubling, hierarchical, channel };
+std::string to_string(CollectiveKind kind);
+std::string to_string(Lowering lowering);  // "ring", ..., "channel"
+
+struct CollectiveSpan {
+  NodeId first = 0;  // the nodes its lowering added: [first, end)
+  NodeId end = 0;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  Lowering lowering = Lowering::ring;
+  double bytes = 0;         // sim::Collective::bytes: the tensor; an all-gather's gathered size
+  std::int32_t label = -1;  // the collective's name
+  std::int32_t micro_batch = -1;
+  Work work = Work::none;
+  std::vector<int> members;  // devices, in ring order
+};
+
 // A graph grew past its node limit (limits().graph_nodes, or a lower budget).
 struct GraphTooLarge : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -161,6 +181,17 @@ class Graph {
 
   std::size_t memory_bytes() const;  // what the graph holds, capacity included
 
+  // Collectives: from now on each outermost collective's lowering is recorded as a span of
+  // the nodes it adds (a hierarchical all-reduce's rings are part of it). Off by default:
+  // only the Chakra export reads them.
+  void record_collectives() { recording_ = true; }
+  // Called by each collective's lowering around its work (sim/collectives.cpp): enter
+  // returns whether this one is the outermost and recorded, leave records `span` (first
+  // and end filled in here) when `record` is set and the lowering added nodes.
+  bool enter_collective();
+  void leave_collective(bool record, CollectiveSpan span, NodeId first);
+  const std::vector<CollectiveSpan>& collectives() const { return spans_; }
+
   // Lowers the node limit to `nodes` (never above limits().graph_nodes): growing past it
   // throws GraphTooLarge. fidelity: auto counts the full graph under such a budget
   // (sim::full_fidelity_max_graph_nodes).
@@ -187,6 +218,9 @@ class Graph {
   bool counting_ = false;
   bool folded_ = false;
   std::size_t counted_ = 0;  // nodes added while counting
+  bool recording_ = false;
+  int collective_depth_ = 0;
+  std::vector<CollectiveSpan> spans_;
 };
 
 }  // namespace hgsim::sim

@@ -43,6 +43,7 @@ class Builder {
     chunks_ = r_.chunks;
     if (in.max_graph_nodes > 0) w_.graph.set_node_budget(in.max_graph_nodes);
     if (in.count_only) w_.graph.count_only();
+    if (in.record_collectives) w_.graph.record_collectives();
     w_.graph.set_folded(in.folded);
   }
 

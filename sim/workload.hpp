@@ -42,6 +42,9 @@ struct WorkloadInput {
   std::int64_t max_graph_nodes = 0;
   // Only count the graph's nodes (Graph::count_only): the workload is for graph.size() alone.
   bool count_only = false;
+  // Record each collective as a span of the graph (Graph::record_collectives): the Chakra
+  // export writes it as one COMM_COLL_NODE per member.
+  bool record_collectives = false;
 };
 
 // Which stage a device works for (and how many GPUs it stands for).

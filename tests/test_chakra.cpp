@@ -1,240 +1,29 @@
-// MLCommons Chakra execution traces: the wire format against bytes written by hand from
-// et_def.proto's field numbers (mlcommons/chakra 21585d8, schema/protobuf/et_def.proto), hostile
-// files, a hand-written two-rank trace against its closed form, a collective across a WAN
-// link, and export then import of shipped scenarios keeping their iteration time.
+// MLCommons Chakra execution traces on the simulator: a hand-written two-rank trace against its
+// closed form, a collective across a WAN link, --reprice against the kernel model's roofline,
+// the workload: key, collectives exported as COMM_COLL_NODE, and export then import of shipped
+// scenarios keeping their iteration time. Hostile input: tests/test_chakra_hostile.cpp.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "chakra/et.hpp"
 #include "chakra/wire.hpp"
+#include "chakra_helpers.hpp"
 #include "sim/chakra.hpp"
 #include "sim_helpers.hpp"
 
 using namespace hgsim;
-using hgsim::testing::checked;
+using namespace hgsim::testing;
 
 namespace {
 
-std::string hex(const std::string& hex_text) {
-  std::string out;
-  std::string digits;
-  for (char c : hex_text)
-    if (std::isxdigit(static_cast<unsigned char>(c))) digits.push_back(c);
-  for (std::size_t i = 0; i + 1 < digits.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(digits.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-// A fresh folder for one test's files.
-std::filesystem::path scratch(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("hgsim-chakra-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-// Node {id 1, name "c", type COMP_NODE (4), data_deps [0] packed, duration_micros 5,
-// attr {name "num_ops", int64_val (9) 1000}}, field by field from et_def.proto:
-//   08 01          field 1 (id) varint 1
-//   12 01 63       field 2 (name) length 1, "c"
-//   18 04          field 3 (type) varint 4
-//   2a 01 00       field 5 (data_deps) length 1, packed varint 0
-//   38 05          field 7 (duration_micros) varint 5
-//   52 0c ...      field 10 (attr) length 12: 0a 07 "num_ops", 48 e8 07 (field 9 varint 1000)
-const char* const kCompNodeHex =
-    "08 01 12 01 63 18 04 2a 01 00 38 05 52 0c 0a 07 6e 75 6d 5f 6f 70 73 48 e8 07";
-
-TEST(ChakraWire, NodeEncodesToTheBytesWrittenByHandFromTheProto) {
-  chakra::Node n;
-  n.id = 1;
-  n.name = "c";
-  n.type = chakra::NodeType::comp;
-  n.data_deps = {0};
-  n.duration_micros = 5;
-  n.attrs.push_back(chakra::Attribute::int64("num_ops", 1000));
-  EXPECT_EQ(chakra::encode(n), hex(kCompNodeHex));
-  const chakra::Node back = chakra::decode_node(hex(kCompNodeHex));
-  EXPECT_EQ(back.id, 1u);
-  EXPECT_EQ(back.name, "c");
-  EXPECT_EQ(back.type, chakra::NodeType::comp);
-  EXPECT_EQ(back.data_deps, std::vector<std::uint64_t>{0});
-  EXPECT_EQ(back.duration_micros, 5u);
-  ASSERT_NE(back.attr("num_ops"), nullptr);
-  EXPECT_EQ(back.attr("num_ops")->integer, 1000);
-  // GlobalMetadata {version "0.0.4"}: 0a 05 "0.0.4".
-  chakra::GlobalMetadata m;
-  m.version = "0.0.4";
-  EXPECT_EQ(chakra::encode(m), hex("0a 05 30 2e 30 2e 34"));
-}
-
-// What other writers may emit: unpacked repeated deps, a negative int32 (ten bytes), sint64
-// (zigzag), double and fixed32 values, a packed Int64List, and fields this reader does not
-// know (skipped by wire type).
-TEST(ChakraWire, ReadsUnpackedDepsZigzagFixedAndSkipsUnknownFields) {
-  const std::string bytes =
-      hex("08 07"                                            // id 7
-          "28 03 28 09"                                      // data_deps 3, 9 unpacked
-          "20 02"                                            // ctrl_deps 2
-          "78 05"                                            // field 15 varint: unknown
-          "82 01 02 aa bb"                                   // field 16 length 2: unknown
-          "85 01 01 02 03 04"                                // field 16 fixed32: unknown
-          "52 0e 0a 01 61 38 ff ff ff ff ff ff ff ff ff 01"  // attr a int32_val -1
-          "52 06 0a 01 62 88 01 05"                          // attr b sint64_val (17) zigzag 5 = -3
-          "52 0c 0a 01 64 19 00 00 00 00 00 00 f8 3f"        // attr d double_val 1.5
-          "52 09 0a 01 66 9d 01 2a 00 00 00"                 // attr f fixed32_val (19) 42
-          "52 0a 0a 01 6c 52 05 0a 03 01 96 01"              // attr l int64_list [1, 150] packed
-      );
-  const chakra::Node n = chakra::decode_node(bytes);
-  EXPECT_EQ(n.id, 7u);
-  EXPECT_EQ(n.data_deps, (std::vector<std::uint64_t>{3, 9}));
-  EXPECT_EQ(n.ctrl_deps, std::vector<std::uint64_t>{2});
-  ASSERT_EQ(n.attrs.size(), 5u);
-  EXPECT_EQ(n.attr("a")->integer, -1);
-  EXPECT_EQ(n.attr("b")->integer, -3);
-  EXPECT_TRUE(n.attr("d")->is_real());
-  EXPECT_EQ(n.attr("d")->real, 1.5);
-  EXPECT_EQ(n.attr("f")->integer, 42);
-  EXPECT_TRUE(n.attr("l")->is_integer_list());
-  EXPECT_EQ(n.attr("l")->integers, (std::vector<std::int64_t>{1, 150}));
-}
-
-TEST(ChakraWire, VarintsAndZigzagAtTheirEdges) {
-  chakra::Writer w;
-  w.varint(~std::uint64_t{0});
-  EXPECT_EQ(w.bytes(), hex("ff ff ff ff ff ff ff ff ff 01"));
-  chakra::Reader r(w.bytes());
-  EXPECT_EQ(r.varint(), ~std::uint64_t{0});
-  for (std::int64_t v : {0LL, -1LL, 1LL, -2LL, 2147483647LL, -2147483648LL})
-    EXPECT_EQ(chakra::zigzag_decode(chakra::zigzag_encode(v)), v);
-  EXPECT_EQ(chakra::zigzag_encode(-1), 1u);  // protobuf's table: 0->0, -1->1, 1->2, -2->3
-  EXPECT_EQ(chakra::zigzag_encode(1), 2u);
-  EXPECT_EQ(chakra::zigzag_encode(-2), 3u);
-  const std::string too_long = hex("ff ff ff ff ff ff ff ff ff ff 01");
-  chakra::Reader bad(too_long, 100);
-  try {
-    (void)bad.varint();
-    FAIL() << "an 11-byte varint was read";
-  } catch (const chakra::WireError& e) {
-    EXPECT_EQ(e.offset, 100u);
-  }
-}
-
-std::string message(const std::string& bytes) {
-  chakra::Writer w;
-  w.varint(bytes.size());
-  return w.bytes() + bytes;
-}
-
-std::string error_of(const std::string& data, const chakra::ReadLimits& limits = {}) {
-  try {
-    chakra::read_trace_bytes(
-        data, "t.0.et", limits, [](const auto&) {}, [](const auto&) {});
-  } catch (const chakra::TraceError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-TEST(ChakraTrace, HostileFilesGiveOneErrorNamingTheFileOffsetAndNode) {
-  const std::string meta = message(hex("0a 05 30 2e 30 2e 34"));
-  const std::string node = message(hex(kCompNodeHex));
-  EXPECT_EQ(error_of(meta + node), "");
-  // Cut inside the node: the length prefix promises 26 bytes, 23 are there.
-  const std::string cut = (meta + node).substr(0, meta.size() + node.size() - 3);
-  EXPECT_EQ(error_of(cut),
-            "t.0.et: byte 8: truncated: a message of 26 bytes with 23 left in "
-            "the file");
-  // A length over the limit, named before anything is read.
-  chakra::ReadLimits small;
-  small.message_bytes = 16;
-  EXPECT_NE(
-      error_of(meta + node, small).find("byte 8: message of 26 bytes is over the limit of 16"),
-      std::string::npos);
-  // Damage inside the second node: its attribute's length runs past the message.
-  std::string bad = hex(kCompNodeHex);
-  bad[13] = '\x20';  // the attribute's length, 12, becomes 32
-  const std::string e = error_of(meta + node + message(bad));
-  EXPECT_NE(e.find("t.0.et: byte"), std::string::npos) << e;
-  EXPECT_NE(e.find("(node 1)"), std::string::npos) << e;
-  EXPECT_NE(e.find("runs past the end"), std::string::npos) << e;
-  // Over the node limit.
-  small = {};
-  small.nodes = 1;
-  EXPECT_NE(error_of(meta + node + node, small).find("more than 1 nodes"), std::string::npos);
-  EXPECT_NE(error_of("").find("empty file"), std::string::npos);
-  EXPECT_NE(error_of(std::string(12, '\xff')).find("varint"), std::string::npos);
-}
-
 // ---- import --------------------------------------------------------------------------------
-
-// Two nodes of one GPU each, joined by a 100 Gbit/s NIC with 5 us: every transfer between
-// them takes bytes / B + a with B = 12.5 GB/s and a = 2 x 5 us (out of one NIC, into the
-// other), as tests/test_sim.cpp's ring tests have it.
-std::string two_nodes(const std::string& extra = "") {
-  return std::string("name: two\n") + hgsim::testing::kTinyModel +
-         "training: {global_batch: 1, seq_len: 128, precision: bf16}\n"
-         "clusters:\n  - {name: c, gpu: A100-80GB-SXM, nodes: 2, gpus_per_node: 1, "
-         "nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 5us}}\n" +
-         extra +
-         "strategy:\n  pipelines:\n    - micro_batches: 1\n      stages:\n"
-         "        - {cluster: c, layers: 8}\n";
-}
-
-chakra::Node comp(std::uint64_t id, std::uint64_t micros, std::vector<std::uint64_t> deps = {}) {
-  chakra::Node n;
-  n.id = id;
-  n.name = "compute " + std::to_string(id);
-  n.type = chakra::NodeType::comp;
-  n.duration_micros = micros;
-  n.data_deps = std::move(deps);
-  return n;
-}
-
-chakra::Node p2p(std::uint64_t id, bool send, int peer, std::int64_t bytes,
-                 std::vector<std::uint64_t> deps = {}) {
-  chakra::Node n;
-  n.id = id;
-  n.type = send ? chakra::NodeType::comm_send : chakra::NodeType::comm_recv;
-  n.data_deps = std::move(deps);
-  n.attrs.push_back(chakra::Attribute::int32(send ? "comm_dst" : "comm_src", peer));
-  n.attrs.push_back(chakra::Attribute::int64("comm_size", bytes));
-  n.attrs.push_back(chakra::Attribute::int32("comm_tag", 3));
-  return n;
-}
-
-chakra::Node all_reduce(std::uint64_t id, std::int64_t bytes, std::vector<std::uint64_t> deps) {
-  chakra::Node n;
-  n.id = id;
-  n.type = chakra::NodeType::comm_coll;
-  n.data_deps = std::move(deps);
-  n.attrs.push_back(chakra::Attribute::int64("comm_type", 0));  // ALL_REDUCE
-  n.attrs.push_back(chakra::Attribute::int64("comm_size", bytes));
-  return n;
-}
-
-void write_rank(const std::string& prefix, int rank, const std::vector<chakra::Node>& nodes) {
-  chakra::GlobalMetadata m;
-  m.version = "0.0.4";
-  chakra::TraceWriter w(chakra::trace_path(prefix, rank), m);
-  for (const auto& n : nodes) w.write(n);
-  w.close();
-}
-
-core::Json run_trace(const std::string& yaml, const std::string& prefix,
-                     std::string* error = nullptr) {
-  const auto c = checked(yaml);
-  core::Diagnostics diags;
-  const auto out = sim::simulate_chakra(c.scenario, prefix, diags);
-  if (error) *error = diags.format();
-  return out ? *out : core::Json();
-}
 
 // Rank 0: 1 ms of compute, then sends 100 MB to rank 1; rank 1: 2 ms of compute, and 0.5 ms
 // after the receive; then both all-reduce 1 GB. The transfer starts at 1 ms (both sides
@@ -298,54 +87,6 @@ TEST(ChakraImport, AllReduceAcrossTheWanIsSlowedAsTheLinkDictates) {
   std::filesystem::remove_all(dir);
 }
 
-// Each bad trace gives one error naming the file and the node, never a crash.
-TEST(ChakraImport, BadTracesNameTheFileTheNodeAndWhatIsWrong) {
-  const auto dir = scratch("bad");
-  const std::string prefix = (dir / "t").string();
-  auto error_for = [&](const std::vector<chakra::Node>& r0, const std::vector<chakra::Node>& r1) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    write_rank(prefix, 0, r0);
-    if (!r1.empty()) write_rank(prefix, 1, r1);
-    std::string error;
-    const core::Json out = run_trace(two_nodes(), prefix, &error);
-    EXPECT_TRUE(out.is_null());
-    return error;
-  };
-  chakra::Node odd = comp(5, 10);
-  odd.type = static_cast<chakra::NodeType>(12);
-  std::string e = error_for({odd}, {comp(0, 1)});
-  EXPECT_NE(e.find("t.0.et: node 5: unknown node type 12"), std::string::npos) << e;
-  e = error_for({comp(0, 1, {1}), comp(1, 1, {0})}, {comp(0, 1)});
-  EXPECT_NE(e.find("dependency cycle"), std::string::npos) << e;
-  EXPECT_NE(e.find("t.0.et: node"), std::string::npos) << e;
-  e = error_for({comp(0, 1, {9})}, {comp(0, 1)});
-  EXPECT_NE(e.find("t.0.et: node 0: depends on node 9"), std::string::npos) << e;
-  e = error_for({p2p(0, true, 1, 10)}, {comp(0, 1)});
-  EXPECT_NE(e.find("t.0.et: node 0: COMM_SEND_NODE from rank 0 to 1 tag 3 has no matching receive"),
-            std::string::npos)
-      << e;
-  e = error_for({all_reduce(0, 10, {}), all_reduce(1, 10, {0})}, {all_reduce(0, 10, {})});
-  EXPECT_NE(e.find("collectives in group"), std::string::npos) << e;
-  // Three ranks on a scenario of two GPUs.
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  for (int r = 0; r < 3; ++r) write_rank(prefix, r, {comp(0, 1)});
-  std::string error;
-  EXPECT_TRUE(run_trace(two_nodes(), prefix, &error).is_null());
-  EXPECT_NE(error.find("the trace has 3 ranks and the scenario 2 GPUs"), std::string::npos)
-      << error;
-  // A truncated file.
-  {
-    std::ofstream f(chakra::trace_path(prefix, 1), std::ios::binary | std::ios::trunc);
-    f << message(hex("0a 05 30 2e 30 2e 34")) << message(hex(kCompNodeHex)).substr(0, 10);
-  }
-  std::filesystem::remove(chakra::trace_path(prefix, 2));
-  EXPECT_TRUE(run_trace(two_nodes(), prefix, &error).is_null());
-  EXPECT_NE(error.find("t.1.et: byte 8: truncated"), std::string::npos) << error;
-  std::filesystem::remove_all(dir);
-}
-
 // ---- round trip ----------------------------------------------------------------------------
 
 double iteration_time(const hgsim::testing::CliResult& r) {
@@ -368,6 +109,154 @@ TEST(ChakraRoundTrip, ShippedHomogeneousScenariosKeepTheirIterationTime) {
     EXPECT_NEAR(imported, simulated, 1e-6 * simulated) << name;
     std::filesystem::remove_all(dir);
   }
+}
+
+// --reprice: a COMP_NODE with num_ops and tensor_size costs what the kernel model's roofline
+// gives on its GPU, its duration ignored. A100 80GB SXM (kernels/gpus.yaml: 312 TFLOPS bf16,
+// 2039 GB/s) and the ampere row of kernels/kernel_costs.yaml (gemm_efficiency 0.757,
+// memory_efficiency 0.85, gemm_overhead 4.9 us): 1e12 FLOPs over 1 MB is compute bound,
+// 1e12 / (312e12 x 0.757) + 4.9 us; 1 FLOP over 2 GB is memory bound, 2e9 / (2039e9 x 0.85)
+// + 4.9 us. Without --reprice, the trace's 7 us.
+TEST(ChakraImport, RepriceTakesComputeFromTheKernelModelNotTheTrace) {
+  const auto dir = scratch("reprice");
+  const std::string prefix = (dir / "t").string();
+  auto priced = [](std::uint64_t id, std::int64_t flops, std::int64_t bytes) {
+    chakra::Node n = comp(id, 7);
+    n.attrs.push_back(chakra::Attribute::int64("num_ops", flops));
+    n.attrs.push_back(chakra::Attribute::uint64("tensor_size", static_cast<std::uint64_t>(bytes)));
+    return n;
+  };
+  write_rank(prefix, 0, {priced(0, 1'000'000'000'000, 1'000'000)});
+  write_rank(prefix, 1, {priced(0, 1, 2'000'000'000)});
+  std::string error;
+  const core::Json as_traced = run_trace(two_nodes(), prefix, &error);
+  ASSERT_FALSE(as_traced.is_null()) << error;
+  EXPECT_NEAR(as_traced["iteration_time_s"].get<double>(), 7e-6, 1e-12);
+  const core::Json repriced = run_trace(two_nodes(), prefix, &error, true);
+  ASSERT_FALSE(repriced.is_null()) << error;
+  const double math = 1e12 / (312e12 * 0.757) + 4.9e-6;
+  const double memory = 2e9 / (2039e9 * 0.85) + 4.9e-6;
+  EXPECT_EQ(repriced["repriced"], 2);
+  EXPECT_NEAR(repriced["devices"][0]["compute_s"].get<double>(), math, 1e-9 * math);
+  EXPECT_NEAR(repriced["devices"][1]["compute_s"].get<double>(), memory, 1e-9 * memory);
+  EXPECT_NEAR(repriced["iteration_time_s"].get<double>(), std::max(math, memory), 1e-9 * math);
+  std::filesystem::remove_all(dir);
+}
+
+// An all-gather's comm_size is each rank's share, as ASTRA-sim reads it (Ring.cc: final size
+// comm_size x ranks): two ranks gathering 2 x 50 MB move 50 MB each way, S/2 / B + a.
+TEST(ChakraImport, AllGatherCommSizeIsEachRanksShare) {
+  const auto dir = scratch("all-gather");
+  const std::string prefix = (dir / "t").string();
+  chakra::Node gather = all_reduce(0, 50'000'000, {});
+  gather.attrs[0] = chakra::Attribute::int64("comm_type", 2);  // ALL_GATHER
+  write_rank(prefix, 0, {gather});
+  write_rank(prefix, 1, {gather});
+  std::string error;
+  const core::Json out = run_trace(two_nodes(), prefix, &error);
+  ASSERT_FALSE(out.is_null()) << error;
+  const double B = 100e9 / 8, a = 2 * 5e-6;
+  EXPECT_NEAR(out["iteration_time_s"].get<double>(), 5e7 / B + a, 1e-9);
+  std::filesystem::remove_all(dir);
+}
+
+// A scenario's workload: {chakra: PREFIX}, relative to the scenario file, runs that trace as
+// --chakra does; its errors name the key, the scenario file and the trace's file.
+TEST(ChakraWorkloadKey, AScenarioNamesItsTraceRelativeToItself) {
+  const auto dir = scratch("workload-key");
+  std::filesystem::create_directories(dir / "traces");
+  const std::string prefix = (dir / "traces" / "t").string();
+  write_rank(prefix, 0, {comp(0, 1000)});
+  write_rank(prefix, 1, {comp(0, 3000)});
+  auto scenario_with = [&](const std::string& workload) {
+    const std::string path = (dir / "s.yaml").string();
+    std::ofstream(path) << two_nodes(workload);
+    return path;
+  };
+  const std::string good = scenario_with("workload: {chakra: traces/t}\n");
+  const auto run = hgsim::testing::hgsim({"run", good, "--json"});
+  ASSERT_EQ(run.status, 0) << run.err << run.out;
+  EXPECT_NEAR(core::Json::parse(run.out)["iteration_time_s"].get<double>(), 3e-3, 1e-12);
+  const auto flag = hgsim::testing::hgsim({"run", good, "--json", "--chakra", prefix});
+  ASSERT_EQ(flag.status, 0) << flag.err;
+  EXPECT_EQ(core::Json::parse(flag.out)["iteration_time_s"],
+            core::Json::parse(run.out)["iteration_time_s"]);
+
+  const std::string missing = scenario_with("workload: {chakra: traces/nothing}\n");
+  auto bad = hgsim::testing::hgsim({"run", missing});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("s.yaml:"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("workload.chakra"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("nothing.0.et"), std::string::npos) << bad.err;
+
+  const std::string unknown = scenario_with("workload: {chakra: traces/t, format: et}\n");
+  bad = hgsim::testing::hgsim({"run", unknown});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("s.yaml:"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("workload.format"), std::string::npos) << bad.err;
+
+  const std::string empty = scenario_with("workload: {chakra: ''}\n");
+  bad = hgsim::testing::hgsim({"check", empty});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("workload.chakra"), std::string::npos) << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
+// The export writes each tensor- and data-parallel collective as one COMM_COLL_NODE per member
+// (et_def.proto, mlcommons/chakra 21585d8: NodeType 7, comm_type, comm_size, pg_name), with
+// its ranks in the communicator-group file ASTRA-sim reads (--comm-group-configuration), and
+// leaves only the pipeline's activations as send/receive pairs.
+TEST(ChakraExport, CollectivesAreCollNodesWithTypeSizeAndGroup) {
+  const auto dir = scratch("coll");
+  const std::string prefix = (dir / "it").string();
+  const auto run =
+      hgsim::testing::hgsim({"run", "scenarios/examples/inline-model.yaml", "--fidelity", "full",
+                             "--json", "--export-chakra", prefix});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::ifstream groups_file(sim::chakra_comm_groups_path(prefix));
+  ASSERT_TRUE(groups_file) << sim::chakra_comm_groups_path(prefix);
+  const core::Json groups = core::Json::parse(groups_file);
+  std::map<int, int> by_type;  // comm_type -> nodes
+  int sends = 0, collectives = 0;
+  std::set<std::string> send_work;
+  for (int rank = 0; rank < 16; ++rank) {
+    chakra::read_trace(
+        chakra::trace_path(prefix, rank), {}, [](const auto&) {},
+        [&](const chakra::Node& n) {
+          if (n.type == chakra::NodeType::comm_send) {
+            ++sends;
+            const auto* work = n.attr(sim::kChakraWorkAttr);
+            send_work.insert(work ? work->text : "none");
+          }
+          if (n.type != chakra::NodeType::comm_coll) return;
+          ++collectives;
+          ASSERT_NE(n.attr("comm_type"), nullptr);
+          ASSERT_NE(n.attr("comm_size"), nullptr);
+          ASSERT_NE(n.attr("pg_name"), nullptr);
+          const auto* ranks = n.attr(sim::kChakraGroupAttr);
+          ASSERT_NE(ranks, nullptr);
+          ++by_type[static_cast<int>(n.attr("comm_type")->integer)];
+          std::vector<std::int64_t> members = ranks->integers;
+          EXPECT_NE(std::find(members.begin(), members.end(), rank), members.end());
+          std::sort(members.begin(), members.end());
+          const std::string pg = n.attr("pg_name")->text;
+          if (pg == "0") {
+            EXPECT_EQ(members.size(), 16u);
+          } else {
+            ASSERT_TRUE(groups.contains(pg)) << pg;
+            EXPECT_EQ(groups[pg].get<std::vector<std::int64_t>>(), members);
+          }
+          const double bytes = n.attr(sim::kChakraBytesAttr)->real;
+          const double share = n.attr("comm_type")->integer == 2 ? bytes / members.size() : bytes;
+          EXPECT_EQ(n.attr("comm_size")->integer, std::llround(share));
+        });
+  }
+  // tp 2 all-reduces inside every layer and a data-parallel all-reduce of 4 per bucket.
+  EXPECT_GT(by_type[0], 0);
+  EXPECT_GT(collectives, 16 * 32);
+  EXPECT_EQ(send_work, std::set<std::string>{"pp_comm"});
+  EXPECT_GT(sends, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ def resolve(scenario, plan=None):
 
 
 def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity=None,
-             trace=None, trace_filter=None, allow_oom=False, chakra=None):
+             trace=None, trace_filter=None, allow_oom=False, chakra=None, reprice=False):
     """One simulated iteration: exactly the object ``hgsim run --json`` prints.
 
     profiles: measured op profile files (``hgsim profile``), default kernels/profiles/;
@@ -84,12 +84,14 @@ def simulate(scenario, plan=None, *, profiles=None, layer_profile=None, fidelity
     Chrome trace there; trace_filter: what it keeps ("cluster=NAME,stage=N,kind=KIND", as
     ``hgsim run --trace-filter``); allow_oom: simulate a plan that does not fit in GPU memory.
     chakra: a Chakra trace prefix (PREFIX.<rank>.et) to simulate on the scenario's GPUs and
-    links instead of a plan: what ``hgsim run --chakra PREFIX --json`` prints (docs/chakra.md).
+    links instead of a plan: what ``hgsim run --chakra PREFIX --json`` prints (docs/chakra.md);
+    a scenario with ``workload: {chakra: PREFIX}`` simulates its trace without it. reprice:
+    price the trace's compute nodes that carry num_ops by the kernel model (``--reprice``).
     The simulator runs in a child process, with the GIL released.
     """
     return _hgsim.simulate(scenario, plan, profiles=profiles, layer_profile=layer_profile,
                            fidelity=fidelity, trace=trace, trace_filter=trace_filter,
-                           allow_oom=allow_oom, chakra=chakra)
+                           allow_oom=allow_oom, chakra=chakra, reprice=reprice)
 
 
 def export_chakra(scenario, prefix, plan=None, *, profiles=None, layer_profile=None):
