@@ -285,6 +285,21 @@ TEST(Iterations, StreamingWindowsComposedFromTheirFirstStepsMatchWholeWindows) {
     EXPECT_EQ(r["iterations_composed"].get<int>(), rounds * 2 * (tau - 1));
     EXPECT_NE(r["iterations_played"].get<std::string>().find("idle links"), std::string::npos);
   }
+  // Each island a two-stage pipeline: a stage idles between inner steps (the first stage
+  // waits for the last's backward), which is no bubble of either step.
+  std::string yaml = islands_scenario(
+      2, 2, "{method: diloco, inner_steps: 8, fragments: 2, overlap_steps: 3}",
+      "simulation: {iterations: 8}\n");
+  for (const std::string island : {"a", "b"}) {
+    const std::string one = "{replicas: 2, micro_batches: 1, stages: [{cluster: " + island +
+                            ", layers: 8}]}";
+    yaml.replace(yaml.find(one), one.size(),
+                 "{replicas: 1, micro_batches: 2, stages: [{cluster: " + island +
+                     ", layers: 4}, {cluster: " + island + ", layers: 4}]}");
+  }
+  const Json r = composed_against_whole_windows(yaml, compute);
+  EXPECT_GT(r["iterations_composed"].get<int>(), 0);
+  EXPECT_GT(r["devices"][0]["bubble_s"].get<double>(), 0);
 }
 
 TEST(Iterations, StreamingWindowGrowsWhileItsSyncOutlastsItsSteps) {
