@@ -422,6 +422,14 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
   for (int k : order)
     if (k < 0 || static_cast<std::size_t>(k) >= graphs.size())
       throw std::logic_error("execute_phases: a phase names no graph");
+  execute_phases(
+      [&](std::size_t k) { return k < order.size() ? graphs[order[k]] : nullptr; }, platform,
+      start_time_s, on_phase, first_phase_sink);
+}
+
+void execute_phases(const NextPhase& next, const Platform& platform, double start_time_s,
+                    const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
+                    CompletionSink* first_phase_sink) {
   if (engine_used.exchange(true))
     throw std::logic_error("SimGrid runs one engine per process: use sim::simulate()");
   int argc = 3;
@@ -455,11 +463,14 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
     simgrid::kernel::timer::Timer::set(start_time_s, [] {});
     engine.run();
   }
-  for (std::size_t k = 0; k < order.size(); ++k) {
+  for (std::size_t k = 0;; ++k) {
+    const Graph* graph = next(k);
+    if (graph == nullptr) break;
+    if (!graph->finished()) throw std::logic_error("execute: call Graph::finish() first");
     NodeTimes times;
     {
       // The runner's own state (a counter per node) is gone before the results are read.
-      Runner runner(*graphs[order[k]], platform, simgrid, k == 0 ? first_phase_sink : nullptr,
+      Runner runner(*graph, platform, simgrid, k == 0 ? first_phase_sink : nullptr,
                     sg::Engine::get_clock(), repair.get());
       current = &runner;
       times = runner.run();

@@ -48,6 +48,12 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
                     const Platform& platform, double start_time_s,
                     const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
                     CompletionSink* first_phase_sink = nullptr);
+// The same, the graph of phase k being next(k), asked once phase k - 1 has been handed to
+// on_phase (so that what a phase showed can choose the next one); nullptr ends the play.
+using NextPhase = std::function<const Graph*(std::size_t)>;
+void execute_phases(const NextPhase& next, const Platform& platform, double start_time_s,
+                    const std::function<void(std::size_t, const NodeTimes&)>& on_phase,
+                    CompletionSink* first_phase_sink = nullptr);
 
 // SimGrid 3.32's LV08 network model (network/model: LV08, its default), calibrated on TCP:
 // every flow's latency is multiplied by this and its bandwidth by that (SimGrid's

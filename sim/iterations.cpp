@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace hgsim::sim {
 
@@ -118,6 +119,27 @@ void add_sync(PhaseGraph& phase, NodeId ready, int fragment, const SyncBuilder& 
   phase.sync_end = static_cast<NodeId>(phase.graph.size());
 }
 
+// Streaming DiLoCo's window f with its first `steps` inner steps: the fragment's sync and
+// the steps start together.
+PhaseGraph streaming_window(const Graph& step, int fragment, int steps,
+                            const SyncBuilder& build_sync) {
+  PhaseGraph window;
+  window.steps = steps;
+  window.fragment = fragment;
+  const NodeId start = window.graph.join();
+  add_sync(window, start, fragment, build_sync);
+  window.syncs = 1;
+  NodeId at = start;
+  for (int k = 0; k < steps; ++k) {
+    window.step_begins.push_back(static_cast<NodeId>(window.graph.size()));
+    at = append_graph(window.graph, step, at);
+    if (k + 1 < steps) window.step_ends.push_back(at);
+  }
+  window.last_step_end = at;
+  window.graph.finish();
+  return window;
+}
+
 }  // namespace
 
 std::vector<int> phase_order(int iterations, const core::OuterSync& o) {
@@ -158,7 +180,7 @@ std::vector<OuterSyncEvent> outer_sync_events(int iterations, const core::OuterS
 }
 
 IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,
-                              const SyncBuilder& build_sync) {
+                              SyncBuilder build_sync, bool time_varying) {
   IterationPlan plan;
   plan.iterations = iterations;
   plan.phases.emplace_back();
@@ -176,24 +198,14 @@ IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSyn
     sync.graph.finish();
     plan.phases.push_back(std::move(sync));
   } else {
-    const int tau = o.overlap_steps;
-    for (int f = 0; f < o.fragments; ++f) {
-      PhaseGraph window;
-      window.steps = tau;
-      const NodeId start = window.graph.join();
-      add_sync(window, start, f, build_sync);
-      window.syncs = 1;
-      NodeId at = start;
-      for (int k = 0; k < tau; ++k) {
-        at = append_graph(window.graph, step, at);
-        if (k + 1 < tau) window.step_ends.push_back(at);
-      }
-      window.graph.finish();
-      plan.phases.push_back(std::move(window));
-    }
+    plan.overlap_steps = o.overlap_steps;
+    const int steps = time_varying ? o.overlap_steps : 1;
+    for (int f = 0; f < o.fragments; ++f)
+      plan.phases.push_back(streaming_window(step, f, steps, build_sync));
   }
   plan.order = phase_order(iterations, o);
   plan.phases[0].graph = std::move(step);
+  plan.build_sync = std::move(build_sync);
   return plan;
 }
 
@@ -264,12 +276,15 @@ std::vector<double> step_durations(const PhaseGraph& phase, const NodeTimes& tim
 }  // namespace
 
 void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform,
-                 int weight) {
+                 int weight, bool again) {
   const Graph& graph = phase.graph;
   const double T = times.makespan;
   const int devices = platform.device_count();
   std::vector<std::vector<Interval>> compute(devices), comm(devices);
-  std::vector<double> pipe_start(devices, T), pipe_end(devices, 0);
+  // Per step of the phase and device: its pipeline's span, where its bubbles are.
+  const std::size_t steps = std::max<std::size_t>(1, phase.step_begins.size());
+  std::vector<double> pipe_start(steps * devices, T), pipe_end(steps * devices, 0);
+  std::size_t step = 0;
   std::vector<std::vector<Interval>> link_busy(platform.links.size());
   std::vector<std::vector<std::pair<double, int>>> link_flows(platform.links.size());
   reserve_intervals(graph, platform, compute, comm, link_busy);
@@ -279,6 +294,7 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
   for (NodeId id = 0; id < graph.size(); ++id) {
     const GraphNode& n = graph.node(id);
     const double a = times.start[id], b = times.end[id];
+    while (step + 1 < phase.step_begins.size() && id >= phase.step_begins[step + 1]) ++step;
     const bool in_sync = id >= phase.sync_begin && id < phase.sync_end;
     if (in_sync) {
       if (n.op != Op::join) sync_start = std::min(sync_start, a);
@@ -295,8 +311,9 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
       compute[n.device].emplace_back(a, b);
       if (n.work == Work::codec) codec_s += weight * (b - a);
       if (n.work == Work::forward || n.work == Work::backward || n.work == Work::recompute) {
-        pipe_start[n.device] = std::min(pipe_start[n.device], a);
-        pipe_end[n.device] = std::max(pipe_end[n.device], b);
+        const std::size_t at = step * devices + n.device;
+        pipe_start[at] = std::min(pipe_start[at], a);
+        pipe_end[at] = std::max(pipe_end[at], b);
       }
     } else if (n.op == Op::delay && n.work != Work::pacing) {
       comm[n.device].emplace_back(a, b);
@@ -327,18 +344,23 @@ void Totals::add(const PhaseGraph& phase, const NodeTimes& times, const Platform
     attribute(timed[d], weight, activity_s[d]);
     std::vector<TimedActivity>().swap(timed[d]);
     busy_s[d] += weight * union_length(busy);
-    if (pipe_end[d] <= pipe_start[d]) continue;
-    auto bubbles = gaps(std::move(busy), pipe_start[d], pipe_end[d]);
-    for (const auto& [a, b] : bubbles) bubble_s[d] += weight * (b - a);
-    if (first) first_bubbles[d] = std::move(bubbles);
+    for (std::size_t k = 0; k < steps; ++k) {
+      const double lo = pipe_start[k * devices + d], hi = pipe_end[k * devices + d];
+      if (hi <= lo) continue;
+      auto bubbles = k + 1 == steps ? gaps(std::move(busy), lo, hi) : gaps(busy, lo, hi);
+      for (const auto& [a, b] : bubbles) bubble_s[d] += weight * (b - a);
+      if (first) first_bubbles[d].insert(first_bubbles[d].end(), bubbles.begin(), bubbles.end());
+    }
   }
   for (std::size_t l = 0; l < link_busy.size(); ++l) {
     link_busy_s[l] += weight * union_length(link_busy[l]);
     link_max_flows[l] = std::max(link_max_flows[l], most_at_once(std::move(link_flows[l])));
   }
   time_s += weight * T;
-  activities += times.activities;
-  ++phases_played;
+  if (!again) {
+    activities += times.activities;
+    ++phases_played;
+  }
   if (phase.has_sync()) {
     outer_syncs += weight * phase.syncs;
     outer_time_s += weight * std::max(0.0, sync_last - sync_start);
@@ -363,20 +385,59 @@ Totals play_iterations(const IterationPlan& plan, const Platform& platform, bool
         first_phase_sink);
     return totals;
   }
-  // Nothing time-varying: each distinct phase once, counted as often as it occurs.
+  // Nothing time-varying: each distinct phase once, counted as often as it occurs; windows
+  // grown until their sync has ended by their last step, their other steps counted as the
+  // step phase (sim/iterations.hpp).
   std::map<int, int> count;
   std::vector<int> distinct;
   for (int k : plan.order)
     if (count[k]++ == 0) distinct.push_back(k);
   std::vector<std::vector<double>> durations(plan.phases.size());
-  execute_phases(
-      graphs, distinct, platform, start_time_s,
-      [&](std::size_t k, const NodeTimes& times) {
-        const int p = distinct[k];
-        totals.add(plan.phases[p], times, platform, count[p]);
-        durations[p] = step_durations(plan.phases[p], times);
-      },
-      first_phase_sink);
+  std::vector<int> composed(plan.phases.size(), 0);  // per window: steps counted as the step's
+  std::optional<PhaseGraph> grown;                   // the window being played again, larger
+  const bool step_in_order = count.count(0) > 0;
+  std::size_t next_distinct = 0;
+  int playing = -1;     // the phase being played
+  int step_copies = 0;  // window steps to count as the step phase
+  NodeTimes step_times;  // the step phase's, kept while windows may still count copies of it
+  auto next = [&](std::size_t) -> const Graph* {
+    if (grown) return &grown->graph;
+    if (next_distinct < distinct.size()) {
+      playing = distinct[next_distinct++];
+      return &plan.phases[playing].graph;
+    }
+    if (step_in_order || step_copies == 0 || playing == 0) return nullptr;
+    playing = 0;  // every step is in a window: the step phase is played for the copies
+    return &plan.phases[0].graph;
+  };
+  auto on_phase = [&](std::size_t, const NodeTimes& times) {
+    const PhaseGraph& phase = grown ? *grown : plan.phases[playing];
+    const int p = playing;
+    if (phase.fragment >= 0 && phase.steps < plan.overlap_steps) {
+      if (times.end[phase.sync_end - 1] > times.end[phase.last_step_end]) {
+        // The sync outlasts the steps played: the next one would not start on idle links.
+        const int fragment = phase.fragment;
+        const int steps = std::min(2 * phase.steps, plan.overlap_steps);
+        grown = streaming_window(plan.phases[0].graph, fragment, steps, plan.build_sync);
+        return;
+      }
+      composed[p] = plan.overlap_steps - phase.steps;
+      step_copies += count[p] * composed[p];
+    }
+    const int weight = p == 0 && !step_in_order ? step_copies : count[p];
+    if (p == 0 && !step_in_order) step_copies = 0;
+    totals.add(phase, times, platform, weight);
+    durations[p] = step_durations(phase, times);
+    if (p == 0 && step_in_order && plan.overlap_steps > 0) step_times = times;
+    grown.reset();
+  };
+  execute_phases(next, platform, start_time_s, on_phase, first_phase_sink);
+  if (step_copies > 0) totals.add(plan.phases[0], step_times, platform, step_copies, true);
+  for (std::size_t p = 0; p < composed.size(); ++p) {
+    if (composed[p] == 0) continue;
+    totals.composed_steps += count[static_cast<int>(p)] * composed[p];
+    durations[p].insert(durations[p].end(), composed[p], durations[0].front());
+  }
   totals.iteration_s.reserve(plan.iterations);
   for (int k : plan.order)
     for (double t : durations[k]) totals.iteration_s.push_back(t);
@@ -404,6 +465,14 @@ void add_iteration_results(core::Json& result, const Totals& totals, int iterati
       varying ? "every iteration (a bandwidth trace makes them differ)"
               : "each distinct iteration once, counted as often as it occurs (nothing "
                 "time-varying: identical iterations take identical times)";
+  if (totals.composed_steps > 0) {
+    result["iterations_composed"] = totals.composed_steps;
+    result["iterations_played"] =
+        result["iterations_played"].get<std::string>() +
+        "; " + std::to_string(totals.composed_steps) +
+        " Streaming DiLoCo window steps that start after their fragment's sync has ended "
+        "counted as the plain step (they start on idle links)";
+  }
 }
 
 void add_outer_sync_results(core::Json& result, const core::OuterSync& o, const Totals& totals,

@@ -22,7 +22,12 @@
 // Reuse: when nothing time-varying is in play (no WAN link has a bandwidth trace), phases
 // with the same graph take the same time and move the same bytes (every phase starts with
 // idle links), so each distinct phase is played once and counted as often as it occurs.
-// With a trace every phase is played: the cost is about N x one iteration.
+// A Streaming DiLoCo window is then played with its first m inner steps only: the islands'
+// inner steps do not cross the WAN, so once the fragment's sync has ended, each later step
+// of the window starts on idle links and takes exactly the step phase's time. m starts at 1
+// and doubles (up to tau) while the sync is still running when step m ends; the window's
+// other tau - m steps are counted as the step phase. With a trace every phase is played,
+// windows whole: the cost is about N x one iteration.
 #pragma once
 
 #include <array>
@@ -43,6 +48,11 @@ struct PhaseGraph {
   Graph graph;
   int steps = 1;                  // iterations the phase covers
   std::vector<NodeId> step_ends;  // joins after each step (all but the phase's end)
+  // A window: the first node of each of its steps (a pipeline's bubbles are read per step),
+  // the join after its last step, and the fragment it syncs.
+  std::vector<NodeId> step_begins;
+  NodeId last_step_end = 0;
+  int fragment = -1;
   NodeId sync_begin = 0;          // the outer sync's nodes are [sync_begin, sync_end)
   NodeId sync_end = 0;
   int syncs = 0;  // fragments synchronised in the phase
@@ -57,6 +67,10 @@ struct IterationPlan {
   std::vector<PhaseGraph> phases;  // distinct
   std::vector<int> order;          // the phases as training plays them
   int iterations = 0;
+  // Streaming DiLoCo windows built with fewer than overlap_steps steps, grown while played
+  // (the reuse above): they need the sync builder then.
+  int overlap_steps = 0;
+  SyncBuilder build_sync;
 };
 
 // The order in which training plays the phases (0 = step, 1 = sync, 1 + f = window f): the
@@ -75,9 +89,11 @@ struct OuterSyncEvent {
 std::vector<OuterSyncEvent> outer_sync_events(int iterations, const core::OuterSync& o);
 
 // The phases of `iterations` iterations of `step` (finished; it becomes the step phase)
-// with outer sync `o`.
+// with outer sync `o`: Streaming DiLoCo windows whole when `time_varying`, else with one
+// step, grown by play_iterations. `build_sync` is kept for that: what it refers to must
+// outlive the plan's play.
 IterationPlan plan_iterations(Graph&& step, int iterations, const core::OuterSync& o,
-                              const SyncBuilder& build_sync);
+                              SyncBuilder build_sync, bool time_varying);
 
 // Copies `src` (finished) into `dst`: every node of src without predecessors starts after
 // `after`. Returns the join after which every copied node has completed.
@@ -103,6 +119,7 @@ struct Totals {
   double time_s = 0;  // simulated time of the iterations
   std::vector<double> iteration_s;
   int outer_syncs = 0;         // fragment all-reduces
+  int composed_steps = 0;      // window steps counted as the step phase (the reuse above)
   double outer_time_s = 0;     // from the sync's first transfer to its last node
   double outer_exposed_s = 0;  // how long the phase ran past the end of its steps
   // Per device: the pipeline bubbles of the first phase played (for the trace).
@@ -110,7 +127,9 @@ struct Totals {
   bool first = true;
   std::size_t activities = 0;  // activities played (NodeTimes::activities; each phase once)
   std::size_t phases_played = 0;
-  void add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform, int weight);
+  // `again`: times already added once, counted again (no activities played).
+  void add(const PhaseGraph& phase, const NodeTimes& times, const Platform& platform, int weight,
+           bool again = false);
 };
 
 // Plays the plan (reusing phases unless `time_varying`) from `start_time_s` into the traces.

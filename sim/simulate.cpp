@@ -333,16 +333,21 @@ IterationPlan iteration_phases(const SimulationInput& in, const ResolvedPlan& r,
   outer.codec = outer_codec;
   outer.roles = &work.roles;
   outer.fragments = plan.outer_sync.fragments;
-  return plan_iterations(std::move(work.graph), r.scenario->simulation.iterations, plan.outer_sync,
-                         [&](Graph& g, NodeId ready, int fragment) {
-                           OuterSyncInput o = outer;
-                           o.fragment = fragment;
-                           const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
-                           // Blocking DiLoCo (one fragment) syncs the whole model: fragment
-                           // 0 of 1.
-                           return outer_all_reduce(g, work.platform, o, all_ready,
-                                                   &outer_stats[fragment]);
-                         });
+  // The builder outlives this function (play_iterations grows Streaming DiLoCo windows with
+  // it): `outer` is copied; a fragment built again records the same bytes, not twice.
+  return plan_iterations(
+      std::move(work.graph), r.scenario->simulation.iterations, plan.outer_sync,
+      [outer, &work, &outer_stats](Graph& g, NodeId ready, int fragment) {
+        OuterSyncInput o = outer;
+        o.fragment = fragment;
+        const std::vector<NodeId> all_ready(work.platform.device_count(), ready);
+        // Blocking DiLoCo (one fragment) syncs the whole model: fragment 0 of 1.
+        CodecStats stats;
+        auto done = outer_all_reduce(g, work.platform, o, all_ready, &stats);
+        outer_stats[fragment] = stats;
+        return done;
+      },
+      time_varying(work.platform));
 }
 
 // Every GPU's times (means over the iterations of `iteration_s`), its stage's memory and

@@ -227,6 +227,108 @@ TEST(OuterSync, StreamingOverlapsEachFragmentWithTheNextInnerStep) {
   EXPECT_GT(b["outer_sync"]["exposed_s"].get<double>(), o["exposed_s"].get<double>());
 }
 
+// Every number of `a` and `b` (objects and arrays walked alike) within 1e-9 of each other,
+// relatively; `where` names the path.
+void expect_same_numbers(const Json& a, const Json& b, const std::string& where) {
+  if (a.is_number()) {
+    ASSERT_TRUE(b.is_number()) << where;
+    const double x = a.get<double>(), y = b.get<double>();
+    EXPECT_NEAR(x, y, 1e-9 * std::max(std::abs(y), 1e-3)) << where;
+    return;
+  }
+  if (a.is_array()) {
+    ASSERT_EQ(a.size(), b.size()) << where;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      expect_same_numbers(a[i], b[i], where + "[" + std::to_string(i) + "]");
+    return;
+  }
+  if (!a.is_object()) return;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    ASSERT_TRUE(b.contains(it.key())) << where << "." << it.key();
+    expect_same_numbers(it.value(), b[it.key()], where + "." + it.key());
+  }
+}
+
+// `yaml` simulated twice: as it is (Streaming DiLoCo windows grown from one step, the rest
+// counted as the plain step) and with a bandwidth trace that holds the WAN at its bandwidth
+// (every phase played, windows whole). Returns the first.
+Json composed_against_whole_windows(const std::string& yaml, const kernels::ComputeModel& compute) {
+  auto c = checked(yaml);
+  const Json composed = run(c, compute);
+  auto& wan = c.scenario.wan[0];
+  wan.trace = "inline";
+  wan.trace_steps = {{core::Seconds(0), wan.bandwidth}, {core::Seconds(1e6), wan.bandwidth}};
+  const Json whole = run(c, compute);
+  EXPECT_NE(whole["iterations_played"].get<std::string>().find("every"), std::string::npos);
+  EXPECT_FALSE(whole.contains("iterations_composed"));
+  for (const char* key :
+       {"iteration_time_s", "iteration_times_s", "devices", "links", "codec_time_s"})
+    expect_same_numbers(composed[key], whole[key], key);
+  for (const char* key : {"count", "bytes", "time_s", "exposed_s"})
+    expect_same_numbers(composed["outer_sync"][key], whole["outer_sync"][key], key);
+  return composed;
+}
+
+TEST(Iterations, StreamingWindowsComposedFromTheirFirstStepsMatchWholeWindows) {
+  // Islands of two GPUs (their inner steps all-reduce over NVLink, which the outer sync's
+  // in-island steps share): the fragment syncs end within the first step of each window.
+  const FixedTimes compute(5e-3);
+  for (const std::string outer :
+       {"{method: diloco, inner_steps: 4, fragments: 2, overlap_steps: 2}",
+        "{method: diloco, inner_steps: 8, fragments: 2, overlap_steps: 3}"}) {
+    SCOPED_TRACE(outer);
+    const Json r = composed_against_whole_windows(
+        islands_scenario(2, 2, outer, "simulation: {iterations: 10}\n"), compute);
+    // One round: each of the 2 windows counts its last tau - 1 steps.
+    const int tau = outer.find("overlap_steps: 2") != std::string::npos ? 2 : 3;
+    const int rounds = outer.find("inner_steps: 4") != std::string::npos ? 2 : 1;
+    EXPECT_EQ(r["iterations_composed"].get<int>(), rounds * 2 * (tau - 1));
+    EXPECT_NE(r["iterations_played"].get<std::string>().find("idle links"), std::string::npos);
+  }
+  // Each island a two-stage pipeline: a stage idles between inner steps (the first stage
+  // waits for the last's backward), which is no bubble of either step.
+  std::string yaml = islands_scenario(
+      2, 2, "{method: diloco, inner_steps: 8, fragments: 2, overlap_steps: 3}",
+      "simulation: {iterations: 8}\n");
+  for (const std::string island : {"a", "b"}) {
+    const std::string one = "{replicas: 2, micro_batches: 1, stages: [{cluster: " + island +
+                            ", layers: 8}]}";
+    yaml.replace(yaml.find(one), one.size(),
+                 "{replicas: 1, micro_batches: 2, stages: [{cluster: " + island +
+                     ", layers: 4}, {cluster: " + island + ", layers: 4}]}");
+  }
+  const Json r = composed_against_whole_windows(yaml, compute);
+  EXPECT_GT(r["iterations_composed"].get<int>(), 0);
+  EXPECT_GT(r["devices"][0]["bubble_s"].get<double>(), 0);
+}
+
+TEST(Iterations, StreamingWindowGrowsWhileItsSyncOutlastsItsSteps) {
+  // Islands of one GPU, H = 8, F = 2, tau = 4 (no plain step in a round): each fragment's
+  // sync lasts between one and two inner steps, so each window is played with 2 steps and
+  // counts 2; every window takes tau t_step, so every iteration t_step, nothing exposed.
+  auto c = checked(islands_scenario(
+      2, 1, "{method: diloco, inner_steps: 8, fragments: 2, overlap_steps: 4}"));
+  const auto& m = c.model;
+  const double S0 = 2 * (4 * models::layer_parameters(m) + models::embedding_parameters(m));
+  const double t0 = sim::outer_all_reduce_time(2, 1, S0, kWan, kNvlink);
+  const double t1 = sim::outer_all_reduce_time(2, 1, model_shard_bytes(m) - S0, kWan, kNvlink);
+  const double t_step = 0.6 * std::max(t0, t1);
+  ASSERT_LT(std::max(t0, t1), 2 * t_step);
+  ASSERT_GT(std::max(t0, t1), t_step);
+  const FixedTimes compute(t_step / 24);
+  const Json r = composed_against_whole_windows(
+      islands_scenario(2, 1, "{method: diloco, inner_steps: 8, fragments: 2, overlap_steps: 4}",
+                       "simulation: {iterations: 16}\n"),
+      compute);
+  EXPECT_NEAR(r["iteration_time_s"].get<double>(), t_step, 1e-9);
+  EXPECT_NEAR(r["outer_sync"]["exposed_s"].get<double>(), 0, 1e-9);
+  EXPECT_EQ(r["outer_sync"]["count"], 4);
+  // Per round, a window whose sync outlasts a step grows to 2 steps and counts 4 - 2, one
+  // whose sync does not counts 4 - 1.
+  auto counted = [&](double t_f) { return t_f > t_step ? 2 : 3; };
+  EXPECT_EQ(r["iterations_composed"].get<int>(), 2 * (counted(t0) + counted(t1)));
+}
+
 TEST(OuterSync, TraceRecordsTheFirstPhasePlayed) {
   // H = 1: every iteration is a sync phase, so the first phase played is not the plain step.
   auto c = checked(
