@@ -519,22 +519,22 @@ SyncGroup sync_group(const sim::ResolvedPlan& r, const sim::Segment& seg,
 //   bucket = 2 max_c RS_c + 2 (k - 1) step,
 //   step = max over ring edges a->b of latency_ab + encode + decode + max(wire / (flows x
 //          flow_cap_ab), max over WAN links l of the edge (ring load on l) / bandwidth_l),
-// with flows = lanes x rings (lanes: the fewest members of any cluster), each carrying
-// bytes x rings / k / flows through the gradient codec. Adds the segment's WAN bytes
-// (2 (k - 1) steps of every bucket) to `sync_bytes`.
+// with flows = lanes x rings (lanes: sim::hierarchical_lanes, one per member of the
+// largest cluster), each carrying bytes x rings / k / flows through the gradient codec. Adds
+// the segment's WAN bytes (2 (k - 1) steps of every bucket) to `sync_bytes`.
 double hierarchical_bucket_time(const Context& ctx, const sim::ResolvedPlan& r,
                                 const sim::Segment& seg, const SyncGroup& g,
                                 std::vector<double>& sync_bytes) {
   const double bytes = seg.bucket_bytes;
-  int lanes = std::numeric_limits<int>::max();
+  std::vector<int> sizes;
   double inside = 0;
   for (int c : g.clusters) {
-    lanes = std::min(lanes, g.members[c]);
+    sizes.push_back(g.members[c]);
     inside = std::max(inside, sim::ring_reduce_scatter_time(g.members[c], bytes,
                                                             sim::segment_ring_hop(r, seg, c)));
   }
   const int k = static_cast<int>(g.clusters.size());
-  const double flows = static_cast<double>(lanes) * seg.rings;
+  const double flows = static_cast<double>(sim::hierarchical_lanes(sizes)) * seg.rings;
   const double chunk = bytes * seg.rings / k;
   std::vector<double> load(ctx.wan_link_bandwidth.size(), 0);
   std::vector<Coded> coded(k);

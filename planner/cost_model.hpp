@@ -24,7 +24,8 @@
 // Gradient sync: the layers are cut into segments held by the same stages (as the
 // simulator does); per segment, buckets of all-reduce in closed form (ring inside one
 // cluster; hierarchical across clusters: reduce-scatter inside, a ring of the cluster
-// leaders over the WAN carrying lanes x rings flows with the gradient codec, all-gather
+// leaders over the WAN carrying lanes x rings flows (sim::hierarchical_lanes) with the
+// gradient codec, all-gather
 // inside). A segment's sync starts when the last of its holders finished its last backward
 // (stage s finishes sum_{j<s} (B_j + X_j) before stage 0) and after the holder's previous
 // segment, so sync overlaps the backward of earlier stages. Then the optimizer step. The

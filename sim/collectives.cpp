@@ -366,6 +366,16 @@ std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collectiv
   return have;
 }
 
+int hierarchical_lanes(const std::vector<int>& sizes) {
+  int lanes = 0;
+  for (int n : sizes) lanes = std::max(lanes, n);
+  return lanes;
+}
+
+int hierarchical_lane_member(int lane, int lanes, int size) {
+  return static_cast<int>(static_cast<long long>(lane) * size / lanes);
+}
+
 std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c,
                                             const std::vector<std::vector<int>>& groups) {
   const Recorded recorded(s, c, CollectiveKind::all_reduce, Lowering::hierarchical);
@@ -386,22 +396,37 @@ std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c
     for (std::size_t p : position[g]) local.ready.push_back(c.ready[p]);
     shard[g] = ring_reduce_scatter(s, local);
   }
-  // 2. All-reduce across clusters, lane j joining member j of every cluster.
-  std::size_t lanes = groups[0].size();
-  for (const auto& g : groups) lanes = std::min(lanes, g.size());
-  for (std::size_t lane = 0; lane < lanes; ++lane) {
+  // 2. All-reduce across clusters, lane by lane; a member's shard is reduced once all the
+  // lanes it serves are.
+  std::vector<int> sizes;
+  for (const auto& g : groups) sizes.push_back(static_cast<int>(g.size()));
+  const int lanes = hierarchical_lanes(sizes);
+  // A member serving several lanes (a smaller cluster's) holds its shard once all are done.
+  std::vector<std::vector<NodeId>> reduced_shard = shard;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (sizes[g] < lanes)
+      for (NodeId& have : reduced_shard[g]) have = s.graph.join();
+  for (int lane = 0; lane < lanes; ++lane) {
     Collective across{{},
                       {},
                       c.bytes / static_cast<double>(lanes),
                       c.name + " inter lane " + std::to_string(lane),
                       c.flows};
+    std::vector<int> member(groups.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      across.members.push_back(groups[g][lane]);
-      across.ready.push_back(shard[g][lane]);
+      member[g] = hierarchical_lane_member(lane, lanes, sizes[g]);
+      across.members.push_back(groups[g][member[g]]);
+      across.ready.push_back(shard[g][member[g]]);
     }
-    auto reduced = ring_all_reduce(s, across);
-    for (std::size_t g = 0; g < groups.size(); ++g) shard[g][lane] = reduced[g];
+    const auto reduced = ring_all_reduce(s, across);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (sizes[g] < lanes)
+        s.graph.edge(reduced[g], reduced_shard[g][member[g]]);
+      else
+        reduced_shard[g][member[g]] = reduced[g];
+    }
   }
+  shard = std::move(reduced_shard);
   // 3. All-gather inside each cluster.
   for (std::size_t g = 0; g < groups.size(); ++g) {
     Collective local{groups[g], shard[g], c.bytes, c.name + " intra", c.flows};

@@ -120,10 +120,22 @@ std::vector<NodeId> tree_all_reduce(const Sender& s, const Collective& c);
 // log2 n rounds each, sizes bytes/2, bytes/4, ... For n a power of two; otherwise the ring.
 std::vector<NodeId> halving_doubling_all_reduce(const Sender& s, const Collective& c);
 
+// The lanes of an all-reduce across clusters of these sizes (members per cluster): one per
+// member of the largest, so that every member of every cluster has a shard crossing the WAN
+// and starts its all-gather only once that shard is reduced. A smaller cluster's member
+// serves several lanes: lane j runs on its member hierarchical_lane_member(j, lanes, size).
+// (With the fewest members' count instead, the larger cluster's other members never waited
+// for the WAN, and the curve of time against WAN bandwidth could rise.)
+int hierarchical_lanes(const std::vector<int>& sizes);
+// The member of a cluster of `size` members that carries lane `lane` of `lanes`:
+// floor(lane x size / lanes), so each member serves lanes / size lanes when size divides it.
+int hierarchical_lane_member(int lane, int lanes, int size);
+
 // Hierarchical all-reduce for members in several clusters (groups[k] = the members of one
 // cluster, in ring order): reduce-scatter inside each cluster, all-reduce of the shards
-// across clusters (min |group| lanes, lane j joins member j of every cluster, each lane a
-// ring over bytes / lanes), all-gather inside each cluster.
+// across clusters (hierarchical_lanes lanes, each a ring over bytes / lanes joining
+// hierarchical_lane_member of every cluster), all-gather inside each cluster once every lane
+// a member serves is reduced.
 std::vector<NodeId> hierarchical_all_reduce(const Sender& s, const Collective& c,
                                             const std::vector<std::vector<int>>& groups);
 

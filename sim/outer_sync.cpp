@@ -68,27 +68,37 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
       for (std::size_t d = 0; d < roles.size(); ++d)
         if (roles[d].stage == static_cast<int>(st) && roles[d].tp_rank == t)
           holders[roles[d].pipeline].push_back(static_cast<int>(d));
-      std::size_t lanes = holders[0].size();
-      for (const auto& h : holders) lanes = std::min(lanes, h.size());
-      if (lanes == 0) continue;
+      std::vector<int> sizes;
+      for (const auto& h : holders) sizes.push_back(static_cast<int>(h.size()));
+      if (*std::min_element(sizes.begin(), sizes.end()) == 0) continue;
+      const int lanes = hierarchical_lanes(sizes);
       const std::string shard_name =
           name + " stage " + std::to_string(st) + (tp > 1 ? " tp " + std::to_string(t) : "");
-      // 1. Across islands, lane by lane.
+      // 1. Across islands, lane by lane (sim::hierarchical_lanes); a holder serving several
+      // lanes (a smaller island's) has its piece once all of them are reduced.
       std::vector<std::vector<NodeId>> have(islands);
       for (int i = 0; i < islands; ++i)
-        for (int d : holders[i]) have[i].push_back(ready[d]);
-      for (std::size_t lane = 0; lane < lanes; ++lane) {
+        for (std::size_t k = 0; k < holders[i].size(); ++k)
+          have[i].push_back(sizes[i] < lanes ? graph.join() : NodeId{});
+      for (int lane = 0; lane < lanes; ++lane) {
         Collective across{{},
                           {},
                           shard / static_cast<double>(lanes),
                           shard_name + " lane " + std::to_string(lane),
                           1};
+        std::vector<int> member(islands);
         for (int i = 0; i < islands; ++i) {
-          across.members.push_back(holders[i][lane]);
-          across.ready.push_back(have[i][lane]);
+          member[i] = hierarchical_lane_member(lane, lanes, sizes[i]);
+          across.members.push_back(holders[i][member[i]]);
+          across.ready.push_back(ready[holders[i][member[i]]]);
         }
         const auto reduced = ring_all_reduce(sender, across);
-        for (int i = 0; i < islands; ++i) have[i][lane] = reduced[i];
+        for (int i = 0; i < islands; ++i) {
+          if (sizes[i] < lanes)
+            graph.edge(reduced[i], have[i][member[i]]);
+          else
+            have[i][member[i]] = reduced[i];
+        }
       }
       // 2. Inside each island, the holders all-gather the reduced pieces.
       for (int i = 0; i < islands; ++i) {
@@ -120,7 +130,9 @@ std::vector<OuterShard> outer_shards(const core::Plan& plan, const core::ModelCo
       const int slices = st < p.stages.size() ? p.stages[st].slices() : 0;
       shard.holders.push_back(p.replicas * slices);
     }
-    shard.lanes = *std::min_element(shard.holders.begin(), shard.holders.end());
+    shard.lanes = *std::min_element(shard.holders.begin(), shard.holders.end()) > 0
+                      ? hierarchical_lanes(shard.holders)
+                      : 0;
     out.push_back(std::move(shard));
   }
   return out;

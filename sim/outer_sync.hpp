@@ -6,12 +6,13 @@
 // of an island holds the same pseudo-gradient (parameters at the last outer sync minus
 // parameters now). Every `inner_steps` steps the islands all-reduce it, shard by shard
 // (stage s, tensor-parallel rank t), hierarchically:
-//   1. across islands: lane j joins the j-th holder of the shard in every island (L = the
-//      fewest holders in an island); each lane all-reduces 1/L of the shard by a ring over
+//   1. across islands: L lanes (sim::hierarchical_lanes: one per holder of the island with
+//      the most), lane j joining holder floor(j n_i / L) of every island i (an island with
+//      fewer holders has each serve several); each lane all-reduces 1/L of the shard by a ring over
 //      the islands (2 (I - 1) steps of S / (L I)), through the WAN, each transfer coded with
 //      the outer-sync codec (compress::code_transfer: exact encoded sizes, codec time);
-//   2. inside each island: its n holders all-gather the L reduced pieces (ring, n - 1 steps
-//      of S / n).
+//   2. inside each island, once every lane a holder serves is reduced: its n holders
+//      all-gather the L reduced pieces (ring, n - 1 steps of S / n).
 // No reduce-scatter is needed inside an island: its replicas hold identical pseudo-gradients.
 // The outer optimizer step (Nesterov) is element-wise on the shard, not costed (it hides
 // under the transfers, as reductions do in sim/collectives.hpp).
@@ -68,7 +69,7 @@ std::vector<NodeId> outer_all_reduce(Graph& graph, const Platform& platform,
 // One shard of a fragment's outer all-reduce: the fragment's part of stage `stage` on one
 // tensor-parallel rank (each of the stage's `tp` ranks holds one such shard), `bytes` in the
 // gradients' precision before the codec, held by `holders[i]` GPUs of island i (replicas x
-// dp x cp); `lanes` = the fewest holders of an island.
+// dp x cp); `lanes` = sim::hierarchical_lanes of the holders (0 when an island holds none).
 struct OuterShard {
   int stage = 0;
   int tp = 1;

@@ -610,9 +610,10 @@ class Builder {
     }
     // Hierarchical across clusters: reduce-scatter inside (closed form), the lanes' ring
     // across clusters between the leaders (transfers), all-gather inside (closed form).
-    std::size_t lanes = std::numeric_limits<int>::max();
-    for (int c : clusters) lanes = std::min<std::size_t>(lanes, cluster_members_[c]);
-    Collective across{{}, {}, bytes * rings, name + " inter", static_cast<int>(lanes) * rings};
+    std::vector<int> sizes;
+    for (int c : clusters) sizes.push_back(cluster_members_[c]);
+    const int lanes = hierarchical_lanes(sizes);
+    Collective across{{}, {}, bytes * rings, name + " inter", lanes * rings};
     std::map<int, NodeId> scattered;
     for (int c : clusters) {
       const double seconds =

@@ -590,6 +590,60 @@ std::string fold_case(const std::string& schedule, const std::string& stages, in
          "  grad_sync: {algorithm: " + algorithm + ", bucket: 4MB}\n";
 }
 
+// The lanes of a hierarchical all-reduce across clusters of unequal size: one per member of
+// the largest cluster, a smaller cluster's member serving several (floor(j n / L)). Lowered
+// over clusters of 2 and 4 members (one per node), with S bytes: each of the 4 lanes is a ring
+// of 2 over S / 4, whose members each send 2 x S / 8 = S / 4 across the WAN; a member of the
+// 2-member cluster serves 2 lanes: S / 2. Every member of the larger cluster crosses the WAN
+// (with the fewest members' count, 2 lanes of S / 2, its members 2 and 3 sent nothing across
+// and gathered shards that were never reduced with the other cluster's).
+TEST(SimCollectives, HierarchicalLanesServeEveryMemberOfTheLargestCluster) {
+  EXPECT_EQ(sim::hierarchical_lanes({2, 4}), 4);
+  EXPECT_EQ(sim::hierarchical_lanes({3, 4, 2}), 4);
+  EXPECT_EQ(sim::hierarchical_lanes({8, 8}), 8);
+  const auto members = [](int lanes, int size) {
+    std::vector<int> m;
+    for (int j = 0; j < lanes; ++j) m.push_back(sim::hierarchical_lane_member(j, lanes, size));
+    return m;
+  };
+  EXPECT_EQ(members(4, 2), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(members(4, 3), (std::vector<int>{0, 0, 1, 2}));
+  EXPECT_EQ(members(4, 4), (std::vector<int>{0, 1, 2, 3}));
+
+  auto c = checked(fold_clusters(8));
+  const double S = 64e6;
+  const Json sent = sim::run_isolated([&] {
+    std::vector<sim::DeviceRequest> requests;
+    for (int i = 0; i < 2; ++i) requests.push_back({0, 4 * i, 1});
+    for (int i = 0; i < 4; ++i) requests.push_back({1, 4 * i, 1});
+    core::Diagnostics diags;
+    const sim::Platform platform = sim::build_platform(
+        c.scenario, {kernels::find_gpu("A100-80GB-SXM"), kernels::find_gpu("V100-32GB-SXM")},
+        requests, diags);
+    sim::Graph g;
+    sim::Sender sender{g, platform, nullptr, nullptr, sim::Work::dp_comm, -1};
+    sim::Collective all{{}, {}, S, "test", 1};
+    for (int d = 0; d < 6; ++d) {
+      all.members.push_back(d);
+      all.ready.push_back(g.join());
+    }
+    sim::hierarchical_all_reduce(sender, all, {{0, 1}, {2, 3, 4, 5}});
+    Json across = Json::array();
+    for (int d = 0; d < 6; ++d) {
+      double bytes = 0;
+      for (sim::NodeId id = 0; id < g.size(); ++id) {
+        const auto& n = g.node(id);
+        if (n.op == sim::Op::transfer && n.device == d && platform.crosses_wan(d, n.peer))
+          bytes += n.amount;
+      }
+      across.push_back(bytes);
+    }
+    return across;
+  });
+  for (int d = 0; d < 6; ++d)
+    EXPECT_NEAR(sent[d].get<double>(), d < 2 ? S / 2 : S / 4, 1e-6 * S) << "member " << d;
+}
+
 TEST(SimFidelity, FoldedIsWithinHalfAPercentOfFull) {
   const kernels::KernelModel roofline;
   const std::vector<std::pair<std::string, std::string>> cases = {
