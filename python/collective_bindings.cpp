@@ -1,6 +1,7 @@
 // The simulator's price of one NCCL collective on a cluster described in a few figures, for
 // validation/kernel_collectives.py: the closed forms every fidelity and the planner use
 // (sim/collectives.hpp), never a Python copy of them.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,28 @@ double collective_time(
 }  // namespace
 
 void bind_collectives(py::module_& m) {
+  // The hierarchical all-reduce's lane rule, for the live runner (runtime/hgsim_runtime/comm.py
+  // and outer.py move the bytes as the simulator does).
+  m.def(
+      "hierarchical_lanes",
+      [](const std::vector<int>& sizes) {
+        if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
+          throw Error("hierarchical_lanes: every cluster needs at least one member");
+        return sim::hierarchical_lanes(sizes);
+      },
+      py::arg("sizes"),
+      "Lanes of an all-reduce across clusters of these member counts: one per member of the "
+      "largest cluster (sim::hierarchical_lanes).");
+  m.def(
+      "hierarchical_lane_member",
+      [](int lane, int lanes, int size) {
+        if (lanes < 1 || size < 1 || lane < 0 || lane >= lanes)
+          throw Error("hierarchical_lane_member: needs 0 <= lane < lanes and size >= 1");
+        return sim::hierarchical_lane_member(lane, lanes, size);
+      },
+      py::arg("lane"), py::arg("lanes"), py::arg("size"),
+      "The member (index in its cluster of `size`) that carries lane `lane` of `lanes`: "
+      "floor(lane x size / lanes) (sim::hierarchical_lane_member).");
   m.def("collective_time", &collective_time, py::arg("kind"), py::arg("gpu"), py::arg("ranks"),
         py::arg("ranks_per_node"), py::arg("bytes"), py::kw_only(),
         py::arg("nvlink_bandwidth") = py::none(), py::arg("nvlink_latency") = "1us",

@@ -277,22 +277,37 @@ def ring_all_reduce(wire: Wire, buffer: torch.Tensor, members: list[int], tag: i
     ring_all_gather(wire, buffer, members, pieces, tag, key, label)
 
 
+def lane_plan(by_cluster: list[list[int]], me: int):
+    """The hierarchical all-reduce's lanes as the simulator lays them out (one rule:
+    sim::hierarchical_lanes and hierarchical_lane_member, through the module): the lane count,
+    the members that run each lane (one per cluster), and `me`'s cluster with, per member of
+    it, the consecutive lanes it carries."""
+    sizes = [len(c) for c in by_cluster]
+    lanes = hgsim._hgsim.hierarchical_lanes(sizes)
+    across = [[c[hgsim._hgsim.hierarchical_lane_member(j, lanes, len(c))] for c in by_cluster]
+              for j in range(lanes)]
+    mine = next(c for c in by_cluster if me in c)
+    carried = [[j for j in range(lanes)
+                if hgsim._hgsim.hierarchical_lane_member(j, lanes, len(mine)) == m]
+               for m in range(len(mine))]
+    return lanes, across, mine, carried
+
+
 def hierarchical_all_reduce(wire: Wire, buffer: torch.Tensor, by_cluster: list[list[int]],
                             tag: int, key, label: str):
-    """Reduce-scatter inside each cluster onto min(n_c) lanes, ring all-reduce of each lane's
-    piece across clusters (the only WAN traffic), all-gather inside each cluster: the
+    """Reduce-scatter inside each cluster onto its members' lanes (one lane per member of the
+    largest cluster; a smaller cluster's member carries several), ring all-reduce of each
+    lane's piece across clusters (the only WAN traffic), all-gather inside each cluster: the
     simulator's hierarchical_all_reduce."""
-    lanes = min(len(c) for c in by_cluster)
-    mine = next(c for c in by_cluster if wire.me in c)
+    lanes, across, mine, carried = lane_plan(by_cluster, wire.me)
     lane_pieces = intervals(buffer.numel(), lanes)
-    pieces = lane_pieces + [(0, 0)] * (len(mine) - lanes)
+    # A member's piece: its lanes' pieces, which are consecutive.
+    pieces = [(lane_pieces[c[0]][0], lane_pieces[c[-1]][1]) if c else (0, 0) for c in carried]
     if len(mine) > 1:
         ring_reduce_scatter(wire, buffer, mine, pieces, tag, (key, "intra"), label + " intra")
-    lane = mine.index(wire.me)
-    if lane < lanes:
-        across = [c[lane] for c in by_cluster]
+    for lane in carried[mine.index(wire.me)]:
         a0, a1 = lane_pieces[lane]
-        ring_all_reduce(wire, buffer[a0:a1], across, tag + 200, (key, "lane", lane),
-                        label + " inter")
+        ring_all_reduce(wire, buffer[a0:a1], across[lane], tag + 200,
+                        (key, "lane", lane), label + " inter")
     if len(mine) > 1:
         ring_all_gather(wire, buffer, mine, pieces, tag + 400, (key, "intra"), label + " intra")

@@ -272,15 +272,14 @@ class OuterSync:
 
     def all_reduce(self, buffer: torch.Tensor, tag: int, key, label: str):
         """Sum of `buffer` over the islands, in place, on every holder of this shard."""
-        lanes = min(len(h) for h in self.by_island)
-        mine = self.by_island[self.w.me["pipeline"]]
+        lanes, across, mine, carried = comm.lane_plan(self.by_island, self.w.rank)
         lane_pieces = comm.intervals(buffer.numel(), lanes)
-        lane = mine.index(self.w.rank)
-        if lane < lanes:
+        for lane in carried[mine.index(self.w.rank)]:
             a0, a1 = lane_pieces[lane]
-            comm.ring_all_reduce(self.wire, buffer[a0:a1], [h[lane] for h in self.by_island],
-                                 tag, (key, "lane", lane), f"{label} lane {lane}")
+            comm.ring_all_reduce(self.wire, buffer[a0:a1], across[lane], tag,
+                                 (key, "lane", lane), f"{label} lane {lane}")
         if len(mine) > 1:
-            pieces = lane_pieces + [(0, 0)] * (len(mine) - lanes)
+            pieces = [(lane_pieces[c[0]][0], lane_pieces[c[-1]][1]) if c else (0, 0)
+                      for c in carried]
             comm.ring_all_gather(self.wire, buffer, mine, pieces, tag + 400, (key, "gather"),
                                  f"{label} gather")

@@ -277,18 +277,20 @@ def test_int8_outer_sync_leaves_islands_bit_identical_and_sends_exact_sizes(tmp_
     for other in weights[1:]:
         for name, value in weights[0].items():
             assert torch.equal(value, other[name]), name
-    # The pseudo-gradient (every parameter) crosses the WAN as a ring all-reduce of two
-    # islands: each island's member sends one half in the reduce-scatter and one in the
-    # all-gather, each int8-coded in rows of the hidden size where they divide.
+    # The pseudo-gradient (every parameter) crosses the WAN on one lane per member of the
+    # larger island (two: the 2-replica island's members each carry one half, the other
+    # island's one member both): each half is a ring all-reduce of two members, each sending
+    # one quarter in the reduce-scatter and one in the all-gather, each int8-coded in rows of
+    # the hidden size (the last row zero-padded, compress::wan_codec_shape).
     n = sum(v.numel() for v in weights[0].values())
     h = TINY["hidden"]
 
-    def coded(values):
-        shape = [values // h, h] if values % h == 0 and values // h > 1 else [values]
-        return hgsim.encoded_bytes("int8", shape)
+    def coded(values):  # rows of the hidden size, the last one zero-padded
+        return hgsim.encoded_bytes("int8", [max(-(-values // h), 1), h])
 
     halves = [n // 2, n - n // 2]
-    assert summary["outer_syncs"]["bytes_per_sync"] == [2 * sum(coded(x) for x in halves)]
+    quarters = [q for x in halves for q in (x // 2, x - x // 2)]
+    assert summary["outer_syncs"]["bytes_per_sync"] == [2 * sum(coded(x) for x in quarters)]
     assert summary["outer_syncs"]["syncs"][0]["wan_raw_bytes"] == 2 * 4 * n
     # Outer-sync transfers on the devices' comm tracks and the WAN tracks, as the simulator
     # names them.

@@ -145,6 +145,19 @@ def test_placement_names_devices_as_the_simulator_does():
         (0, 0, 0, 0), (0, 0, 0, 1), (0, 1, 0, 0), (0, 1, 1, 0)]
 
 
+def test_hierarchical_lanes_are_one_per_member_of_the_largest_cluster():
+    """The live runner lays the lanes out as the simulator does (sim::hierarchical_lanes):
+    clusters of 2 and 4 members give 4 lanes, the 2-member cluster's members carrying two
+    consecutive lanes each (floor(j x 2 / 4)), the 4-member cluster's one each."""
+    from hgsim_runtime import comm
+    lanes, across, mine, carried = comm.lane_plan([[0, 1], [2, 3, 4, 5]], 1)
+    assert lanes == 4
+    assert across == [[0, 2], [0, 3], [1, 4], [1, 5]]
+    assert mine == [0, 1] and carried == [[0, 1], [2, 3]]
+    _, _, mine, carried = comm.lane_plan([[0, 1], [2, 3, 4, 5]], 4)
+    assert mine == [2, 3, 4, 5] and carried == [[0], [1], [2], [3]]
+
+
 # ---- faithful execution --------------------------------------------------------------------
 
 PLANS = {
@@ -163,6 +176,12 @@ PLANS = {
                                "grad_sync": {"algorithm": "hierarchical", "bucket": "100kB"},
                                "pipelines": [{"replicas": 2, "micro_batches": 2,
                                               "stages": [stage("a", 2), stage("b", 2)]}]},
+    # One member in a, three in b: the lanes are b's three, all carried by a's one member
+    # (sim::hierarchical_lanes), and the shares of the batch are unequal.
+    "unequal clusters, hierarchical": {
+        "micro_batch": 2, "grad_sync": {"algorithm": "hierarchical", "bucket": "100kB"},
+        "pipelines": [{"replicas": 1, "micro_batches": 1, "stages": [stage("a", 4)]},
+                      {"replicas": 3, "micro_batches": 1, "stages": [stage("b", 4)]}]},
     "two pipelines split differently, ring": {
         "micro_batch": 4, "grad_sync": {"algorithm": "ring", "bucket": "100kB"},
         "pipelines": [{"micro_batches": 1, "stages": [stage("a", 1), stage("b", 3)]},
