@@ -2317,7 +2317,7 @@ TEST(HostileDatabase, DamagedRowsAreRefusedAlikeAndResumeRepairsThem) {
   const std::pair<const char*, const char*> damages[] = {
       {"UPDATE points SET mfu = 9e999 WHERE point = 0", "point 0: mfu holds 'Inf'"},
       {"INSERT INTO points SELECT -1, settings, status, error, iteration_time_s, tokens_per_s, "
-       "mfu, plan, result, finished_at, wall_s, scenario_hash FROM points WHERE point = 2",
+       "mfu, plan, result, finished_at, wall_s, scenario_hash, choice FROM points WHERE point = 2",
        "point -1: a point numbered below 0"},
       {"UPDATE points SET settings = 'null' WHERE point = 1",
        "point 1: settings: expected an object"},
