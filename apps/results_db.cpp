@@ -13,6 +13,7 @@
 #include "apps/point_choice.hpp"
 #include "core/document.hpp"
 #include "core/files.hpp"
+#include "core/process.hpp"
 #include "core/units.hpp"
 
 namespace hgsim::apps {
@@ -201,6 +202,19 @@ void check_row(const PointRow& row, const std::string& db) {
                   "grid), or delete the row (sqlite3)");
 }
 
+namespace {
+
+// SQLite failed because a system call did (sqlite3_system_errno) that a limit of the
+// environment explains (ulimit -n: no descriptor left for the database, its WAL or its
+// shared memory): that limit, named, as the environment's (exit 1, no bug), else nothing.
+void throw_if_limit(sqlite3* db, const std::string& head) {
+  if (db == nullptr) return;
+  if (const auto limit = core::limit_behind(sqlite3_system_errno(db), "open"))
+    throw core::EnvironmentLimit(head + ": " + *limit);
+}
+
+}  // namespace
+
 ResultsDb::ResultsDb(const std::string& path, bool create)
     : path_(path), named_("'" + core::path_excerpt(path) + "'") {
   // A folder or a device (/dev/full) would fail later as "disk I/O error" or pass for an
@@ -213,6 +227,13 @@ ResultsDb::ResultsDb(const std::string& path, bool create)
   const int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    try {
+      throw_if_limit(db_, "cannot open the sweep database " + named_);
+    } catch (...) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    }
     sqlite3_close(db_);
     db_ = nullptr;
     throw DbError("cannot open the sweep database " + named_ + ": " + why);
@@ -253,7 +274,16 @@ ResultsDb::~ResultsDb() {
 void ResultsDb::lock_for_writing() {
   // flock() is apart from SQLite's fcntl() locks: it marks the whole sweep, not a commit.
   lock_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (lock_fd_ < 0) fail("cannot open it to lock it");
+  if (lock_fd_ < 0) {
+    // A system call's failure, not SQLite's (its message would be "not an error"): a limit
+    // of the environment (ulimit -n) is named as such.
+    const int error = errno;
+    if (const auto limit = core::limit_behind(error, "open"))
+      throw core::EnvironmentLimit("the sweep database " + named_ +
+                                   ": cannot open it to lock it: " + *limit);
+    throw DbError("the sweep database " + named_ + ": cannot open it to lock it: " +
+                  std::strerror(error));
+  }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return;
   const int error = errno;
   if (error == EWOULDBLOCK)
@@ -264,6 +294,7 @@ void ResultsDb::lock_for_writing() {
 }
 
 void ResultsDb::fail(const std::string& what) {
+  throw_if_limit(db_, "sweep database " + named_ + ": " + what);
   throw DbError("sweep database " + named_ + ": " + what + ": " + sqlite3_errmsg(db_));
 }
 
@@ -272,6 +303,7 @@ void ResultsDb::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
     const std::string why = message ? message : "unknown error";
     sqlite3_free(message);
+    throw_if_limit(db_, "sweep database " + named_);
     throw DbError("sweep database " + named_ + ": " + why +
                   (why.find("not a database") != std::string::npos
                        ? " (is it a sweep database written by hgsim sweep?)"

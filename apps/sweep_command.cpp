@@ -553,6 +553,15 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   } catch (const DbError& e) {
     err << "hgsim sweep: " << e.what() << "\n";
     return kBadInput;
+  } catch (const core::EnvironmentLimit&) {
+    // A limit kept the sweep from even locking the database it created (ulimit -n): it
+    // holds no point, and is removed rather than left as an empty sweep.
+    if (created) {
+      db.reset();
+      std::error_code ignored;
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix, ignored);
+    }
+    throw;
   }
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());

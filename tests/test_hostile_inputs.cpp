@@ -2227,18 +2227,30 @@ TEST(HostileEnvironment, ATmpdirThatIsNoFolderIsNamed) {
   EXPECT_EQ(lines_of(p.err), 1u) << p.err;
 }
 
+// Each limit runs out somewhere else: opening the database or its WAL (4-5), the lock
+// (6), a point's process (7-8; one inherited descriptor more, as under a build lock, moves
+// each case down one). Every one names the limit and leaves no database behind.
 TEST(HostileEnvironment, TooFewFileDescriptorsAreNamed) {
   TempDir dir;
   const std::string scenario =
       dir.write("s.yaml", kBase + "sweep:\n  wan[*].bandwidth: [1Gbps, 10Gbps]\n");
-  const Process p = run_limited({"sweep", scenario, "--db", dir.path("s.sqlite"), "-j", "2"},
-                                {{RLIMIT_NOFILE, 8, 8}});
-  EXPECT_EQ(p.status, 1) << p.err;
-  EXPECT_NE(p.err.find("ulimit -n"), std::string::npos) << p.err;
-  EXPECT_EQ(p.err.find("internal error"), std::string::npos) << p.err;
-  // No point could run: the database the sweep created is not left behind empty.
-  for (const char* suffix : {"", "-wal", "-shm"})
-    EXPECT_FALSE(fs::exists(dir.path("s.sqlite") + suffix)) << suffix;
+  int ran = 0;
+  for (rlim_t files = 4; files <= 8; ++files) {
+    const Process p = run_limited({"sweep", scenario, "--db", dir.path("s.sqlite"), "-j", "2"},
+                                  {{RLIMIT_NOFILE, files, files}});
+    // The dynamic loader needs descriptors too (an address-sanitized binary's runtime
+    // library more of them): a process that never started says nothing of hgsim.
+    if (p.status == 127 && p.err.find("error while loading shared libraries") != std::string::npos)
+      continue;
+    ++ran;
+    EXPECT_EQ(p.status, 1) << files << ": " << p.err;
+    EXPECT_NE(p.err.find("ulimit -n"), std::string::npos) << files << ": " << p.err;
+    EXPECT_EQ(p.err.find("internal error"), std::string::npos) << files << ": " << p.err;
+    // No point could run: the database the sweep created is not left behind empty.
+    for (const char* suffix : {"", "-wal", "-shm"})
+      EXPECT_FALSE(fs::exists(dir.path("s.sqlite") + suffix)) << files << ": " << suffix;
+  }
+  EXPECT_GE(ran, 3);  // 6, 7 and 8 at least
 }
 
 // Past the file-size limit a write fails (SIGXFSZ is ignored): the message names the limit,
