@@ -633,7 +633,11 @@ TEST(CodecsCommand, JsonHasEveryCodecAndTheMemcpyReference) {
       EXPECT_TRUE(c.at(key).is_number()) << key;
     if (c.at("codec") == "int8") {
       EXPECT_NEAR(c.at("ratio_vs_fp32").get<double>(), (2048 + 16 * 4 + 40) / 8192.0, 1e-12);
-      EXPECT_LT(c.at("rel_l2_error").get<double>(), 0.01);
+      // Rounding to 255 levels of each block's absmax a leaves an error of rms a / (255 sqrt 3)
+      // (uniform over a step): for blocks of 128 normal draws, a < 5 but with probability
+      // < 1e-4, so the relative error stays below 5 / (255 sqrt 3) = 0.0113. The data is
+      // drawn anew each run (0.01004 was seen once).
+      EXPECT_LT(c.at("rel_l2_error").get<double>(), 0.0113);
     }
   }
   for (const std::string& name : codec_names()) EXPECT_TRUE(names.count(name)) << name;
