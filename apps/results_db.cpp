@@ -204,13 +204,17 @@ void check_row(const PointRow& row, const std::string& db) {
 
 namespace {
 
-// SQLite failed because a system call did (sqlite3_system_errno) that a limit of the
-// environment explains (ulimit -n: no descriptor left for the database, its WAL or its
-// shared memory): that limit, named, as the environment's (exit 1, no bug), else nothing.
+// The limit of the environment behind SQLite's last failure, when a system call failed for
+// one (sqlite3_system_errno; ulimit -n: no descriptor left for the database, its WAL or its
+// shared memory), else nullopt.
+std::optional<std::string> limit_behind(sqlite3* db) {
+  if (db == nullptr) return std::nullopt;
+  return core::limit_behind(sqlite3_system_errno(db), "open");
+}
+
+// That limit, named as the environment's (exit 1, no bug), if there is one.
 void throw_if_limit(sqlite3* db, const std::string& head) {
-  if (db == nullptr) return;
-  if (const auto limit = core::limit_behind(sqlite3_system_errno(db), "open"))
-    throw core::EnvironmentLimit(head + ": " + *limit);
+  if (const auto limit = limit_behind(db)) throw core::EnvironmentLimit(head + ": " + *limit);
 }
 
 }  // namespace
@@ -227,16 +231,12 @@ ResultsDb::ResultsDb(const std::string& path, bool create)
   const int flags = create ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    try {
-      throw_if_limit(db_, "cannot open the sweep database " + named_);
-    } catch (...) {
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw;
-    }
+    const auto limit = limit_behind(db_);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw DbError("cannot open the sweep database " + named_ + ": " + why);
+    const std::string head = "cannot open the sweep database " + named_;
+    if (limit) throw core::EnvironmentLimit(head + ": " + *limit);
+    throw DbError(head + ": " + why);
   }
   sqlite3_busy_timeout(db_, 10000);
   const int flags_fn = SQLITE_UTF8 | SQLITE_DETERMINISTIC;

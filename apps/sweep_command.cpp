@@ -522,6 +522,13 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   long long skipped = 0;
   std::error_code exists_error;
   const bool created = !fs::exists(db_path, exists_error) && !exists_error;
+  // A database this sweep created and could not record a point in goes, with its WAL and
+  // shared memory, rather than stay as an empty sweep.
+  auto remove_database = [&] {
+    db.reset();
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix, ignored);
+  };
   try {
     db = open_for_sweep(db_path);
     const long long rows = db->point_count();
@@ -556,11 +563,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
   } catch (const core::EnvironmentLimit&) {
     // A limit kept the sweep from even locking the database it created (ulimit -n): it
     // holds no point, and is removed rather than left as an empty sweep.
-    if (created) {
-      db.reset();
-      std::error_code ignored;
-      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix, ignored);
-    }
+    if (created) remove_database();
     throw;
   }
 
@@ -630,11 +633,7 @@ int run_sweep_command(const SweepOptions& o, std::ostream& out, std::ostream& er
     // No point could run (no process could start: ulimit -n, ulimit -u): a database this
     // sweep created holds no point, and is removed rather than left as an empty sweep.
     progress.clear();
-    if (created && recorded == 0) {
-      db.reset();
-      std::error_code ignored;
-      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix, ignored);
-    }
+    if (created && recorded == 0) remove_database();
     throw;
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
