@@ -641,21 +641,14 @@ PhaseTimes KernelModel::layer(const GpuSpec& gpu, const LayerWork& work) const {
   t.backward = Seconds(backward.seconds);
   t.forward_split = forward.split;
   t.backward_split = backward.split;
-  t.recompute = Seconds(0);
-  if (work.recompute == core::Recompute::full) {
-    t.recompute = t.forward;
-    t.recompute_split = t.forward_split;
-  }
-  const PricedPhase core_forward =
-      price_phase(gpu, costs, attention_core_ops(ops.forward, false), work.precision);
-  t.attention_forward = Seconds(core_forward.seconds);
+  const PricedPhase recompute =
+      price_phase(gpu, costs, recompute_ops(ops.forward, work.recompute), work.precision);
+  t.recompute = Seconds(recompute.seconds);
+  t.recompute_split = recompute.split;
+  t.attention_forward =
+      Seconds(phase_seconds(gpu, costs, attention_core_ops(ops.forward, false), work.precision));
   t.attention_backward =
       Seconds(phase_seconds(gpu, costs, attention_core_ops(ops.backward, true), work.precision));
-  // Selective recomputation repeats the attention core (Korthikanti et al. 2022, sec. 5).
-  if (work.recompute == core::Recompute::selective) {
-    t.recompute = t.attention_forward;
-    t.recompute_split = core_forward.split;
-  }
   cache_->add(key, t);
   return t;
 }
@@ -675,15 +668,42 @@ PhaseTimes KernelModel::logits(const GpuSpec& gpu, const LayerWork& work) const 
   return t;
 }
 
+PhaseCounts layer_counts(const LayerWork& work) {
+  const PhaseOps ops = layer_ops(shape_of(work));
+  return {counts_of(ops.forward), counts_of(ops.backward),
+          counts_of(recompute_ops(ops.forward, work.recompute))};
+}
+
+PhaseCounts logits_counts(const LayerWork& work) {
+  const PhaseOps ops = logits_ops(shape_of(work));
+  return {counts_of(ops.forward), counts_of(ops.backward), {}};
+}
+
+namespace {
+
+// The update reads the gradient and the optimizer state and writes the state and the
+// weights back: the state twice, the gradient and the weights once each.
+Bytes optimizer_traffic(double parameters, core::Precision precision, core::Optimizer optimizer) {
+  const auto per_parameter = models::bytes_per_parameter(precision, optimizer);
+  return Bytes(parameters *
+               (2 * per_parameter.optimizer + per_parameter.gradients + per_parameter.weights));
+}
+
+}  // namespace
+
+std::optional<OpCounts> optimizer_counts(double parameters, core::Precision precision,
+                                         core::Optimizer optimizer) {
+  if (optimizer == core::Optimizer::sgd) return std::nullopt;
+  return OpCounts{optimizer_op(parameters).flops,
+                  optimizer_traffic(parameters, precision, optimizer).value()};
+}
+
 Seconds KernelModel::optimizer_step(const GpuSpec& gpu, double parameters,
                                     core::Precision precision, core::Optimizer optimizer) const {
-  // The update reads the gradient and the optimizer state and writes the state and the
-  // weights back: the state twice, the gradient and the weights once each.
   const KernelCosts costs = costs_for(gpu);
-  const auto per_parameter = models::bytes_per_parameter(precision, optimizer);
-  const Bytes traffic(
-      parameters * (2 * per_parameter.optimizer + per_parameter.gradients + per_parameter.weights));
-  return traffic / (costs.memory_efficiency * gpu.memory_bandwidth) + costs.kernel_overhead;
+  return optimizer_traffic(parameters, precision, optimizer) /
+             (costs.memory_efficiency * gpu.memory_bandwidth) +
+         costs.kernel_overhead;
 }
 
 std::string KernelModel::provenance(const GpuSpec& gpu) const {

@@ -225,6 +225,22 @@ double flash_attention_work(const OpCall& op);
 double attention_efficiency(const GpuSpec& gpu, const KernelCosts& costs, double sequences,
                             double heads, double seq_len, bool backward);
 
+// The FLOPs and bytes of the kernels one layer's phases run (recompute: recompute_ops of
+// the forward), from the op lists KernelModel::layer prices, whichever model gives the
+// times: what the Chakra export writes as each compute node's num_ops and tensor_size.
+struct PhaseCounts {
+  OpCounts forward;
+  OpCounts backward;
+  OpCounts recompute;
+};
+PhaseCounts layer_counts(const LayerWork& work);
+// The same for the logits layer (final norm, LM head, cross-entropy; no recompute).
+PhaseCounts logits_counts(const LayerWork& work);
+// One optimizer step's: Adam's FLOPs (optimizer_op) and the bytes KernelModel::optimizer_step
+// moves. SGD has no op of its own to count: nullopt.
+std::optional<OpCounts> optimizer_counts(double parameters, core::Precision precision,
+                                         core::Optimizer optimizer);
+
 class KernelModel final : public ComputeModel {
  public:
   KernelModel();

@@ -303,6 +303,27 @@ OpCall optimizer_op(double parameters) {
   return make_op("adam", {parameters}, 4);
 }
 
+OpCounts counts_of(const std::vector<OpCall>& ops) {
+  OpCounts total;
+  for (const OpCall& op : ops) {
+    total.flops += op.flops;
+    total.bytes += op.bytes;
+  }
+  return total;
+}
+
+std::vector<OpCall> recompute_ops(const std::vector<OpCall>& forward, core::Recompute recompute) {
+  switch (recompute) {
+    case core::Recompute::full:
+      return forward;
+    case core::Recompute::selective:
+      return attention_core_ops(forward, false);
+    case core::Recompute::none:
+      break;
+  }
+  return {};
+}
+
 std::vector<OpCall> attention_core_ops(const std::vector<OpCall>& ops, bool backward) {
   auto core = [&](const std::string& op) {
     if (op == "bmm") return true;

@@ -56,6 +56,15 @@ struct OpCall {
   double work() const { return bound == Bound::compute ? flops : bytes; }
 };
 
+// What a list of ops does, each op's FLOPs and bytes as make_op counts them: what a Chakra
+// trace's COMP_NODE carries as num_ops and tensor_size for the compute that list is.
+struct OpCounts {
+  double flops = 0;
+  double bytes = 0;
+  OpCounts scaled(double k) const { return {k * flops, k * bytes}; }
+};
+OpCounts counts_of(const std::vector<OpCall>& ops);
+
 // One op with its FLOPs and bytes from its name and shape (throws std::invalid_argument
 // for an unknown op or a shape of the wrong rank).
 OpCall make_op(const std::string& op, std::vector<double> shape, double element_bytes);
@@ -81,6 +90,9 @@ PhaseOps layer_ops(const LayerShape& shape);
 // attention's batched GEMMs, softmax and dropout; backward: their gradients): what selective
 // recomputation repeats and what context parallelism's exchanges overlap with.
 std::vector<OpCall> attention_core_ops(const std::vector<OpCall>& ops, bool backward);
+// The forward ops recomputation runs again before the backward: all of them (full), the
+// attention core (selective: Korthikanti et al. 2022, sec. 5) or none.
+std::vector<OpCall> recompute_ops(const std::vector<OpCall>& forward, core::Recompute recompute);
 // Final norm, LM head GEMM (vocab split over tp) and cross-entropy.
 PhaseOps logits_ops(const LayerShape& shape);
 // The precision the logits layer runs in: fp8 training keeps the LM head in 16-bit

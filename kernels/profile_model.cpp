@@ -272,19 +272,10 @@ PhaseTimes ProfileModel::layer(const GpuSpec& gpu, const LayerWork& work) const 
   PhaseTimes t;
   t.forward = ops_time(gpu, ops.forward, work.precision, &t.forward_split);
   t.backward = ops_time(gpu, ops.backward, work.precision, &t.backward_split);
-  if (work.recompute == core::Recompute::full) {
-    t.recompute = t.forward;
-    t.recompute_split = t.forward_split;
-  }
-  KernelSplit core_split;
-  t.attention_forward =
-      ops_time(gpu, attention_core_ops(ops.forward, false), work.precision, &core_split);
+  t.recompute =
+      ops_time(gpu, recompute_ops(ops.forward, work.recompute), work.precision, &t.recompute_split);
+  t.attention_forward = ops_time(gpu, attention_core_ops(ops.forward, false), work.precision);
   t.attention_backward = ops_time(gpu, attention_core_ops(ops.backward, true), work.precision);
-  // Selective recomputation repeats the attention core (Korthikanti et al. 2022).
-  if (work.recompute == core::Recompute::selective) {
-    t.recompute = t.attention_forward;
-    t.recompute_split = core_split;
-  }
   return t;
 }
 

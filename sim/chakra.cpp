@@ -144,7 +144,11 @@ std::optional<std::uint32_t> id_on(const Steps& steps, const Placement& p, std::
   return std::nullopt;
 }
 
-chakra::Node comp_node(std::uint64_t id, std::string name, double seconds, const GraphNode& n) {
+// `ops`: the node's FLOPs and bytes where the graph counted them (Graph::op_counts), written
+// as Chakra's num_ops and tensor_size (et_def.proto's attribute names, what ASTRA-sim's
+// roofline and hgsim's --reprice read).
+chakra::Node comp_node(std::uint64_t id, std::string name, double seconds, const GraphNode& n,
+                       const kernels::OpCounts* ops = nullptr) {
   chakra::Node c;
   c.id = id;
   c.name = std::move(name);
@@ -153,6 +157,11 @@ chakra::Node comp_node(std::uint64_t id, std::string name, double seconds, const
   c.attrs.push_back(chakra::Attribute::boolean("is_cpu_op", false));
   c.attrs.push_back(chakra::Attribute::real64(kChakraSecondsAttr, seconds));
   if (n.op == Op::delay) c.attrs.push_back(chakra::Attribute::boolean(kChakraDelayAttr, true));
+  if (ops) {
+    c.attrs.push_back(chakra::Attribute::int64("num_ops", std::llround(ops->flops)));
+    c.attrs.push_back(chakra::Attribute::uint64(
+        "tensor_size", static_cast<std::uint64_t>(std::llround(ops->bytes))));
+  }
   if (n.work != Work::none)
     c.attrs.push_back(chakra::Attribute::string(kChakraWorkAttr, to_string(n.work)));
   return c;
@@ -331,7 +340,7 @@ ChakraExportStats export_chakra(const Graph& g, const Platform& platform,
       case Op::delay: {
         const std::uint32_t id = next_id[node.device]++;
         p.first_id[n] = id;
-        chakra::Node c = comp_node(id, name, node.amount, node);
+        chakra::Node c = comp_node(id, name, node.amount, node, g.op_counts(n));
         deps_on(n, node.device, c.data_deps);
         emit(node.device, c);
         break;

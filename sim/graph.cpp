@@ -253,7 +253,8 @@ std::size_t Graph::memory_bytes() const {
   std::size_t bytes = nodes_.capacity() * sizeof(GraphNode) +
                       edges_.capacity() * sizeof(std::pair<NodeId, NodeId>) +
                       offsets_.capacity() * sizeof(std::uint32_t) +
-                      successors_.capacity() * sizeof(NodeId);
+                      successors_.capacity() * sizeof(NodeId) +
+                      op_counts_.capacity() * sizeof(op_counts_[0]);
   for (const auto& l : labels_) bytes += l.capacity() + sizeof(l) + 32;
   return bytes;
 }
@@ -281,6 +282,20 @@ void Graph::leave_collective(bool record, CollectiveSpan span, NodeId first) {
   span.first = first;
   span.end = static_cast<NodeId>(nodes_.size());
   if (span.end > span.first) spans_.push_back(std::move(span));
+}
+
+void Graph::set_op_counts(NodeId node, const kernels::OpCounts& counts) {
+  if (!records_op_counts()) return;
+  if (!op_counts_.empty() && op_counts_.back().first >= node)
+    throw std::logic_error(
+        "Graph::set_op_counts: nodes must be counted in the order they are added");
+  op_counts_.emplace_back(node, counts);
+}
+
+const kernels::OpCounts* Graph::op_counts(NodeId node) const {
+  auto it = std::lower_bound(op_counts_.begin(), op_counts_.end(), node,
+                             [](const auto& entry, NodeId n) { return entry.first < n; });
+  return it != op_counts_.end() && it->first == node ? &it->second : nullptr;
 }
 
 }  // namespace hgsim::sim

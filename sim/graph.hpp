@@ -16,6 +16,7 @@
 #include "core/diagnostics.hpp"
 #include "core/limits.hpp"
 #include "core/scenario.hpp"
+#include "kernels/layer_ops.hpp"
 
 namespace hgsim::sim {
 
@@ -192,6 +193,17 @@ class Graph {
   void leave_collective(bool record, CollectiveSpan span, NodeId first);
   const std::vector<CollectiveSpan>& collectives() const { return spans_; }
 
+  // Compute nodes' FLOPs and bytes (kernels::OpCounts): from now on set_op_counts keeps
+  // them. Off by default: only the Chakra export reads them (num_ops, tensor_size), and
+  // builders skip counting while it is off.
+  void record_op_counts() { recording_counts_ = true; }
+  bool records_op_counts() const { return recording_counts_ && !counting_; }
+  // The work compute `node` does, nodes in the order they were added; ignored unless
+  // records_op_counts().
+  void set_op_counts(NodeId node, const kernels::OpCounts& counts);
+  // What set_op_counts kept for `node`, or nullptr.
+  const kernels::OpCounts* op_counts(NodeId node) const;
+
   // Lowers the node limit to `nodes` (never above limits().graph_nodes): growing past it
   // throws GraphTooLarge. fidelity: auto counts the full graph under such a budget
   // (sim::full_fidelity_max_graph_nodes).
@@ -221,6 +233,8 @@ class Graph {
   bool recording_ = false;
   int collective_depth_ = 0;
   std::vector<CollectiveSpan> spans_;
+  bool recording_counts_ = false;
+  std::vector<std::pair<NodeId, kernels::OpCounts>> op_counts_;  // by increasing node
 };
 
 }  // namespace hgsim::sim

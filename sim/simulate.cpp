@@ -89,6 +89,7 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   fidelity = asked == core::Fidelity::automatic ? automatic_fidelity(r.gpus_used) : asked;
   w.folded = fidelity == core::Fidelity::folded;
   w.record_collectives = !options.chakra_prefix.empty();
+  w.record_op_counts = !options.chakra_prefix.empty();
   // Before anything is built: every micro-batch has a forward and a backward node on every
   // stage (of every replica, unless folded), so a plan whose count alone passes the graph
   // limit is refused at its micro_batches in no time and no memory (building such a graph

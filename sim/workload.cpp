@@ -44,6 +44,7 @@ class Builder {
     if (in.max_graph_nodes > 0) w_.graph.set_node_budget(in.max_graph_nodes);
     if (in.count_only) w_.graph.count_only();
     if (in.record_collectives) w_.graph.record_collectives();
+    if (in.record_op_counts) w_.graph.record_op_counts();
     w_.graph.set_folded(in.folded);
   }
 
@@ -191,6 +192,11 @@ class Builder {
     const int layers = stage.layers / chunks_;
     const bool logits = last_stage && op.chunk == chunks_ - 1;
     const auto logit_times = logits ? in_.compute->logits(gpu_of(g), work) : kernels::PhaseTimes{};
+    // What each phase's kernels do, for the Chakra export (kernels::layer_counts).
+    const bool count = graph.records_op_counts();
+    const auto counts = count ? kernels::layer_counts(work) : kernels::PhaseCounts{};
+    const auto logit_counts =
+        count && logits ? kernels::logits_counts(work) : kernels::PhaseCounts{};
     const std::string what = std::string(op.forward ? "F" : "B") + " stage " +
                              std::to_string(g.stage) +
                              (chunks_ > 1 ? " chunk " + std::to_string(op.chunk) : "");
@@ -201,13 +207,15 @@ class Builder {
     }
     std::vector<NodeId> at(stream.size(), nodes.entry);
     const int mb = op.micro_batch;
-    // `split`: the kernel classes of the phase `seconds` is (a share of) the time of.
+    // `split`: the kernel classes of the phase `seconds` is (a share of) the time of;
+    // `ops`: the FLOPs and bytes of that share.
     auto compute = [&](double seconds, Work kind, const std::string& label,
-                       const kernels::KernelSplit& split) {
+                       const kernels::KernelSplit& split, const kernels::OpCounts& ops) {
       const int l = graph.label(label);
       for (std::size_t d = 0; d < at.size(); ++d) {
         note_layer_split(g.devices[d], seconds, split);
         NodeId n = graph.compute(g.devices[d], seconds, kind, l, mb);
+        graph.set_op_counts(n, ops);
         graph.edge(at[d], n);
         at[d] = n;
       }
@@ -234,15 +242,15 @@ class Builder {
     const double collective_s = tensor_parallel_block_time(s_.clusters[g.cluster], stage.tp, bytes,
                                                            r_.choices.sequence_parallel);
     auto block = [&](double seconds, Work kind, const std::string& label,
-                     const kernels::KernelSplit& split) {
+                     const kernels::KernelSplit& split, const kernels::OpCounts& ops) {
       if (!r_.choices.tp_comm_overlap || stage.tp <= 1) {
-        compute(seconds, kind, label, split);
+        compute(seconds, kind, label, split, ops);
         if (stage.tp > 1) tp_comm(g, stage, bytes, false, label, mb, at);
         return;
       }
       std::vector<NodeId> comm = at;
       compute(kernels::compute_beside_collective(seconds, collective_s, slowdown), kind, label,
-              split);
+              split, ops);
       tp_comm(g, stage, bytes, false, label, mb, comm);
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId j = graph.join();
@@ -254,25 +262,26 @@ class Builder {
 
     if (op.forward) {
       if (stage.tp <= 1) {
-        compute(layers * times.forward.value(), Work::forward, what, times.forward_split);
+        compute(layers * times.forward.value(), Work::forward, what, times.forward_split,
+                counts.forward.scaled(layers));
         exchange(layers * cx.forward, what);
       } else {
         for (int l = 0; l < layers; ++l) {
           const std::string layer = what + " layer " + std::to_string(l);
           block(share * times.forward.value(), Work::forward, layer + " attention",
-                times.forward_split);
+                times.forward_split, counts.forward.scaled(share));
           exchange(cx.forward, layer);
           block((1 - share) * times.forward.value(), Work::forward, layer + " mlp",
-                times.forward_split);
+                times.forward_split, counts.forward.scaled(1 - share));
         }
       }
       if (logits)
         compute(logit_times.forward.value(), Work::forward, what + " logits",
-                logit_times.forward_split);
+                logit_times.forward_split, logit_counts.forward);
     } else {
       if (logits)
         compute(logit_times.backward.value(), Work::backward, what + " logits",
-                logit_times.backward_split);
+                logit_times.backward_split, logit_counts.backward);
       const bool full_recompute = work.recompute == core::Recompute::full;
       // The last micro-batch's backward hands each layer's gradients to the data-parallel
       // buckets as it finishes the layer (grad_reduce: overlap): keep where each layer ends.
@@ -283,16 +292,18 @@ class Builder {
       if (stage.tp <= 1) {
         if (times.recompute.value() > 0) {
           compute(layers * times.recompute.value(), Work::recompute, what + " recompute",
-                  times.recompute_split);
+                  times.recompute_split, counts.recompute.scaled(layers));
           exchange(layers * cx.recompute, what + " recompute");
         }
         if (!last_micro_batch) {
-          compute(layers * times.backward.value(), Work::backward, what, times.backward_split);
+          compute(layers * times.backward.value(), Work::backward, what, times.backward_split,
+                  counts.backward.scaled(layers));
           exchange(layers * cx.backward, what);
         } else {
           for (int l = layers - 1; l >= 0; --l) {
             const std::string layer = what + " layer " + std::to_string(l);
-            compute(times.backward.value(), Work::backward, layer, times.backward_split);
+            compute(times.backward.value(), Work::backward, layer, times.backward_split,
+                    counts.backward);
             exchange(cx.backward, layer);
             layer_ends[l] = at;
           }
@@ -302,19 +313,19 @@ class Builder {
           const std::string layer = what + " layer " + std::to_string(l);
           if (full_recompute) {
             block(share * times.recompute.value(), Work::recompute, layer + " recompute attention",
-                  times.recompute_split);
+                  times.recompute_split, counts.recompute.scaled(share));
             exchange(cx.recompute, layer + " recompute");
             block((1 - share) * times.recompute.value(), Work::recompute, layer + " recompute mlp",
-                  times.recompute_split);
+                  times.recompute_split, counts.recompute.scaled(1 - share));
           } else if (times.recompute.value() > 0) {
             compute(times.recompute.value(), Work::recompute, layer + " recompute",
-                    times.recompute_split);
+                    times.recompute_split, counts.recompute);
             exchange(cx.recompute, layer + " recompute");
           }
           block((1 - share) * times.backward.value(), Work::backward, layer + " mlp",
-                times.backward_split);
+                times.backward_split, counts.backward.scaled(1 - share));
           block(share * times.backward.value(), Work::backward, layer + " attention",
-                times.backward_split);
+                times.backward_split, counts.backward.scaled(share));
           exchange(cx.backward, layer);
           if (last_micro_batch) layer_ends[l] = at;
         }
@@ -669,9 +680,13 @@ class Builder {
       const double seconds =
           in_.compute->optimizer_step(gpu_of(group), params, t.precision, t.optimizer).value();
       const int label = graph.label("optimizer stage " + std::to_string(group.stage));
+      const auto counts = graph.records_op_counts()
+                              ? kernels::optimizer_counts(params, t.precision, t.optimizer)
+                              : std::nullopt;
       for (std::size_t d = 0; d < group.devices.size(); ++d) {
         const int device = group.devices[d];
         NodeId n = graph.compute(device, seconds, Work::optimizer, label);
+        if (counts) graph.set_op_counts(n, *counts);
         graph.edge(last_op_.at(static_cast<int>(g))[d], n);
         if (auto it = dp_stream_.find(device); it != dp_stream_.end()) graph.edge(it->second, n);
       }

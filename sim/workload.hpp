@@ -45,6 +45,9 @@ struct WorkloadInput {
   // Record each collective as a span of the graph (Graph::record_collectives): the Chakra
   // export writes it as one COMM_COLL_NODE per member.
   bool record_collectives = false;
+  // Keep each compute node's FLOPs and bytes (Graph::record_op_counts): the Chakra export
+  // writes them as num_ops and tensor_size.
+  bool record_op_counts = false;
 };
 
 // Which stage a device works for (and how many GPUs it stands for).

@@ -143,6 +143,107 @@ TEST(ChakraImport, RepriceTakesComputeFromTheKernelModelNotTheTrace) {
   std::filesystem::remove_all(dir);
 }
 
+// One H100 (SXM or PCIe: one Hopper row of kernels/kernel_costs.yaml, two datasheet peaks)
+// playing two micro-batches of the tiny model with selective recomputation: one chain of
+// compute on one GPU, no communication.
+std::string one_gpu(const std::string& gpu) {
+  return std::string("name: one\n") + hgsim::testing::kTinyModel +
+         "training: {global_batch: 2, seq_len: 128, precision: bf16, optimizer: adam, "
+         "recompute: selective}\n"
+         "clusters:\n  - {name: c, gpu: " +
+         gpu +
+         ", nodes: 1, gpus_per_node: 1, nvlink: {bandwidth: 300GB/s, latency: 1us}, "
+         "nic: {bandwidth: 100Gbps, latency: 5us}}\n"
+         "strategy:\n  pipelines:\n    - micro_batches: 2\n      stages:\n"
+         "        - {cluster: c, layers: 8}\n";
+}
+
+// The export writes every layer's, the logits' and the optimizer's COMP_NODE with its FLOPs
+// and bytes (num_ops, tensor_size), so that --reprice prices hgsim's own traces: one GPU's
+// chain of compute then takes the sum over its nodes of the roofline max(num_ops / (peak x
+// gemm_efficiency), tensor_size / (HBM x memory_efficiency)) + gemm_overhead, with the
+// datasheet's bf16 peak and HBM bandwidth (kernels/gpus.yaml) and the hopper row of
+// kernels/kernel_costs.yaml, on either GPU; the same trace on a GPU of another peak moves by
+// exactly the difference of those sums. The forward nodes' FLOPs are the layers' and the
+// logits' forward FLOPs of models/ (2 x tokens x matrix parameters plus the attention core,
+// 2 x tokens x hidden x vocab) to within the element-wise ops' FLOPs (norms, GeLU, residual
+// adds: a few per element of the h-wide activations against about 24 h per token of matrix
+// work; under 1% at hidden 256). Without --reprice nothing changes: the exporting run's time
+// is the plain run's, bit for bit.
+TEST(ChakraRoundTrip, ExportedFlopsRepriceAsTheRooflineOfTheGpu) {
+  const auto dir = scratch("flops");
+  const std::string prefix = (dir / "it").string();
+  const std::string yaml = (dir / "one.yaml").string();
+  std::ofstream(yaml) << one_gpu("H100-80GB-SXM");
+  const double plain = iteration_time(hgsim::testing::hgsim({"run", yaml, "--json"}));
+  const double exported = iteration_time(hgsim::testing::hgsim(
+      {"run", yaml, "--fidelity", "full", "--json", "--export-chakra", prefix}));
+  EXPECT_EQ(exported, plain);
+
+  struct Counted {
+    double flops, bytes;
+  };
+  std::vector<Counted> nodes;
+  double forward_flops = 0;
+  std::set<std::string> works;
+  chakra::read_trace(
+      chakra::trace_path(prefix, 0), {}, [](const auto&) {},
+      [&](const chakra::Node& n) {
+        if (n.type != chakra::NodeType::comp || n.duration_micros == 0) return;
+        const auto* flops = n.attr("num_ops");
+        const auto* bytes = n.attr("tensor_size");
+        const auto* work = n.attr(sim::kChakraWorkAttr);
+        ASSERT_NE(work, nullptr) << n.name;
+        ASSERT_NE(flops, nullptr) << n.name;
+        ASSERT_NE(bytes, nullptr) << n.name;
+        works.insert(work->text);
+        nodes.push_back({static_cast<double>(flops->integer), static_cast<double>(bytes->integer)});
+        if (work->text == "forward") forward_flops += nodes.back().flops;
+      });
+  EXPECT_EQ(works, (std::set<std::string>{"forward", "backward", "recompute", "optimizer"}));
+
+  const double tokens = 128, hidden = 256, vocab = 1000, layers = 8, micro_batches = 2;
+  // GPT layer: 12 h^2 matrix parameters (QKV 3 h^2, output h^2, MLP 8 h^2); attention core
+  // 4 s^2 h per sequence (scores and values, no causal discount).
+  const double layer_forward = 2 * tokens * 12 * hidden * hidden + 4 * tokens * tokens * hidden;
+  const double expected_forward =
+      micro_batches * (layers * layer_forward + 2 * tokens * hidden * vocab);
+  EXPECT_NEAR(forward_flops, expected_forward, 0.01 * expected_forward);
+
+  double previous = -1, previous_roofline = -1;
+  for (const char* gpu_name : {"H100-80GB-SXM", "H100-80GB-PCIe"}) {
+    const kernels::GpuSpec& gpu = kernels::gpu_of(gpu_name);
+    const kernels::KernelCosts& costs = kernels::kernel_costs_for(gpu.architecture);
+    ASSERT_EQ(costs.architecture, kernels::Architecture::hopper);
+    const double peak = gpu.peak_bf16->value(), hbm = gpu.memory_bandwidth.value();
+    double roofline = 0;
+    for (const Counted& n : nodes)
+      roofline += std::max(n.flops / (peak * costs.gemm_efficiency),
+                           n.bytes / (hbm * costs.memory_efficiency)) +
+                  costs.gemm_overhead.value();
+    std::string error;
+    const core::Json repriced = run_trace(one_gpu(gpu_name), prefix, &error, true);
+    ASSERT_FALSE(repriced.is_null()) << error;
+    EXPECT_EQ(repriced["repriced"].get<std::size_t>(), nodes.size());
+    const double t = repriced["iteration_time_s"].get<double>();
+    EXPECT_NEAR(t, roofline, 1e-9 * roofline) << gpu_name;
+    if (previous >= 0) {
+      EXPECT_NEAR(t - previous, roofline - previous_roofline, 1e-9 * roofline) << gpu_name;
+    }
+    previous = t;
+    previous_roofline = roofline;
+  }
+  // Slower peak and HBM: the PCIe card takes longer.
+  EXPECT_GT(previous, 0);
+
+  std::string error;
+  const core::Json as_traced = run_trace(one_gpu("H100-80GB-SXM"), prefix, &error);
+  ASSERT_FALSE(as_traced.is_null()) << error;
+  EXPECT_EQ(as_traced["repriced"], 0);
+  EXPECT_EQ(as_traced["iteration_time_s"].get<double>(), exported);
+  std::filesystem::remove_all(dir);
+}
+
 // An all-gather's comm_size is each rank's share, as ASTRA-sim reads it (Ring.cc: final size
 // comm_size x ranks): two ranks gathering 2 x 50 MB move 50 MB each way, S/2 / B + a.
 TEST(ChakraImport, AllGatherCommSizeIsEachRanksShare) {
