@@ -4,9 +4,10 @@
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/resource/Action.hpp>
 #include <simgrid/kernel/resource/Model.hpp>
-#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
 #include <xbt/config.hpp>
+
+#include <simgrid/version.h>  // after s4u.hpp: it needs xbt/base.h's macros first
 
 #include <unistd.h>
 
@@ -43,9 +44,62 @@ std::vector<sg::LinkInRoute> in_route(const std::vector<sg::Link*>& links,
   return out;
 }
 
+// The platform calls of each SimGrid. 4.0 builds a zone's content through the zone
+// (NetZone::add_netzone_*, add_host, add_link, add_router) under the root the engine made;
+// its wrappers of 3.32's free create_*_zone and NetZone::create_* build hosts that have no
+// CPU model ("Invalid CPU model: nullptr"), and 3.32 has none of the add_* forms.
+#if SIMGRID_VERSION_MAJOR >= 4
+sg::NetZone* root_zone(const std::string& name) {
+  return sg::Engine::get_instance()->get_netzone_root()->add_netzone_full(name);
+}
+sg::NetZone* full_zone(sg::NetZone* parent, const std::string& name) {
+  return parent->add_netzone_full(name);
+}
+sg::NetZone* star_zone(sg::NetZone* parent, const std::string& name) {
+  return parent->add_netzone_star(name);
+}
+sg::NetZone* empty_zone(sg::NetZone* parent, const std::string& name) {
+  return parent->add_netzone_empty(name);
+}
+sg::Host* add_host(sg::NetZone* zone, const std::string& name, double speed) {
+  return zone->add_host(name, speed);
+}
+sg::Link* add_link(sg::NetZone* zone, const std::string& name, double bandwidth,
+                   bool split_duplex) {
+  return split_duplex ? zone->add_split_duplex_link(name, bandwidth)
+                      : zone->add_link(name, bandwidth);
+}
+NetPoint* add_router(sg::NetZone* zone, const std::string& name) {
+  return zone->add_router(name);
+}
+#else
+sg::NetZone* root_zone(const std::string& name) {
+  return sg::create_full_zone(name);
+}
+sg::NetZone* full_zone(sg::NetZone* parent, const std::string& name) {
+  return sg::create_full_zone(name)->set_parent(parent);
+}
+sg::NetZone* star_zone(sg::NetZone* parent, const std::string& name) {
+  return sg::create_star_zone(name)->set_parent(parent);
+}
+sg::NetZone* empty_zone(sg::NetZone* parent, const std::string& name) {
+  return sg::create_empty_zone(name)->set_parent(parent);
+}
+sg::Host* add_host(sg::NetZone* zone, const std::string& name, double speed) {
+  return zone->create_host(name, speed);
+}
+sg::Link* add_link(sg::NetZone* zone, const std::string& name, double bandwidth,
+                   bool split_duplex) {
+  return split_duplex ? zone->create_split_duplex_link(name, bandwidth)
+                      : zone->create_link(name, bandwidth);
+}
+NetPoint* add_router(sg::NetZone* zone, const std::string& name) {
+  return zone->create_router(name);
+}
+#endif
+
 sg::Link* create_link(sg::NetZone* zone, const Link& spec) {
-  sg::Link* link = spec.split_duplex ? zone->create_split_duplex_link(spec.name, spec.bytes_per_s)
-                                     : zone->create_link(spec.name, spec.bytes_per_s);
+  sg::Link* link = add_link(zone, spec.name, spec.bytes_per_s, spec.split_duplex);
   link->set_latency(spec.latency_s);
   if (spec.kind == LinkKind::tcp_window || spec.kind == LinkKind::fabric)
     link->set_sharing_policy(sg::Link::SharingPolicy::FATPIPE);
@@ -77,25 +131,23 @@ struct SimgridPlatform {
     const PlatformRoutes routes = platform_routes(p);
     std::vector<sg::Link*> links(p.links.size(), nullptr);
     hosts.assign(p.devices.size(), nullptr);
-    auto* root = sg::create_full_zone("hgsim");
+    auto* root = root_zone("hgsim");
     std::vector<sg::NetZone*> cluster_zones(p.clusters.size(), nullptr);
     std::vector<NetPoint*> cluster_gateways(p.clusters.size(), nullptr);
     for (std::size_t c = 0; c < p.clusters.size(); ++c) {
       const ClusterInfo& cluster = p.clusters[c];
       if (cluster.nodes.empty()) continue;
       const std::string& name = cluster.spec->name;
-      auto* zone = sg::create_star_zone(name);
-      zone->set_parent(root);
+      auto* zone = star_zone(root, name);
       for (int n : cluster.nodes) {
         const Node& node = p.nodes[n];
-        auto* nz = sg::create_full_zone(name + "/n" + std::to_string(node.index));
-        nz->set_parent(zone);
+        auto* nz = full_zone(zone, name + "/n" + std::to_string(node.index));
         for (int d : node.devices) {
-          hosts[d] = nz->create_host(p.devices[d].name, flops_per_second);
+          hosts[d] = add_host(nz, p.devices[d].name, flops_per_second);
           links[p.devices[d].nvlink] = create_link(nz, p.links[p.devices[d].nvlink]);
           links[p.devices[d].nic] = create_link(nz, p.links[p.devices[d].nic]);
         }
-        NetPoint* gw = nz->create_router(nz->get_name() + "/gw");
+        NetPoint* gw = add_router(nz, nz->get_name() + "/gw");
         auto point = [&](int d) { return d < 0 ? gw : hosts[d]->get_netpoint(); };
         const NodeRoutes& node_routes = routes.nodes[n];
         for (const ZoneRoute& r : node_routes.inside)
@@ -108,9 +160,8 @@ struct SimgridPlatform {
         zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, in_route(links, node_routes.in),
                         false);
       }
-      auto* gateway_zone = sg::create_empty_zone(name + "/gateway");
-      gateway_zone->set_parent(zone);
-      NetPoint* cluster_gw = gateway_zone->create_router(name + "/gw");
+      auto* gateway_zone = empty_zone(zone, name + "/gateway");
+      NetPoint* cluster_gw = add_router(gateway_zone, name + "/gw");
       gateway_zone->seal();
       zone->add_route(gateway_zone->get_netpoint(), nullptr, cluster_gw, nullptr, {}, false);
       zone->add_route(nullptr, gateway_zone->get_netpoint(), nullptr, cluster_gw, {}, false);
@@ -141,16 +192,21 @@ struct SimgridPlatform {
 // setting a flow's bound to itself right after its latency ends, before the next solve
 // (Engine::on_time_advance), marks the links the solve needs. That solve then gives every flow
 // the rates of a correct selective update, the rates a full solve gives: the workaround is exact.
+//
+// The network model is found as the model that holds the first flow's action (Engine::
+// get_all_models, public in 3.32 and 4.0): 4.0 ships no NetworkModelIntf, the type 3.32's
+// NetZone::get_network_model returns. The repair acts only where that model updates lazily.
 class LatencyEndRepair {
  public:
-  explicit LatencyEndRepair(simgrid::kernel::resource::Model* network)
-      : network_(network),
-        precision_(simgrid::config::get_value<double>("surf/precision")),
+  LatencyEndRepair()
+      : precision_(simgrid::config::get_value<double>("surf/precision")),
         latency_factor_(simgrid::config::get_value<double>("network/latency-factor")) {}
 
   // A flow just started from src to dst: the last action of the network model.
   void started(const sg::Comm& comm, const sg::Host* src, const sg::Host* dst) {
     using simgrid::kernel::resource::ActionHeap;
+    if (network_ == nullptr) network_ = model_of(comm);
+    if (network_ == nullptr || !network_->is_update_lazy()) return;
     auto* actions = network_->get_started_action_set();
     if (actions->empty()) return;
     simgrid::kernel::resource::Action& action = actions->back();
@@ -158,6 +214,9 @@ class LatencyEndRepair {
     if (action.get_type() != ActionHeap::Type::latency) return;
     // The date SimGrid gave the end of its latency (NetworkCm02Model::comm_action_set_variable):
     // its start plus the route's latency times the latency factor, computed the same way.
+    // Held until it is looked at: the flow may finish, and SimGrid release its action, before
+    // the repair runs (4.0 ends flows before it signals the time's advance).
+    action.ref();
     pending_.push({action.get_start_time() + route_latency(src, dst) * latency_factor_, &action});
   }
 
@@ -169,7 +228,9 @@ class LatencyEndRepair {
       Action* action = pending_.top().action;
       if (action->get_type() == ActionHeap::Type::latency) return;  // not yet: later
       pending_.pop();
-      if (action->get_state() == Action::State::STARTED) action->set_bound(action->get_bound());
+      if (action->get_state_set() == network_->get_started_action_set())
+        action->set_bound(action->get_bound());
+      action->unref();
     }
   }
 
@@ -181,6 +242,15 @@ class LatencyEndRepair {
     simgrid::kernel::resource::Action* action;
     bool operator>(const Pending& o) const { return date > o.date; }
   };
+
+  // The model whose started actions end with `comm`'s (just started), or nullptr.
+  static simgrid::kernel::resource::Model* model_of(const sg::Comm& comm) {
+    for (auto* model : sg::Engine::get_instance()->get_all_models()) {
+      auto* actions = model->get_started_action_set();
+      if (!actions->empty() && actions->back().get_activity() == comm.get_impl()) return model;
+    }
+    return nullptr;
+  }
 
   double route_latency(const sg::Host* src, const sg::Host* dst) {
     auto [it, fresh] = latencies_.try_emplace({src, dst}, 0.0);
@@ -197,7 +267,7 @@ class LatencyEndRepair {
     }
   };
 
-  simgrid::kernel::resource::Model* network_;
+  simgrid::kernel::resource::Model* network_ = nullptr;
   double precision_;
   double latency_factor_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
@@ -395,7 +465,7 @@ class Runner {
   CompletionSink* sink_;
   const SimgridPlatform& simgrid_;
   double zero_ = 0;           // the engine's clock when this graph started
-  LatencyEndRepair* repair_;  // null when SimGrid solves everything at each step (no lazy update)
+  LatencyEndRepair* repair_;  // inert where SimGrid solves everything at each step (no lazy update)
   NodeTimes times_;
   std::vector<std::uint32_t> pending_;
   std::vector<Slot> slots_;
@@ -422,9 +492,8 @@ void execute_phases(const std::vector<const Graph*>& graphs, const std::vector<i
   for (int k : order)
     if (k < 0 || static_cast<std::size_t>(k) >= graphs.size())
       throw std::logic_error("execute_phases: a phase names no graph");
-  execute_phases(
-      [&](std::size_t k) { return k < order.size() ? graphs[order[k]] : nullptr; }, platform,
-      start_time_s, on_phase, first_phase_sink);
+  execute_phases([&](std::size_t k) { return k < order.size() ? graphs[order[k]] : nullptr; },
+                 platform, start_time_s, on_phase, first_phase_sink);
 }
 
 void execute_phases(const NextPhase& next, const Platform& platform, double start_time_s,
@@ -444,19 +513,22 @@ void execute_phases(const NextPhase& next, const Platform& platform, double star
   sg::Engine::set_config("network/crosstraffic", false);
   sg::Engine::set_config("network/TCP-gamma", 0.0);  // the window is a link of each route
   SimgridPlatform simgrid(platform);
-  auto* network = dynamic_cast<simgrid::kernel::resource::Model*>(
-      engine.get_netzone_root()->get_network_model());
-  std::shared_ptr<LatencyEndRepair> repair;
-  if (network != nullptr && network->is_update_lazy()) {
-    repair = std::make_shared<LatencyEndRepair>(network);
-    sg::Engine::on_time_advance_cb([repair](double) {
-      if (!repair->idle()) repair->time_advanced(sg::Engine::get_clock());
-    });
-  }
-  Runner* current = nullptr;
-  sg::Activity::on_completion_cb([&current](sg::Activity const& a) {
-    if (current) current->on_activity_done(a);
+  auto repair = std::make_shared<LatencyEndRepair>();
+  sg::Engine::on_time_advance_cb([repair](double) {
+    if (!repair->idle()) repair->time_advanced(sg::Engine::get_clock());
   });
+  Runner* current = nullptr;
+  auto done = [&current](sg::Activity const& a) {
+    if (current) current->on_activity_done(a);
+  };
+  // One completion signal for every activity in 3.32; one per kind in 4.0, which has no
+  // Activity::on_completion_cb (the engine starts executions and comms only).
+#if SIMGRID_VERSION_MAJOR >= 4
+  sg::Comm::on_completion_cb(done);
+  sg::Exec::on_completion_cb(done);
+#else
+  sg::Activity::on_completion_cb(done);
+#endif
   if (start_time_s > 0) {
     // The first phase starts start_time_s into the bandwidth traces: the clock runs there
     // with nothing else to do.
@@ -478,6 +550,16 @@ void execute_phases(const NextPhase& next, const Platform& platform, double star
     }
     on_phase(k, times);
   }
+}
+
+std::string SimgridVersion::text() const {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+SimgridVersion simgrid_version() {
+  SimgridVersion v;
+  sg_version_get(&v.major, &v.minor, &v.patch);
+  return v;
 }
 
 NodeTimes execute(const Graph& graph, const Platform& platform, CompletionSink* sink) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "sim/graph.hpp"
@@ -33,6 +34,14 @@ struct NodeTimes {
   // counts each flow; delays and computations alone on their device run as kernel timers).
   std::size_t activities = 0;
 };
+
+// The SimGrid library that plays the simulations, as its sg_version_get() says (not the
+// headers the build saw): {3, 32, 0} on Debian 12, {4, 0, 0} on Debian 13.
+struct SimgridVersion {
+  int major = 0, minor = 0, patch = 0;
+  std::string text() const;  // "3.32.0"
+};
+SimgridVersion simgrid_version();
 
 // Plays `graph` (finished) on `platform`. Throws std::logic_error when called twice in
 // one process, std::runtime_error when nodes are left unfinished (a cycle).

@@ -131,7 +131,8 @@ Json to_json(const Results& r) {
                       {"graph_nodes", r.simulator.graph_nodes},
                       {"graph_edges", r.simulator.graph_edges},
                       {"activities", r.simulator.activities},
-                      {"iterations_played", r.simulator.iterations_played}};
+                      {"iterations_played", r.simulator.iterations_played},
+                      {"simgrid", r.simulator.simgrid}};
   return out;
 }
 
@@ -182,8 +183,15 @@ Results results_from_json(const Json& j) {
   r.network_provenance = p.at("network");
   r.iterations_provenance = p.at("iterations");
   const Json& s = j.at("simulator");
-  r.simulator = {s.at("fidelity"),    s.at("network_model"), s.at("graph_nodes"),
-                 s.at("graph_edges"), s.at("activities"),    s.at("iterations_played")};
+  r.simulator = {s.at("fidelity"),
+                 s.at("network_model"),
+                 s.at("graph_nodes"),
+                 s.at("graph_edges"),
+                 s.at("activities"),
+                 s.at("iterations_played"),
+                 ""};
+  // Results written before the version was recorded have none.
+  if (s.contains("simgrid")) r.simulator.simgrid = s.at("simgrid").get<std::string>();
   // Every other top-level key is sim/iterations.hpp's.
   static const std::set<std::string> own{"scenario",     "plan",           "iteration_time_s",
                                          "tokens_per_s", "flops",          "model_tflops_per_gpu",

@@ -84,6 +84,7 @@ struct SimulatorInfo {
   double graph_edges = 0;
   double activities = 0;
   double iterations_played = 1;  // distinct phases played (sim/iterations.hpp)
+  std::string simgrid;           // the SimGrid library that played it: "3.32.0"
 };
 
 struct Results {

@@ -2,9 +2,6 @@
 
 #include "sim/chakra.hpp"
 
-#include <xbt/base.h>  // what simgrid/version.h needs before it
-
-#include <simgrid/version.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -473,8 +470,8 @@ void add_provenance(const ResolvedPlan& r, int iterations, Results& result) {
                             " consecutive iterations on one simulated clock, each starting when "
                             "every GPU has finished the one before (sim/iterations.hpp)";
   result.network_provenance =
-      "SimGrid " + std::to_string(SIMGRID_VERSION_MAJOR) + "." +
-      std::to_string(SIMGRID_VERSION_MINOR) + ", " +
+      "SimGrid " + std::to_string(simgrid_version().major) + "." +
+      std::to_string(simgrid_version().minor) + ", " +
       (s.simulation.network_model == core::NetworkModel::lv08
            ? "LV08 model (latency x " + core::shortest_decimal(lv08_latency_factor) +
                  ", bandwidth x " + core::shortest_decimal(lv08_bandwidth_factor) + ")"
@@ -597,7 +594,8 @@ core::Json run_child(const SimulationInput& in, const CheckedPlan& checked,
                       static_cast<double>(graph.size()),
                       static_cast<double>(graph.edge_count()),
                       static_cast<double>(totals.activities),
-                      static_cast<double>(totals.phases_played)};
+                      static_cast<double>(totals.phases_played),
+                      simgrid_version().text()};
   return child_output(result, graph, graph_bytes, totals, wall_start, diags);
 }
 
