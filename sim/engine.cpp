@@ -203,8 +203,9 @@ class LatencyEndRepair {
         latency_factor_(simgrid::config::get_value<double>("network/latency-factor")) {}
 
   // A flow just started from src to dst: the last action of the network model.
-  void started(const sg::Comm& comm, const sg::Host* src, const sg::Host* dst) {
+  void started(const sg::CommPtr& flow, const sg::Host* src, const sg::Host* dst) {
     using simgrid::kernel::resource::ActionHeap;
+    const sg::Comm& comm = *flow;
     if (network_ == nullptr) network_ = model_of(comm);
     if (network_ == nullptr || !network_->is_update_lazy()) return;
     auto* actions = network_->get_started_action_set();
@@ -214,10 +215,11 @@ class LatencyEndRepair {
     if (action.get_type() != ActionHeap::Type::latency) return;
     // The date SimGrid gave the end of its latency (NetworkCm02Model::comm_action_set_variable):
     // its start plus the route's latency times the latency factor, computed the same way.
-    // Held until it is looked at: the flow may finish, and SimGrid release its action, before
-    // the repair runs (4.0 ends flows before it signals the time's advance).
-    action.ref();
-    pending_.push({action.get_start_time() + route_latency(src, dst) * latency_factor_, &action});
+    // The comm is held, not the action: a flow may end, and SimGrid free its action, before
+    // the repair looks at it (4.0 ends flows before it signals the time's advance), and an
+    // action held past its end would keep its flow's share of the links in the solver.
+    pending_.push(
+        {action.get_start_time() + route_latency(src, dst) * latency_factor_, &action, flow});
   }
 
   // The clock moved to now and SimGrid ended the latencies due (those within its precision).
@@ -225,12 +227,14 @@ class LatencyEndRepair {
     using simgrid::kernel::resource::Action;
     using simgrid::kernel::resource::ActionHeap;
     while (!pending_.empty() && pending_.top().date < now + precision_) {
+      if (pending_.top().flow->get_state() != sg::Activity::State::STARTED) {
+        pending_.pop();  // ended: its action is gone
+        continue;
+      }
       Action* action = pending_.top().action;
       if (action->get_type() == ActionHeap::Type::latency) return;  // not yet: later
       pending_.pop();
-      if (action->get_state_set() == network_->get_started_action_set())
-        action->set_bound(action->get_bound());
-      action->unref();
+      if (action->get_state() == Action::State::STARTED) action->set_bound(action->get_bound());
     }
   }
 
@@ -240,6 +244,7 @@ class LatencyEndRepair {
   struct Pending {
     double date;
     simgrid::kernel::resource::Action* action;
+    sg::CommPtr flow;
     bool operator>(const Pending& o) const { return date > o.date; }
   };
 
@@ -411,7 +416,7 @@ class Runner {
         auto comm = sg::Comm::sendto_init(simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
         comm->set_payload_size(static_cast<std::uint64_t>(std::llround(n.amount / flows)));
         start(comm, id);
-        if (repair_) repair_->started(*comm, simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
+        if (repair_) repair_->started(comm, simgrid_.hosts[n.device], simgrid_.hosts[n.peer]);
       }
     }
   }
