@@ -255,6 +255,12 @@ double compute_beside_collective(double compute_s, double collective_s, double s
   return compute_s + std::min(collective_s, slowdown * compute_s) * (1 - 1 / slowdown);
 }
 
+double CollectiveStream::compute(double compute_s) {
+  const double seconds = compute_beside_collective(compute_s, backlog_s_, slowdown_);
+  pass(seconds);
+  return seconds;
+}
+
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision) {
   if (precision == core::Precision::fp8 && costs.gemm_efficiency_fp8)
     return *costs.gemm_efficiency_fp8;

@@ -13,6 +13,7 @@
 // and fall back to KernelModel::op_time for the ops they lack.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -214,6 +215,30 @@ core::Seconds memory_op_time(const GpuSpec& gpu, const KernelCosts& costs,
 // (galvatron/core/search_engine/cost_model.py, get_overlap_time): the block then lasts
 // max(this, collective_s). The one rule the simulator and the planner's cost model use.
 double compute_beside_collective(double compute_s, double collective_s, double slowdown);
+// One GPU's compute beside a stream of NCCL collectives on the same GPU that run back to back
+// (each starts once it is queued and the one before it has ended: data-parallel gradient
+// buckets, with the ZeRO gathers that ride on them): the stream's backlog (collective seconds
+// still to run) drains as time passes, and a compute piece issued while it is not empty runs
+// `slowdown` times slower for the part they overlap (compute_beside_collective over the
+// backlog). Hetu-Galvatron applies the same coefficient to data-parallel communication beside
+// the forward and backward (galvatron/core/search_engine/cost_model.py @0beac24,
+// get_overlap_time). The one rule the simulator's workload and the planner's cost model use.
+class CollectiveStream {
+ public:
+  explicit CollectiveStream(double slowdown) : slowdown_(slowdown) {}
+  // Collectives of `collective_s` seconds join the stream now.
+  void queue(double collective_s) { backlog_s_ += std::max(collective_s, 0.0); }
+  // The time a compute piece of `compute_s` seconds (alone) issued now takes; the backlog
+  // drains over that time.
+  double compute(double compute_s);
+  // `seconds` pass without compute of this GPU (its own collective, an exchange).
+  void pass(double seconds) { backlog_s_ = std::max(backlog_s_ - seconds, 0.0); }
+  double backlog_s() const { return backlog_s_; }
+
+ private:
+  double slowdown_ = 1;
+  double backlog_s_ = 0;
+};
 // The best-shape efficiency of a GEMM in `precision` (gemm_efficiency_fp8 for fp8 where set).
 double gemm_ceiling(const KernelCosts& costs, core::Precision precision);
 // FlashAttention's work in the convention its efficiencies were measured in (its own

@@ -26,42 +26,123 @@ double slice_bytes(const Context& ctx, const sim::PlanChoices& choices, int slic
   return sim::boundary_bytes(*ctx.model, choices, static_cast<double>(micro_batch) / slices);
 }
 
-// Per-layer forward and backward under a plan's choices (layer_cost is the scenario's), with
-// what a context-parallel stage's ring exchanges leave exposed (`ring`, cp = 1: none;
-// sim/context_parallel.hpp).
-LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, int cluster, int tp,
-                           int dp, int micro_batch, const sim::ContextRing& ring = {}) {
+// One layer's phases under a plan's choices, as the workload's emit_op plays them
+// (sim/workload.cpp): each phase's compute, what a context-parallel stage's ring exchanges
+// leave exposed (`ring`, cp = 1: none; sim/context_parallel.hpp), the collective of a
+// tensor-parallel block (an all-reduce, or with sequence parallelism a reduce-scatter and an
+// all-gather, as the workload's tp_comm plays it), the attention's share of a block, and the
+// GPU's slowdown beside a collective (kernels::compute_beside_collective).
+struct LayerParts {
+  kernels::PhaseTimes times;
+  sim::ContextExposure cx;
+  double all_reduce = 0;
+  double share = 0;
+  double slowdown = 1;
+  int tp = 1;
+  bool full_recompute = false;
+  bool overlap = false;  // tp_comm_overlap on a stage of tp > 1
+};
+
+LayerParts layer_parts(const Context& ctx, const sim::PlanChoices& choices, int cluster, int tp,
+                       int dp, int micro_batch, const sim::ContextRing& ring = {}) {
   const int cp = ring.cp;
   const auto work = sim::layer_work(*ctx.model, choices, micro_batch, tp, dp, cp);
-  const auto times = ctx.compute->layer(*ctx.gpus[cluster], work);
-  const sim::ContextExposure cx = sim::context_exposure(times, ring, work.recompute);
-  // A tensor-parallel block's collective: an all-reduce, or with sequence parallelism a
-  // reduce-scatter and an all-gather (sim/workload.cpp tp_comm plays the same).
-  const double all_reduce = sim::tensor_parallel_block_time(
-      ctx.scenario->clusters[cluster], tp, slice_bytes(ctx, choices, dp * cp, micro_batch),
-      choices.sequence_parallel);
-  const bool full = work.recompute == core::Recompute::full;
-  const double forward = times.forward.value();
-  const double backward = times.backward.value();
-  const double recompute = times.recompute.value();
-  if (!choices.tp_comm_overlap || tp <= 1)
+  LayerParts p;
+  p.times = ctx.compute->layer(*ctx.gpus[cluster], work);
+  p.cx = sim::context_exposure(p.times, ring, work.recompute);
+  p.all_reduce = sim::tensor_parallel_block_time(ctx.scenario->clusters[cluster], tp,
+                                                 slice_bytes(ctx, choices, dp * cp, micro_batch),
+                                                 choices.sequence_parallel);
+  p.share = models::attention_share_of_layer(*ctx.model, choices.training.seq_len);
+  p.slowdown = kernels::kernel_costs_for(ctx.gpus[cluster]->architecture).overlap_slowdown;
+  p.tp = tp;
+  p.full_recompute = work.recompute == core::Recompute::full;
+  p.overlap = choices.tp_comm_overlap && tp > 1;
+  return p;
+}
+
+// Per-layer forward and backward under a plan's choices (layer_cost is the scenario's), with
+// what a context-parallel stage's ring exchanges leave exposed.
+LayerCost layer_cost_under(const Context& ctx, const sim::PlanChoices& choices, int cluster, int tp,
+                           int dp, int micro_batch, const sim::ContextRing& ring = {}) {
+  const LayerParts p = layer_parts(ctx, choices, cluster, tp, dp, micro_batch, ring);
+  const sim::ContextExposure& cx = p.cx;
+  const double all_reduce = p.all_reduce;
+  const bool full = p.full_recompute;
+  const double forward = p.times.forward.value();
+  const double backward = p.times.backward.value();
+  const double recompute = p.times.recompute.value();
+  if (!p.overlap)
     return {forward + cx.forward + 2 * all_reduce,
             backward + cx.backward + recompute + cx.recompute + (full ? 4 : 2) * all_reduce,
             recompute + cx.recompute + (full ? 2 : 0) * all_reduce};
   // tp_comm_overlap: each block (attention, MLP) runs beside the collective it feeds and
   // costs the longer of the two, its compute slowed while they overlap, as the workload's
   // `block` plays it (sim/workload.cpp).
-  const double share = models::attention_share_of_layer(*ctx.model, choices.training.seq_len);
-  const double slowdown =
-      kernels::kernel_costs_for(ctx.gpus[cluster]->architecture).overlap_slowdown;
   auto beside = [&](double compute) {
-    return std::max(kernels::compute_beside_collective(compute, all_reduce, slowdown), all_reduce);
+    return std::max(kernels::compute_beside_collective(compute, all_reduce, p.slowdown),
+                    all_reduce);
   };
   auto blocks = [&](double seconds) {
-    return beside(share * seconds) + beside((1 - share) * seconds);
+    return beside(p.share * seconds) + beside((1 - p.share) * seconds);
   };
   const double recomputed = (full ? blocks(recompute) : recompute) + cx.recompute;
   return {blocks(forward) + cx.forward, recomputed + blocks(backward) + cx.backward, recomputed};
+}
+
+// The last micro-batch's backward of one chunk of a stage beside the data-parallel buckets
+// it hands over (`buckets`: sim::buckets_beside_backward), as the workload's emit_op plays it
+// layer by layer from the top, with one kernels::CollectiveStream: per local layer, how much
+// longer than alone it runs (its compute slowed while the bucket stream has work left).
+std::vector<double> backward_beside_buckets(const LayerParts& p,
+                                            const std::vector<double>& buckets) {
+  std::vector<double> extra(buckets.size(), 0.0);
+  kernels::CollectiveStream stream(p.slowdown);
+  double played = 0, alone = 0;  // of the layer being played
+  auto compute = [&](double seconds) {
+    played += stream.compute(seconds);
+    alone += seconds;
+  };
+  auto wait = [&](double seconds) {
+    stream.pass(seconds);
+    played += seconds;
+    alone += seconds;
+  };
+  auto block = [&](double seconds) {
+    if (!p.overlap) {
+      compute(seconds);
+      if (p.tp > 1) wait(p.all_reduce);
+      return;
+    }
+    const double beside = kernels::compute_beside_collective(seconds, p.all_reduce, p.slowdown);
+    const double charged = stream.compute(beside);
+    stream.pass(std::max(p.all_reduce - charged, 0.0));
+    played += std::max(charged, p.all_reduce);
+    alone += std::max(beside, p.all_reduce);
+  };
+  const double backward = p.times.backward.value();
+  const double recompute = p.times.recompute.value();
+  for (int l = static_cast<int>(buckets.size()) - 1; l >= 0; --l) {
+    played = alone = 0;
+    if (p.tp > 1) {
+      if (p.full_recompute) {
+        block(p.share * recompute);
+        wait(p.cx.recompute);
+        block((1 - p.share) * recompute);
+      } else if (recompute > 0) {
+        compute(recompute);
+        wait(p.cx.recompute);
+      }
+      block((1 - p.share) * backward);
+      block(p.share * backward);
+    } else {
+      compute(backward);  // the stage recomputed all its layers before (no bucket yet)
+    }
+    wait(p.cx.backward);
+    extra[l] = played - alone;
+    stream.queue(buckets[l]);
+  }
+  return extra;
 }
 
 // Per-layer cost of stage `st` of pipeline i as placed: its context ring's exchanges
@@ -562,21 +643,11 @@ double hierarchical_bucket_time(const Context& ctx, const sim::ResolvedPlan& r,
 double segment_sync_time(const Context& ctx, const sim::ResolvedPlan& r, const sim::Segment& seg,
                          const SyncGroup& g, std::vector<double>& sync_bytes) {
   if (seg.buckets <= 0) return 0;
-  double bucket_time = 0;
-  const auto algorithm = r.plan.grad_sync.algorithm;
-  if (g.clusters.size() == 1 && sim::runs_as_channel_rings(algorithm)) {
-    // NCCL's channels: one ring per NIC it can use (sim::channel_ring), as the simulator.
-    const int c = g.clusters[0];
-    bucket_time = sim::channel_ring_all_reduce_time(
-        ctx.scenario->clusters[c], sim::channel_ring(sim::segment_members_per_node(r, seg, c)),
-        seg.bucket_bytes);
-  } else if (g.clusters.size() == 1) {
-    const int c = g.clusters[0];
-    bucket_time = sim::all_reduce_time(algorithm, g.members[c], seg.bucket_bytes,
-                                       sim::segment_ring_hop(r, seg, c));
-  } else {
-    bucket_time = hierarchical_bucket_time(ctx, r, seg, g, sync_bytes);
-  }
+  // Inside one cluster: NCCL's channel rings or the plan's algorithm, as the simulator.
+  const double bucket_time =
+      g.clusters.size() == 1 ? sim::segment_bucket_time(r, seg, g.clusters[0],
+                                                        g.members[g.clusters[0]], seg.bucket_bytes)
+                             : hierarchical_bucket_time(ctx, r, seg, g, sync_bytes);
   return seg.buckets * bucket_time;
 }
 
@@ -592,20 +663,50 @@ double layer_backward_after(const Context& ctx, const sim::ResolvedPlan& r, cons
   return stage.tp <= 1 ? lc.backward_s - lc.recompute_s : lc.backward_s;
 }
 
+// Per pipeline, stage and chunk: the extra seconds of the last micro-batch's backward beside
+// the buckets it hands over, as prefix sums over its local layers (prefix[k]: layers below k).
+using BesideBuckets = std::vector<std::vector<std::vector<std::vector<double>>>>;
+
+// Pipeline i's stages, each chunk's last backward beside its buckets
+// (backward_beside_buckets over sim::buckets_beside_backward); empty where none overlaps.
+std::vector<std::vector<std::vector<double>>> stages_beside_buckets(
+    const Context& ctx, const sim::ResolvedPlan& r, int i, const std::vector<NodeRange>& nodes) {
+  std::vector<std::vector<std::vector<double>>> out(r.plan.pipelines[i].stages.size());
+  for (std::size_t st = 0; st < out.size(); ++st) {
+    const core::Stage& stage = r.stage(i, static_cast<int>(st));
+    for (int c = 0; c < r.chunks; ++c) {
+      const auto buckets = sim::buckets_beside_backward(r, i, static_cast<int>(st), c);
+      std::vector<double> prefix(buckets.size() + 1, 0.0);
+      if (std::any_of(buckets.begin(), buckets.end(), [](double b) { return b > 0; })) {
+        const LayerParts parts =
+            layer_parts(ctx, r.choices, nodes[st].cluster, stage.tp, stage.dp, r.plan.micro_batch,
+                        sim::context_ring(r, i, static_cast<int>(st)));
+        const auto extra = backward_beside_buckets(parts, buckets);
+        for (std::size_t k = 0; k < extra.size(); ++k) prefix[k + 1] = prefix[k] + extra[k];
+      }
+      out[st].push_back(std::move(prefix));
+    }
+  }
+  return out;
+}
+
 // When bucket `bucket` of segment `seg` is ready on the holding stage of pipeline i, which
 // ends its last backward at `finish`. grad_reduce: overlap (one chunk per stage): once the
 // last micro-batch's backward has finished the bucket's lowest layer, as the workload
 // generator hands it over (sim::bucket_lowest_layer), and the stage still runs the backward
-// of the layers below:
-//   ready = finish - (lowest - first layer of the stage) x layer_backward_after.
+// of the layers below, each as long as alone plus what the buckets beside it add:
+//   ready = finish - (lowest - first layer of the stage) x layer_backward_after
+//                  - (their extra beside the buckets: `extra_below`, prefix sums by layer).
 // after_backward, or interleaved chunks: ready = finish.
 // `lowest` is the bucket's lowest layer.
 double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int lowest, std::size_t i,
-                    double per_layer, double finish) {
+                    double per_layer, const std::vector<double>& extra_below, double finish) {
   if (r.choices.grad_reduce != core::GradReduce::overlap || r.chunks > 1) return finish;
   const auto [stage_index, chunk] = seg.holders[i];
   const int below = lowest - r.layers[i][stage_index][chunk].first;
-  return below <= 0 ? finish : finish - below * per_layer;
+  if (below <= 0) return finish;
+  const double extra = below < int(extra_below.size()) ? extra_below[below] : 0.0;
+  return finish - below * per_layer - extra;
 }
 
 // Gradient sync, segment by segment in backward order, bucket by bucket. A bucket's
@@ -616,7 +717,7 @@ double bucket_ready(const sim::ResolvedPlan& r, const sim::Segment& seg, int low
 // `stream` starts as each stage's finish and ends as each stage's last sync; the WAN bytes
 // of the syncs go to `sync_bytes` and the earliest cross-cluster start to `first_sync`.
 void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
-                   const std::vector<std::vector<NodeRange>>& nodes,
+                   const std::vector<std::vector<NodeRange>>& nodes, const BesideBuckets& beside,
                    std::vector<std::vector<double>>& stream, Estimate& out,
                    std::vector<double>& sync_bytes, double& first_sync) {
   const std::vector<std::vector<double>> finish = stream;
@@ -630,40 +731,27 @@ void gradient_sync(const Context& ctx, const sim::ResolvedPlan& r,
     std::vector<double> per_layer(r.plan.pipelines.size());
     for (std::size_t i = 0; i < per_layer.size(); ++i)
       per_layer[i] = layer_backward_after(ctx, r, *seg, i, nodes[i][g.holder[i]]);
-    // Buckets of one lowest layer (a run: the lowest layer never rises with the bucket) are
-    // ready together. The run's first bucket starts once ready and once every holder's stream
-    // is free; each later one right after the one before it (which ended after `ready`), so a
-    // run costs one readiness and one addition per bucket.
-    const int buckets = seg->buckets;
-    auto lowest_of = [&](int b) {
-      return sim::bucket_lowest_layer(seg->first_layer, seg->layers, buckets, b);
-    };
+    // Buckets of one lowest layer (a run, sim::bucket_runs) are ready together. The run's
+    // first bucket starts once ready and once every holder's stream is free; each later one
+    // right after the one before it (which ended after `ready`), so a run costs one
+    // readiness and one addition per bucket.
     double end = 0;
-    for (int b = 0; b < buckets;) {
-      const int lowest = lowest_of(b);
-      // The run's last bucket: gallop, then bisect.
-      int last = b, step = 1;
-      while (last + step < buckets && lowest_of(last + step) == lowest) {
-        last += step;
-        step *= 2;
-      }
-      for (int past = std::min(last + step, buckets); past - last > 1;) {
-        const int mid = last + (past - last) / 2;
-        (lowest_of(mid) == lowest ? last : past) = mid;
-      }
+    for (const sim::BucketRun& run :
+         sim::bucket_runs(seg->first_layer, seg->layers, seg->buckets)) {
       double start = 0;
-      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
-        start =
-            std::max(start, bucket_ready(r, *seg, lowest, i, per_layer[i], finish[i][g.holder[i]]));
-      if (b == 0)
+      for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
+        const auto [holder, chunk] = seg->holders[i];
+        start = std::max(start, bucket_ready(r, *seg, run.lowest, i, per_layer[i],
+                                             beside[i][holder][chunk], finish[i][g.holder[i]]));
+      }
+      if (run.first == 0)
         for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i)
           start = std::max(start, busy[i][g.holder[i]]);
       else
         start = std::max(start, end);
       if (g.clusters.size() > 1) first_sync = std::min(first_sync, start);
       end = start + bucket_time;
-      for (int k = b + 1; k <= last; ++k) end += bucket_time;
-      b = last + 1;
+      for (int k = run.first + 1; k <= run.last; ++k) end += bucket_time;
     }
     if (seg->buckets > 0)
       for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) busy[i][g.holder[i]] = end;
@@ -721,6 +809,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   std::vector<double> wan_bytes(ctx.wan_link_bandwidth.size(), 0);
   // finish[i][s]: when stage s of pipeline i ends its last backward.
   std::vector<std::vector<double>> finish;
+  BesideBuckets beside;
   for (std::size_t i = 0; i < r.plan.pipelines.size(); ++i) {
     const auto& pipeline = r.plan.pipelines[i];
     const int p = static_cast<int>(pipeline.stages.size());
@@ -742,7 +831,20 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
         r.chunks == 1;
     const StageTotals totals = stage_totals(pe.stages, sends, r.chunks, in_order);
     pe.pipeline_s = schedule_time(r.plan.schedule, pe, totals, pipeline.micro_batches, r.chunks);
-    finish.push_back(stage_finish(pe, r.chunks));
+    // The last backward of each stage runs longer beside the buckets it hands over; the
+    // cool-down chains the stages' last backwards (stage_finish), so stage s ends later by its
+    // own extra and those of the stages after it, and the pipeline by all of them.
+    beside.push_back(stages_beside_buckets(ctx, r, static_cast<int>(i), nodes[i]));
+    std::vector<double> extra;
+    for (const auto& chunks : beside.back()) {
+      extra.push_back(0);
+      for (const auto& prefix : chunks) extra.back() += prefix.back();
+    }
+    pe.pipeline_s += std::accumulate(extra.begin(), extra.end(), 0.0);
+    std::vector<double> stage_ends = stage_finish(pe, r.chunks);
+    for (std::size_t st = 1; st < stage_ends.size(); ++st)
+      stage_ends[st] -= std::accumulate(extra.begin(), extra.begin() + st, 0.0);
+    finish.push_back(std::move(stage_ends));
     out.pipelines.push_back(std::move(pe));
   }
 
@@ -751,7 +853,7 @@ Estimate estimate(const Context& ctx, const core::Plan& plan) {
   // that phase (a bound on its length).
   std::vector<double> sync_bytes(ctx.wan_link_bandwidth.size(), 0);
   double first_sync = infinity;
-  gradient_sync(ctx, r, nodes, stream, out, sync_bytes, first_sync);
+  gradient_sync(ctx, r, nodes, beside, stream, out, sync_bytes, first_sync);
   out.iteration_s = iteration_bound(ctx, out, stream, wan_bytes, sync_bytes, first_sync);
   return out;
 }

@@ -4,7 +4,8 @@
 //
 // This module owns, so far: which hop a data-parallel ring takes inside a cluster
 // (ring_hop), for the gradient sync of a segment and for DiLoCo's all-gather inside an
-// island.
+// island; a gradient bucket's closed-form time inside a cluster, and which buckets run
+// beside the backward of each layer (buckets_beside_backward).
 #pragma once
 
 #include <vector>
@@ -32,5 +33,27 @@ Hop2 segment_ring_hop(const ResolvedPlan& r, const Segment& seg, int cluster);
 // `pipeline` (all its replicas, dp and cp ranks), inside the stage's cluster: DiLoCo's
 // all-gather of a shard inside an island.
 Hop2 stage_ring_hop(const ResolvedPlan& r, int pipeline, int stage);
+
+// ---- the gradient buckets beside the backward ------------------------------------------
+
+// One bucket of `bytes` per ring of segment `seg`, all-reduced among `members`
+// tensor-parallel groups inside `cluster`, in closed form: NCCL's channel rings where the
+// plan's algorithm runs as them (channel_ring_all_reduce_time over the segment's members per
+// node), else the algorithm over the segment's ring hop. Folded fidelity charges it; the
+// planner's model adds it up.
+double segment_bucket_time(const ResolvedPlan& r, const Segment& seg, int cluster, int members,
+                           double bytes);
+
+// Per local layer of chunk `chunk` of stage `stage` of pipeline `pipeline`: the seconds of
+// the data-parallel collectives that join the stage's gradient stream, on each of its GPUs,
+// once the last micro-batch's backward has finished that layer (grad_reduce: overlap): every
+// bucket of the segments the chunk holds whose lowest layer it is (bucket_lowest_layer), at
+// segment_bucket_time. These are NCCL kernels on the stage's own GPUs, so the backward that
+// runs beside them is slowed (kernels::CollectiveStream). A segment whose holders span
+// clusters is left out (its buckets cross the WAN as the engine plays it: no closed form
+// says when their kernels run, and a WAN codec's CPU time does not share the GPU), and so is
+// everything under after_backward (nothing runs beside the backward).
+std::vector<double> buckets_beside_backward(const ResolvedPlan& r, int pipeline, int stage,
+                                            int chunk);
 
 }  // namespace hgsim::sim

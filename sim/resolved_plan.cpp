@@ -264,6 +264,26 @@ int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket) {
   return first_layer + layers - std::max(covered, 1);
 }
 
+std::vector<BucketRun> bucket_runs(int first_layer, int layers, int buckets) {
+  auto lowest_of = [&](int b) { return bucket_lowest_layer(first_layer, layers, buckets, b); };
+  std::vector<BucketRun> out;
+  for (int b = 0; b < buckets;) {
+    const int lowest = lowest_of(b);
+    int last = b, step = 1;
+    while (last + step < buckets && lowest_of(last + step) == lowest) {
+      last += step;
+      step *= 2;
+    }
+    for (int past = std::min(last + step, buckets); past - last > 1;) {
+      const int mid = last + (past - last) / 2;
+      (lowest_of(mid) == lowest ? last : past) = mid;
+    }
+    out.push_back({lowest, b, last});
+    b = last + 1;
+  }
+  return out;
+}
+
 GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices& choices,
                                  core::Bytes bucket) {
   const double per_ring =

@@ -158,6 +158,15 @@ GradientBuckets gradient_buckets(double parameters, int rings, const PlanChoices
 // last micro-batch's backward has finished this layer. The workload generator and the planner's
 // cost model both ask here.
 int bucket_lowest_layer(int first_layer, int layers, int buckets, int bucket);
+// The buckets of one lowest layer are consecutive (the lowest layer never rises with the
+// bucket): each run of them, in bucket order, found by galloping and bisecting, so that a
+// segment of many buckets costs its runs (at most its layers) x log buckets.
+struct BucketRun {
+  int lowest = 0;  // the run's lowest layer (bucket_lowest_layer)
+  int first = 0;   // its first and last bucket
+  int last = 0;
+};
+std::vector<BucketRun> bucket_runs(int first_layer, int layers, int buckets);
 
 // One piece of a tensor that the sender's slices (dp rank major, then cp rank, tp rank
 // minor, each 1 / from_slices of it) and the receiver's (1 / to_slices each) reshard: units

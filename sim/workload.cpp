@@ -207,10 +207,27 @@ class Builder {
     }
     std::vector<NodeId> at(stream.size(), nodes.entry);
     const int mb = op.micro_batch;
+    const double slowdown = kernels::kernel_costs_for(gpu_of(g).architecture).overlap_slowdown;
+    // The last micro-batch's backward hands each layer's gradients to the data-parallel
+    // buckets as it finishes the layer (grad_reduce: overlap), and the buckets' NCCL
+    // kernels then run beside the layers below on the same GPUs: the compute issued while
+    // the bucket stream has work left is slowed for the overlap (kernels::CollectiveStream,
+    // over the buckets' closed-form times, sim::buckets_beside_backward). Backlog left when
+    // the op ends overlaps nothing more here (for one chunk the op is the stage's last).
+    const bool last_micro_batch = op.micro_batch == plan_->pipelines[g.pipeline].micro_batches - 1;
+    const std::vector<double> buckets =
+        !op.forward && last_micro_batch ? buckets_beside_backward(r_, g.pipeline, g.stage, op.chunk)
+                                        : std::vector<double>{};
+    kernels::CollectiveStream dp_buckets(slowdown);
+    auto hand_over = [&](int layer) {
+      if (layer < int(buckets.size())) dp_buckets.queue(buckets[layer]);
+    };
     // `split`: the kernel classes of the phase `seconds` is (a share of) the time of;
-    // `ops`: the FLOPs and bytes of that share.
+    // `ops`: the FLOPs and bytes of that share. Returns the seconds charged (beside the
+    // buckets' backlog).
     auto compute = [&](double seconds, Work kind, const std::string& label,
                        const kernels::KernelSplit& split, const kernels::OpCounts& ops) {
+      seconds = dp_buckets.compute(seconds);
       const int l = graph.label(label);
       for (std::size_t d = 0; d < at.size(); ++d) {
         note_layer_split(g.devices[d], seconds, split);
@@ -219,11 +236,13 @@ class Builder {
         graph.edge(at[d], n);
         at[d] = n;
       }
+      return seconds;
     };
     // What context parallelism's ring exchanges leave exposed after the attention core
     // (sim/context_parallel.hpp): a wait on every GPU of the group.
     auto exchange = [&](double seconds, const std::string& label) {
       if (seconds <= 0) return;
+      dp_buckets.pass(seconds);
       const int l = graph.label(label + " cp ring exchange");
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId n = graph.delay(g.devices[d], seconds, Work::cp_comm, l, mb);
@@ -238,19 +257,23 @@ class Builder {
     // with it): the block costs the longer of the two, its compute slowed while the
     // collective's kernels share the GPU (kernels::compute_beside_collective, over the
     // collective's closed-form time).
-    const double slowdown = kernels::kernel_costs_for(gpu_of(g).architecture).overlap_slowdown;
     const double collective_s = tensor_parallel_block_time(s_.clusters[g.cluster], stage.tp, bytes,
                                                            r_.choices.sequence_parallel);
     auto block = [&](double seconds, Work kind, const std::string& label,
                      const kernels::KernelSplit& split, const kernels::OpCounts& ops) {
       if (!r_.choices.tp_comm_overlap || stage.tp <= 1) {
         compute(seconds, kind, label, split, ops);
-        if (stage.tp > 1) tp_comm(g, stage, bytes, false, label, mb, at);
+        if (stage.tp > 1) {
+          tp_comm(g, stage, bytes, false, label, mb, at);
+          dp_buckets.pass(collective_s);
+        }
         return;
       }
       std::vector<NodeId> comm = at;
-      compute(kernels::compute_beside_collective(seconds, collective_s, slowdown), kind, label,
-              split, ops);
+      const double charged =
+          compute(kernels::compute_beside_collective(seconds, collective_s, slowdown), kind, label,
+                  split, ops);
+      dp_buckets.pass(std::max(collective_s - charged, 0.0));  // the block: the longer one
       tp_comm(g, stage, bytes, false, label, mb, comm);
       for (std::size_t d = 0; d < at.size(); ++d) {
         NodeId j = graph.join();
@@ -285,8 +308,6 @@ class Builder {
       const bool full_recompute = work.recompute == core::Recompute::full;
       // The last micro-batch's backward hands each layer's gradients to the data-parallel
       // buckets as it finishes the layer (grad_reduce: overlap): keep where each layer ends.
-      const bool last_micro_batch =
-          op.micro_batch == plan_->pipelines[g.pipeline].micro_batches - 1;
       auto& layer_ends = layer_ends_[{group_index(g), op.chunk}];
       if (last_micro_batch) layer_ends.assign(layers, {});
       if (stage.tp <= 1) {
@@ -306,6 +327,7 @@ class Builder {
                     counts.backward);
             exchange(cx.backward, layer);
             layer_ends[l] = at;
+            hand_over(l);
           }
         }
       } else {
@@ -328,6 +350,7 @@ class Builder {
                 times.backward_split, counts.backward.scaled(share));
           exchange(cx.backward, layer);
           if (last_micro_batch) layer_ends[l] = at;
+          hand_over(l);
         }
       }
     }
@@ -604,14 +627,9 @@ class Builder {
       cluster_ready_[c] = all_ready;
       cluster_groups_[c] = here;
     }
-    const Hop2 hop = segment_ring_hop(r_, seg, groups_[holders[0]].cluster);
     if (clusters.size() == 1) {
       const int c = clusters[0];
-      const double seconds =
-          runs_as_channel_rings(algorithm)
-              ? channel_ring_all_reduce_time(
-                    s_.clusters[c], channel_ring(segment_members_per_node(r_, seg, c)), bytes)
-              : all_reduce_time(algorithm, cluster_members_[c], bytes, hop);
+      const double seconds = segment_bucket_time(r_, seg, c, cluster_members_[c], bytes);
       for (int g : cluster_groups_[c]) {
         NodeId n = graph.delay(groups_[g].devices[0], seconds, Work::dp_comm, graph.label(name));
         graph.edge(cluster_ready_[c], n);

@@ -170,6 +170,27 @@ TEST(ComputeBesideCollective, FollowsGalvatronsOverlapRule) {
     EXPECT_DOUBLE_EQ(kernel_costs_for(a).overlap_slowdown, 1.1256);
 }
 
+// A stream of collectives beside a GPU's compute, worked by hand with c = 1.25: 4 s of
+// collectives queued, then 2 s of compute runs 2.5 s (the whole piece beside the stream),
+// leaving 1.5 s; 1 s passes without compute (0.5 s left); then 10 s of compute beside the
+// last 0.5 s lasts 10 + 0.5 x (1 - 1/1.25) = 10.1 s and empties the stream; what follows
+// runs alone.
+TEST(ComputeBesideCollective, AStreamOfCollectivesSlowsTheComputeIssuedWhileItRuns) {
+  CollectiveStream stream(1.25);
+  EXPECT_DOUBLE_EQ(stream.compute(3), 3.0);  // nothing queued yet
+  stream.queue(4);
+  EXPECT_DOUBLE_EQ(stream.compute(2), 2.5);
+  EXPECT_DOUBLE_EQ(stream.backlog_s(), 1.5);
+  stream.pass(1);
+  EXPECT_DOUBLE_EQ(stream.backlog_s(), 0.5);
+  EXPECT_DOUBLE_EQ(stream.compute(10), 10.1);
+  EXPECT_DOUBLE_EQ(stream.backlog_s(), 0.0);
+  EXPECT_DOUBLE_EQ(stream.compute(7), 7.0);
+  stream.queue(2);
+  stream.pass(5);  // the stream drains without compute, never below empty
+  EXPECT_DOUBLE_EQ(stream.backlog_s(), 0.0);
+}
+
 // The ceilings against their sources: Hopper's fitted ceiling agrees with the sustained
 // rate of a brute-force shape search (MSMF 745 of 989 TFLOPS bf16, measured on an H200;
 // fp8 1335 of 1979); Ampere's fitted ceiling stays below the A100's MAMF (271.2 of 312); a
