@@ -60,6 +60,66 @@ connection.close()
 """
 
 
+# Echoes every byte it reads back at once, until EOF.
+_ECHO = r"""
+import socket, sys
+listener = socket.socket()
+listener.bind((sys.argv[1], 0))
+listener.listen(1)
+print(listener.getsockname()[1], flush=True)
+connection, _ = listener.accept()
+connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    data = connection.recv(1 << 16)
+    if not data:
+        break
+    connection.sendall(data)
+"""
+
+# Sends one byte, waits for its echo, `rounds` times; prints each round trip in seconds.
+_PING = r"""
+import json, socket, sys, time
+address, port, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+connection = socket.create_connection((address, port))
+connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for _ in range(rounds):
+    start = time.monotonic()
+    connection.sendall(b"x")
+    if connection.recv(1) != b"x":
+        sys.exit("the echo closed the connection")
+    times.append(time.monotonic() - start)
+connection.close()
+print(json.dumps(times), flush=True)
+"""
+
+
+def round_trips(wan: EmulatedWan, source: str, destination: str, *, rounds: int = 20) -> list[float]:
+    """Seconds of `rounds` round trips of one byte over TCP (no Nagle) from a process in
+    `source`'s namespace to an echo in `destination`'s and back: the two directions' one-way
+    latencies plus the path's own (veth pairs, two Python processes), without queueing."""
+    echo = subprocess.Popen(
+        wan.command_prefix(destination) + [PYTHON, "-c", _ECHO, wan.address(destination)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = echo.stdout.readline().strip()
+        if not port:
+            raise RuntimeError(f"round_trips: the echo in '{destination}' did not start")
+        ping = subprocess.run(
+            wan.command_prefix(source) + [PYTHON, "-c", _PING, wan.address(destination), port,
+                                          str(rounds)],
+            check=True, timeout=60, capture_output=True, text=True,
+        )
+        echo.wait(timeout=10)
+    finally:
+        if echo.poll() is None:
+            echo.kill()
+            echo.wait()
+    return json.loads(ping.stdout)
+
+
 def timed_transfer(
     wan: EmulatedWan,
     source: str,
