@@ -342,6 +342,8 @@ def execute(job: dict, out_dir: str, *, shape: bool = True, timeout_s: float = 9
             job["notes"] = job["notes"] + [unshaped]
         elif not described["shaped"]:
             echo(f"note: {described['why_not']}")
+        if job["wan"]:
+            job["notes"] = job["notes"] + [wan.latency_note()]
         job_path = os.path.join(out_dir, "job.json")
         with atomic_open(job_path) as f:
             json.dump(job, f, indent=1)

@@ -11,7 +11,8 @@ Simulated against live, on this machine:
     seconds;
  5. simulates the plan on a scenario that says what the live run has: the scaled model in
     fp32 without recomputation, that profile as every GPU's compute, the shaped WAN rates,
-    the measured loopback for NVLink/NIC and for the WAN's latency (no netem here);
+    the measured loopback for NVLink/NIC, and for the WAN's latency the scenario's plus the
+    loopback's where the delay line applied it (the loopback's alone where it did not);
  6. reports iteration time, per-stage compute, exposed communication and WAN bytes side by
     side with the relative error of each (--json: the object below).
 
@@ -215,11 +216,13 @@ def layer_drift(isolated: dict, during: dict) -> float:
 
 # ---- the scenario the simulator sees ------------------------------------------------------
 
-def live_scenario(job: dict, loopback: dict, *, wan_shaped: bool = True) -> dict:
+def live_scenario(job: dict, loopback: dict, *, wan_shaped: bool = True,
+                  wan_delayed: bool = False) -> dict:
     """The scenario the live run really is (the job's, `plan.live_run_scenario`: scaled
     model, fp32, no recomputation, the run's codecs) with the measured loopback inside
-    clusters and the shaped WAN rates with the loopback latency (or, when the links were
-    not shaped, the loopback for the WAN as well)."""
+    clusters and the shaped WAN rates with the loopback latency, plus the scenario's own when
+    the delay line applied it (`wan_delayed`); when the links were not shaped, the loopback
+    for the WAN as well."""
     s = copy.deepcopy(job["live_scenario"])
     link = {"bandwidth": f"{loopback['bandwidth_bytes_per_s']:.6g}B/s",
             "latency": f"{loopback['latency_s'] * 1e6:.6g}us"}
@@ -239,7 +242,8 @@ def live_scenario(job: dict, loopback: dict, *, wan_shaped: bool = True) -> dict
             elif key in w:
                 rate = hgsim.parse_quantity(w[key], "bandwidth") * TCP_PAYLOAD_PER_FRAME
                 w[key] = f"{rate:.9g}B/s"
-        w["latency"] = link["latency"]
+        own = hgsim.parse_quantity(w["latency"], "duration") if wan_delayed else 0.0
+        w["latency"] = f"{(own + loopback['latency_s']) * 1e6:.6g}us"
         w.pop("trace", None)
     s.setdefault("simulation", {})
     # gloo sends the messages between two ranks in order on one connection (measured).
@@ -349,7 +353,9 @@ def run(args, echo) -> dict:
     profile_path = os.path.join(out_dir, "layer-profile.json")
     with atomic_open(profile_path) as f:
         json.dump(layer_profile, f, indent=1)
-    scenario = live_scenario(job, loopback, wan_shaped=shaped)
+    latency = summary["wan"].get("latency", {})
+    delayed = latency.get("applied_by") == wan.LATENCY_BY_DELAY_LINE
+    scenario = live_scenario(job, loopback, wan_shaped=shaped, wan_delayed=delayed)
     with atomic_open(os.path.join(out_dir, "live-scenario.json")) as f:
         json.dump(scenario, f, indent=1)
     echo("simulating")
@@ -408,7 +414,9 @@ def run(args, echo) -> dict:
         "outer_syncs": outer_syncs,
         "wan_share": share,
         "notes": summary["notes"] + [
-            "the WAN's delay is not emulated (no netem): the simulation is given the measured "
+            "the simulation is given the scenario's WAN latency plus the measured loopback's "
+            "(the delay line applied it)" if delayed else
+            "the WAN's latency was not applied live: the simulation is given the measured "
             "loopback latency for it",
             "compute in the simulation: this CPU's layer profile, timed by the workers between "
             "the live steps"],

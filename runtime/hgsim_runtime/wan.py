@@ -14,9 +14,11 @@ shaped: clusters without a link between them still reach each other through
 the router, unshaped. Traffic between workers of the same cluster stays inside
 that cluster's namespace (loopback) and is never shaped.
 
-Delay is not emulated: netem is not available on this machine, and HTB only
-limits rate. A link here has the configured bandwidth and the (tiny) latency of
-a veth pair.
+Latency: this kernel has no sch_netem (HTB only limits rate), so a direction with a
+latency is routed, inside the router, through a userspace delay line (delay_line.py: a TUN
+device that holds each packet for the direction's one-way latency, in order) before its HTB
+class shapes it. A link then has the configured bandwidth and latency, plus the (tiny)
+latency of two veth pairs. `describe()["latency"]` says which way latency was applied.
 
 Whether this process can build it at all is decided once per process by
 `shaping_probe()`: root, then a throw-away namespace, a command inside it, a veth
@@ -33,6 +35,7 @@ import atexit
 import ipaddress
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -40,7 +43,31 @@ import sys
 import threading
 from dataclasses import dataclass
 
-DELAY_NOTE = "delay is not emulated: netem is not available on this machine"
+# The delay line's TUN device in the router namespace, and the routing table that sends a
+# delayed direction's packets into it (any number unused by a fresh namespace: it has only
+# local 255, main 254 and default 253).
+DELAY_DEVICE = "delay0"
+DELAY_TABLE = "100"
+
+# How long the delay line may take to say "ready" (it starts in about 50 ms).
+DELAY_LINE_START_S = 10.0
+
+# Packets the delay line's device may queue before the delay line reads them: its reads
+# keep up with a shaped direction's packets (at most 1 ms of its rate each, see
+# _gso_max_bytes), and a short stall of the delay line must not drop a window's worth.
+DELAY_QUEUE_PACKETS = 10000
+
+# Ways `describe()["latency"]["applied_by"]` says the latency was applied.
+LATENCY_BY_DELAY_LINE = "delay line"
+LATENCY_NOT_APPLIED = "none"
+
+# Why there is no userspace delay line without the namespaces: gloo's TCP connections go
+# straight between the ranks' addresses, so the only place to hold their packets is a
+# router in their path, and its TUN device needs CAP_NET_ADMIN like the shaper.
+NO_DELAY_WITHOUT_NAMESPACES = (
+    "links are not shaped, so neither is latency applied: the delay line holds packets in the "
+    "emulated WAN's router namespace (a TUN device, which needs CAP_NET_ADMIN as the shaper "
+    "does), and without it the workers' gloo connections run straight over loopback")
 
 # Every cluster namespace names its side of the veth the same, so a worker's
 # GLOO_SOCKET_IFNAME does not depend on which cluster it is in.
@@ -99,6 +126,7 @@ class ShapedDirection:
     source: str
     destination: str
     rate_bps: float  # bits per second, as in the scenario
+    latency_s: float = 0.0  # one-way, as in the scenario
 
 
 def _run(argv: list[str], *, what: str) -> str:
@@ -439,8 +467,10 @@ class EmulatedWan:
     clusters: names, in the order that gives each its index (namespace
         "<prefix>-<index>", subnet 10.x.<index>.0/24).
     links: [{"from": "a", "to": "b", "rate_bps": bits/s from a to b,
-             "reverse_rate_bps": bits/s from b to a}]. Only these pairs are
-        shaped; other pairs of clusters are routed unshaped.
+             "reverse_rate_bps": bits/s from b to a,
+             "latency_s": one-way seconds each way (optional, default 0)}]. Only
+        these pairs are shaped and delayed; other pairs of clusters are routed
+        unshaped, without delay.
     prefix: start of every namespace name (default "hg<pid>").
     shape: True requires shaping (raise if impossible), False never shapes,
         None (default) shapes when shaping_probe() says this process can.
@@ -473,6 +503,8 @@ class EmulatedWan:
         self.subnet: ipaddress.IPv4Network | None = None
         self._created_namespaces: list[str] = []
         self._owner_pid = os.getpid()
+        self.delay_line: subprocess.Popen | None = None
+        self.latency_why_not: str | None = "not started: use EmulatedWan as a context manager"
 
     # ----- configuration checks -------------------------------------------------
 
@@ -499,9 +531,14 @@ class EmulatedWan:
                 rate = link[key]
                 if not isinstance(rate, (int, float)) or not rate > 0:
                     raise ValueError(f"{where}.{key}: {rate!r} is not a positive number of bits per second")
+            latency = link.get("latency_s", 0.0)
+            if not isinstance(latency, (int, float)) or not 0 <= latency < float("inf"):
+                raise ValueError(f"{where}.latency_s: {latency!r} is not a finite number of "
+                                 "seconds >= 0")
             for direction in (
-                ShapedDirection(source, destination, float(link["rate_bps"])),
-                ShapedDirection(destination, source, float(link["reverse_rate_bps"])),
+                ShapedDirection(source, destination, float(link["rate_bps"]), float(latency)),
+                ShapedDirection(destination, source, float(link["reverse_rate_bps"]),
+                                float(latency)),
             ):
                 pair = (direction.source, direction.destination)
                 if pair in seen:
@@ -570,6 +607,7 @@ class EmulatedWan:
         self.shaped = False
         self.why_not = reason
         self.subnet = None
+        self.latency_why_not = NO_DELAY_WITHOUT_NAMESPACES
 
     def close(self):
         """Removes every namespace this object created. Idempotent; safe to call
@@ -578,6 +616,7 @@ class EmulatedWan:
             return
         with SignalsDeferred():
             problems = []
+            self._stop_delay_line()
             while self._created_namespaces:
                 name = self._created_namespaces.pop()
                 try:
@@ -626,6 +665,7 @@ class EmulatedWan:
             self._add_cluster(index, cluster)
         for index, cluster in enumerate(self.clusters):
             self._shape_towards(index, cluster)
+        self._delay()
 
     def _add_cluster(self, index: int, cluster: str):
         router, namespace = self.router_namespace, self.cluster_namespaces[cluster]
@@ -738,6 +778,118 @@ class EmulatedWan:
               "ip", "prio", "2", "u32", "match", "ip", "src", subnet, "flowid", data],
              what=f"{what}: filter")
 
+    # ----- latency ---------------------------------------------------------------
+
+    def _delay(self):
+        """Routes every direction with a latency through the delay line in the router.
+
+        A packet from cluster i to cluster j arriving on to<i> is routed (a rule on its
+        input interface and addresses) into the delay line's TUN device; the delay line
+        writes it back after the latency, and from the device the main table forwards it to
+        to<j>, where HTB shapes it. A delay line that cannot start leaves the links shaped
+        without latency, saying why (latency_why_not)."""
+        delayed = [d for d in self.directions if d.latency_s > 0]
+        if not delayed:
+            self.latency_why_not = "no WAN link has a latency"
+            return
+        try:
+            self._start_delay_line(delayed)
+            self._route_through_delay_line(delayed)
+        except WanSetupError as error:
+            self._stop_delay_line()
+            self.latency_why_not = f"the delay line could not start, latency is not applied: {error}"
+            print(f"EmulatedWan: {self.latency_why_not}", file=sys.stderr, flush=True)
+            return
+        self.latency_why_not = None
+
+    def _start_delay_line(self, delayed: list[ShapedDirection]):
+        router = self.router_namespace
+        argv = ["ip", "netns", "exec", router, sys.executable,
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay_line.py"),
+                DELAY_DEVICE]
+        for d in delayed:
+            argv += [str(self._cluster_subnet(self.clusters.index(d.source))),
+                     str(self._cluster_subnet(self.clusters.index(d.destination))),
+                     repr(d.latency_s)]
+        what = f"starting the delay line in {router}"
+        try:
+            # Its standard input is its lifeline: it exits when this process closes the pipe
+            # or ends, however it ends.
+            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+        except OSError as error:
+            raise WanSetupError(what, f"`{' '.join(argv)}` could not run: {error}") from error
+        self.delay_line = process
+        ready, _, _ = select.select([process.stdout], [], [], DELAY_LINE_START_S)
+        line = process.stdout.readline() if ready else ""
+        if line.strip() != "ready":
+            self._stop_delay_line()
+            stderr = " ".join(process.stderr.read().split())
+            raise WanSetupError(what, f"`{' '.join(argv)}` did not start: "
+                                      f"{stderr or 'no ready within %g s' % DELAY_LINE_START_S}")
+
+    def _route_through_delay_line(self, delayed: list[ShapedDirection]):
+        router = self.router_namespace
+        where = f"delay line in {router}"
+        _run(["ip", "-n", router, "link", "set", DELAY_DEVICE, "mtu", str(MTU), "txqueuelen",
+              str(DELAY_QUEUE_PACKETS), "up"], what=f"{where}: bringing up {DELAY_DEVICE}")
+        # Packets come back out of the device with their cluster's source address, which
+        # the main table routes to another interface: strict reverse-path filtering would
+        # drop them.
+        for conf in ("all", DELAY_DEVICE):
+            _run(["ip", "netns", "exec", router, "sysctl", "-qw",
+                  f"net.ipv4.conf.{conf}.rp_filter=0"], what=f"{where}: rp_filter off on {conf}")
+        _run(["ip", "-n", router, "route", "add", "default", "dev", DELAY_DEVICE, "table",
+              DELAY_TABLE], what=f"{where}: its routing table")
+        for d in delayed:
+            source_index = self.clusters.index(d.source)
+            _run(["ip", "-n", router, "rule", "add", "iif", self._router_interface(source_index),
+                  "from", str(self._cluster_subnet(source_index)),
+                  "to", str(self._cluster_subnet(self.clusters.index(d.destination))),
+                  "table", DELAY_TABLE],
+                 what=f"{where}: routing {d.source}->{d.destination} through it")
+
+    def _stop_delay_line(self):
+        """Ends the delay line (closing its lifeline, then killing it). Idempotent."""
+        process, self.delay_line = self.delay_line, None
+        if process is None:
+            return
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def latency_note(self) -> str:
+        """One line for a run's output: which way the links' latency was applied."""
+        latency = self.latency()
+        if latency["applied_by"] == LATENCY_NOT_APPLIED:
+            return f"WAN latency not applied: {latency['why_not']}"
+        each = ", ".join(f"{link} {seconds * 1e3:g} ms" for link, seconds in
+                         latency["one_way_s"].items() if seconds > 0)
+        return (f"WAN latency applied by a userspace delay line (no sch_netem in this kernel): "
+                f"{each} one way")
+
+    def latency(self) -> dict:
+        """How the links' latency was applied: by the delay line, or not (and why)."""
+        applied = self.delay_line is not None and self.latency_why_not is None
+        return {
+            "applied_by": LATENCY_BY_DELAY_LINE if applied else LATENCY_NOT_APPLIED,
+            "why_not": None if applied else self.latency_why_not,
+            "one_way_s": {f"{d.source}->{d.destination}": d.latency_s if applied else 0.0
+                          for d in self.directions},
+            "configured_one_way_s": {f"{d.source}->{d.destination}": d.latency_s
+                                     for d in self.directions},
+            "how": ("each packet of a delayed direction is held for its one-way latency by a "
+                    "userspace delay line (a TUN device in the router namespace), in order, "
+                    "before HTB shapes its rate; the kernel has no sch_netem" if applied else
+                    "no delay is added: a link has only the veth pairs' and the queue's"),
+        }
+
     # ----- queries ---------------------------------------------------------------
 
     def _index(self, cluster: str) -> int:
@@ -815,7 +967,7 @@ class EmulatedWan:
                 for d in self.directions
             ],
             "unshaped_pairs": unlinked,
-            "delay": DELAY_NOTE,
+            "latency": self.latency(),
         }
 
 

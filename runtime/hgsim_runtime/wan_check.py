@@ -3,8 +3,9 @@ shaped direction versus its configured rate, and the unshaped paths for scale.
 
     cd runtime && sudo /usr/bin/python3 -m hgsim_runtime.wan_check
 
-The sender and receiver are small Python socket programs run inside the
-cluster namespaces with `ip netns exec`; the receiver times from the first
+It also measures one-byte round trips through the delay line (wan.py's latency) per
+configured one-way latency. The sender and receiver are small Python socket programs run
+inside the cluster namespaces with `ip netns exec`; the receiver times from the first
 byte to end of stream and reports payload bytes (TCP goodput), while the
 shaper charges whole frames, so goodput sits a few per cent under the rate.
 `timed_transfer` is also what the tests use to check the shaper.
@@ -21,14 +22,19 @@ from hgsim_runtime.wan import EmulatedWan
 PYTHON = "/usr/bin/python3"
 CHUNK_BYTES = 64 * 1024
 
-# Listens on an ephemeral port, says which, then counts bytes until EOF.
-_RECEIVER = r"""
+# The start of every listener: listens on an ephemeral port of the address it is given, says
+# which, and accepts one connection.
+_ACCEPT = r"""
 import json, socket, sys, time
 listener = socket.socket()
 listener.bind((sys.argv[1], 0))
 listener.listen(1)
 print(listener.getsockname()[1], flush=True)
 connection, _ = listener.accept()
+"""
+
+# Counts bytes until EOF.
+_RECEIVER = _ACCEPT + r"""
 received = 0
 first = None
 while True:
@@ -59,6 +65,70 @@ connection.recv(1)  # wait for the receiver to close: all bytes arrived
 connection.close()
 """
 
+# Echoes every byte it reads back at once, until EOF.
+_ECHO = _ACCEPT + r"""
+connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    data = connection.recv(1 << 16)
+    if not data:
+        break
+    connection.sendall(data)
+"""
+
+# Sends one byte, waits for its echo, `rounds` times; prints each round trip in seconds.
+_PING = r"""
+import json, socket, sys, time
+address, port, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+connection = socket.create_connection((address, port))
+connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for _ in range(rounds):
+    start = time.monotonic()
+    connection.sendall(b"x")
+    if connection.recv(1) != b"x":
+        sys.exit("the echo closed the connection")
+    times.append(time.monotonic() - start)
+connection.close()
+print(json.dumps(times), flush=True)
+"""
+
+
+def _converse(wan: EmulatedWan, listener: str, destination: str, client: str, source: str,
+              arguments: list[str], what: str) -> tuple[str, str]:
+    """Runs the `listener` script in `destination`'s namespace on its address (it prints its
+    port first), then the `client` script in `source`'s with the address, the port and
+    `arguments`; returns what the client printed and what the listener printed after its
+    port, once both have ended."""
+    server = subprocess.Popen(
+        wan.command_prefix(destination) + [PYTHON, "-c", listener, wan.address(destination)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = server.stdout.readline().strip()
+        if not port:
+            raise RuntimeError(f"{what}: the listener in '{destination}' did not start")
+        said = subprocess.run(
+            wan.command_prefix(source)
+            + [PYTHON, "-c", client, wan.address(destination), port, *arguments],
+            check=True, timeout=60, stdout=subprocess.PIPE, text=True,
+        ).stdout
+        heard = server.stdout.read()
+        server.wait(timeout=10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    return said, heard
+
+
+def round_trips(wan: EmulatedWan, source: str, destination: str, *, rounds: int = 20) -> list[float]:
+    """Seconds of `rounds` round trips of one byte over TCP (no Nagle) from a process in
+    `source`'s namespace to an echo in `destination`'s and back: the two directions' one-way
+    latencies plus the path's own (veth pairs, two Python processes), without queueing."""
+    said, _ = _converse(wan, _ECHO, destination, _PING, source, [str(rounds)], "round_trips")
+    return json.loads(said)
+
 
 def timed_transfer(
     wan: EmulatedWan,
@@ -75,28 +145,9 @@ def timed_transfer(
     bytes received, seconds from first byte to end of stream)."""
     if (total_bytes > 0) == (seconds > 0):
         raise ValueError("timed_transfer: give exactly one of total_bytes and seconds")
-    receiver = subprocess.Popen(
-        wan.command_prefix(destination) + [PYTHON, "-c", _RECEIVER, wan.address(destination)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        port = receiver.stdout.readline().strip()
-        if not port:
-            raise RuntimeError(f"timed_transfer: receiver in '{destination}' did not start")
-        sender_cluster = source_runs_in or source
-        subprocess.run(
-            wan.command_prefix(sender_cluster)
-            + [PYTHON, "-c", _SENDER, wan.address(destination), port, str(total_bytes), str(seconds)],
-            check=True,
-            timeout=60,
-        )
-        result = json.loads(receiver.stdout.readline())
-        receiver.wait(timeout=10)
-    finally:
-        if receiver.poll() is None:
-            receiver.kill()
-            receiver.wait()
+    _, heard = _converse(wan, _RECEIVER, destination, _SENDER, source_runs_in or source,
+                         [str(total_bytes), str(seconds)], "timed_transfer")
+    result = json.loads(heard)
     return result["bytes"], result["seconds"]
 
 
@@ -133,6 +184,25 @@ def main() -> int:
         f"goodput = payload bytes; frames = bytes the shaper charged (Ethernet + IP + TCP headers);\n"
         f"a full-size segment's payload is {EXPECTED_GOODPUT_FRACTION:.3f} of its frame."
     )
+    return latency_table()
+
+
+def latency_table(rate_bps: float = 20e6, rounds: int = 20) -> int:
+    """One-byte round trips and one stream's goodput through the delay line, per latency."""
+    print(f"\n{'one-way latency':>15} {'applied by':>11} {'RTT min':>9} {'RTT median':>11} "
+          f"{'goodput/rate':>13}   ({rate_bps / 1e6:g} Mbit/s, {rounds} round trips)")
+    for latency_s in (0.0, 0.015, 0.030):
+        links = [{"from": "a", "to": "b", "rate_bps": rate_bps, "reverse_rate_bps": rate_bps,
+                  "latency_s": latency_s}]
+        with EmulatedWan(["a", "b"], links, prefix="hgcheck") as wan:
+            if not wan.shaped:
+                print(f"cannot measure: {wan.why_not}")
+                return 1
+            times = sorted(round_trips(wan, "a", "b", rounds=rounds))
+            received, elapsed = timed_transfer(wan, "a", "b", seconds=3.0)
+            applied = wan.describe()["latency"]["applied_by"]
+        print(f"{latency_s * 1e3:>12g} ms {applied:>11} {times[0] * 1e3:>6.2f} ms "
+              f"{times[len(times) // 2] * 1e3:>8.2f} ms {received * 8 / elapsed / rate_bps:>13.3f}")
     return 0
 
 

@@ -456,10 +456,19 @@ def test_live_run_over_a_shaped_link_writes_loss_trace_and_counts_wan_bytes(tmp_
         assert PROBE_STEPS[verdict.step] in why_not and verdict.remedy in why_not, why_not
         assert "warning: the workers talk over unshaped loopback" in result.stderr
         assert why_not in result.stderr and any(why_not in n for n in summary["notes"])
+        # No delay line without the namespaces, and the run says so.
+        assert summary["wan"]["latency"]["applied_by"] == "none"
+        assert "WAN latency not applied: links are not shaped" in "\n".join(summary["notes"])
         # Not compared with the namespaces before: the tests that shape run meanwhile.
         assert stale_namespaces() == []  # the runner's probe removed its namespace
         return
     assert summary["wan"]["shaped"] is True
+    # The scenario's 15 ms, each way, held by the delay line; the run's notes say so.
+    latency = summary["wan"]["latency"]
+    assert latency["applied_by"] == "delay line" and latency["why_not"] is None
+    assert set(latency["one_way_s"].values()) == {0.015}
+    assert any(n.startswith("WAN latency applied by a userspace delay line")
+               for n in summary["notes"])
     # tc counts every byte that crossed, headers and gloo's own messages included.
     counted = sum(wan["shaped_interfaces"].values())
     assert wan["sent_by_workers_wire"] <= counted <= 1.15 * wan["sent_by_workers_wire"] + 2e5
@@ -839,3 +848,16 @@ def test_the_merged_trace_puts_overlapping_slices_on_lanes(tmp_path):
     wan = [t for t in by_thread if t[0] == 2]
     assert len(wan) == 3 and sum(len(by_thread[t]) for t in wan) == 4  # 4 sends over the WAN
     assert names[(2, 0 + 2 * tracing.LANE_STRIDE)] == "wan:a->b (lane 3)"
+
+
+def test_validation_gives_the_simulation_the_latency_the_delay_line_applied():
+    """With the delay line the simulated WAN has the scenario's latency plus the loopback's
+    (the veth path under it); without it, the loopback's alone, as the live run had."""
+    job = {"live_scenario": {
+        "clusters": [{"name": "a"}, {"name": "b"}],
+        "wan": [{"between": ["a", "b"], "bandwidth": "20Mbps", "latency": "15ms"}]}}
+    loopback = {"latency_s": 20e-6, "bandwidth_bytes_per_s": 2e9}
+    delayed = validate.live_scenario(job, loopback, wan_delayed=True)
+    undelayed = validate.live_scenario(job, loopback, wan_delayed=False)
+    assert hgsim.parse_quantity(delayed["wan"][0]["latency"], "duration") == pytest.approx(0.01502)
+    assert hgsim.parse_quantity(undelayed["wan"][0]["latency"], "duration") == pytest.approx(20e-6)

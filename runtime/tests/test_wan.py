@@ -19,8 +19,8 @@ RUNTIME = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(RUNTIME))
 
 from hgsim_runtime import wan as wan_module  # noqa: E402
-from hgsim_runtime.wan import DELAY_NOTE, EmulatedWan, cleanup_stale, list_namespaces  # noqa: E402
-from hgsim_runtime.wan_check import timed_transfer  # noqa: E402
+from hgsim_runtime.wan import EmulatedWan, cleanup_stale, list_namespaces  # noqa: E402
+from hgsim_runtime.wan_check import round_trips, timed_transfer  # noqa: E402
 
 # Short and unique to this test process, so concurrent test runs never meet.
 PREFIX = f"hgt{os.getpid()}"
@@ -34,8 +34,10 @@ def ours(prefix: str = PREFIX) -> list[str]:
     return [name for name in list_namespaces() if name.startswith(prefix + "-")]
 
 
-def two_clusters(rate_bps: float = 8e6, reverse_rate_bps: float = 16e6) -> tuple[list[str], list[dict]]:
-    return ["a", "b"], [{"from": "a", "to": "b", "rate_bps": rate_bps, "reverse_rate_bps": reverse_rate_bps}]
+def two_clusters(rate_bps: float = 8e6, reverse_rate_bps: float = 16e6,
+                 latency_s: float = 0.0) -> tuple[list[str], list[dict]]:
+    return ["a", "b"], [{"from": "a", "to": "b", "rate_bps": rate_bps,
+                         "reverse_rate_bps": reverse_rate_bps, "latency_s": latency_s}]
 
 
 # ----- lifecycle -------------------------------------------------------------------
@@ -136,6 +138,111 @@ def test_clusters_without_a_link_reach_each_other_unshaped():
         assert ["a", "c"] in wan.describe()["unshaped_pairs"]
 
 
+# ----- latency: the userspace delay line --------------------------------------------
+
+# A round trip crosses the link's two directions, each delayed by the one-way latency; the
+# path's own cost (two veth pairs each way, the delay line's reads and writes, two Python
+# processes) is well under a millisecond here, so a few milliseconds above twice the latency
+# is the tolerance on a shared machine. Nothing may arrive early.
+ROUND_TRIP_TOLERANCE_S = 0.004
+
+
+@needs_namespaces
+def test_a_link_with_latency_delays_each_direction_by_it():
+    """15 ms one way: one-byte round trips take 30 ms (the delay line holds each direction),
+    while a pair of clusters without a link is not delayed."""
+    links = [{"from": "a", "to": "b", "rate_bps": 8e6, "reverse_rate_bps": 8e6, "latency_s": 0.015}]
+    with EmulatedWan(["a", "b", "c"], links, prefix=PREFIX) as wan:
+        latency = wan.describe()["latency"]
+        delayed = round_trips(wan, "a", "b", rounds=20)
+        undelayed = round_trips(wan, "a", "c", rounds=10)
+    assert latency["applied_by"] == "delay line" and latency["why_not"] is None
+    assert latency["one_way_s"] == {"a->b": 0.015, "b->a": 0.015}
+    median = sorted(delayed)[len(delayed) // 2]
+    assert min(delayed) >= 0.030, f"a round trip took {min(delayed) * 1e3:.2f} ms, under 30"
+    assert median <= 0.030 + ROUND_TRIP_TOLERANCE_S, f"median round trip {median * 1e3:.2f} ms"
+    assert max(undelayed) < 0.002, f"a->c has no link but took {max(undelayed) * 1e3:.2f} ms"
+
+
+@needs_namespaces
+def test_a_delayed_link_keeps_its_shaped_rate():
+    """8 Mbit/s with 15 ms each way: one stream for 3 s still gets the rate's payload share
+    (2948 bytes of payload in a 3014-byte frame), as without latency; the window (30 ms at
+    8 Mbit/s is 30 kB) does not bind."""
+    clusters, links = two_clusters(rate_bps=8e6, reverse_rate_bps=8e6, latency_s=0.015)
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.describe()["latency"]["applied_by"] == "delay line"
+        received, seconds = timed_transfer(wan, "a", "b", seconds=3.0)
+    payload_rate_bps = 8e6 * wan_module.TCP_SEGMENT_BYTES / wan_module.FRAME_BYTES
+    goodput = received * 8 / seconds
+    assert 0.92 <= goodput / payload_rate_bps <= 1.02, f"{goodput / 1e6:.3f} Mbit/s"
+
+
+@needs_namespaces
+def test_links_without_latency_start_no_delay_line():
+    clusters, links = two_clusters(latency_s=0.0)
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.delay_line is None
+        latency = wan.describe()["latency"]
+    assert latency["applied_by"] == "none"
+    assert latency["why_not"] == "no WAN link has a latency"
+
+
+@needs_namespaces
+def test_a_delay_line_that_cannot_start_leaves_the_links_shaped_saying_why(monkeypatch):
+    # An interface name with a slash: the kernel refuses it (TUNSETIFF, EINVAL).
+    monkeypatch.setattr(wan_module, "DELAY_DEVICE", "bad/name")
+    clusters, links = two_clusters(latency_s=0.015)
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        assert wan.shaped and wan.delay_line is None
+        latency = wan.describe()["latency"]
+        assert latency["applied_by"] == "none"
+        assert latency["why_not"].startswith("the delay line could not start")
+        assert "creating TUN device" in latency["why_not"], latency["why_not"]
+        assert wan.latency_note().startswith("WAN latency not applied: the delay line")
+    assert ours() == []
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, which whoever adopted it has not reaped yet, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_namespaces
+def test_the_delay_line_ends_with_the_runner_even_when_it_is_killed(tmp_path):
+    """Closing the WAN ends the delay line; so does SIGKILL of the runner, which no handler
+    sees (the delay line's standard input is its lifeline); cleanup_stale removes the rest."""
+    clusters, links = two_clusters(latency_s=0.015)
+    with EmulatedWan(clusters, links, prefix=PREFIX) as wan:
+        process = wan.delay_line
+        assert process.poll() is None
+    assert process.poll() is not None and ours() == []
+
+    runner = tmp_path / "runner.py"
+    runner.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(RUNTIME)!r})
+        from hgsim_runtime.wan import EmulatedWan
+        wan = EmulatedWan(["a", "b"], {links!r}, prefix="hg{os.getpid() % 10**6}99")
+        wan.open()
+        print(wan.delay_line.pid, flush=True)
+        time.sleep(30)
+    """))
+    owner = subprocess.Popen([sys.executable, str(runner)], stdout=subprocess.PIPE, text=True)
+    delay_line_pid = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 10
+    while running(delay_line_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(delay_line_pid), "the delay line outlived its runner"
+    removed = cleanup_stale(rf"hg{os.getpid() % 10**6}99")
+    assert sorted(removed) == [f"hg{os.getpid() % 10**6}99-{n}" for n in ("0", "1", "r")]
+
+
 # ----- fallback and configuration errors (no root needed) --------------------------
 
 
@@ -150,7 +257,8 @@ def test_shape_false_falls_back_to_unshaped_loopback():
         assert wan.counters() == {}
         description = wan.describe()
         assert description["shaped"] is False and description["why_not"] == wan.why_not
-        assert description["delay"] == DELAY_NOTE
+        assert description["latency"]["applied_by"] == "none"
+        assert description["latency"]["why_not"] == wan_module.NO_DELAY_WITHOUT_NAMESPACES
 
 
 def test_not_root_falls_back_with_the_reason(monkeypatch):
@@ -275,6 +383,8 @@ def test_a_probe_killed_half_way_is_cleaned_up_by_cleanup_stale():
         ({"from": "a", "to": "b", "rate_bps": 1e6}, r"links\[0\]: missing key 'reverse_rate_bps'"),
         ({"from": "a", "to": "b", "rate_bps": 0, "reverse_rate_bps": 1e6}, r"links\[0\]\.rate_bps: 0 is not"),
         ({"from": "a", "to": "a", "rate_bps": 1e6, "reverse_rate_bps": 1e6}, r"both 'a'"),
+        ({"from": "a", "to": "b", "rate_bps": 1e6, "reverse_rate_bps": 1e6, "latency_s": -0.01},
+         r"links\[0\]\.latency_s: -0.01 is not a finite number of seconds >= 0"),
     ],
 )
 def test_bad_links_are_rejected_naming_the_link(link, message):
