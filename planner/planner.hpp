@@ -60,6 +60,9 @@ struct Verified {
   double simulated_s = 0;
   sim::Results result;  // the simulator's results
   std::string fidelity;
+  // Screened: simulated at folded fidelity where hgsim run would play it at full (plan():
+  // only the candidates that could still win are simulated again at full).
+  bool screened = false;
   int iterations = 1;  // simulated (a plan with outer sync: at least one round of H)
   double effective_s() const { return simulated_s / candidate.efficiency; }
 };

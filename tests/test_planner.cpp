@@ -874,4 +874,48 @@ TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
 }
 
 }  // namespace
+// Verification screens the tensor-parallel candidates that hgsim run would play at full
+// fidelity at folded fidelity, and plays at full only those that could still win: on
+// metro-gpt3-6.7b (two 16-GPU clusters, tp 2 candidates whose full simulation takes seconds)
+// some verified rows stay folded although hgsim run plays them full, and the best plan's
+// time and fidelity are hgsim run's (simulate_candidate plays a plan as hgsim run does).
+TEST(PlannerVerify, ScreensFoldedAndPlaysTheBestAsHgsimRunDoes) {
+  std::ifstream in(std::string(HGSIM_SOURCE_DIR) + "/scenarios/paper/metro-gpt3-6.7b.yaml");
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  auto c = checked(yaml.str());
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  auto run_fidelity = [&](const core::Plan& plan) {
+    sim::SimulationInput input;
+    input.scenario = ctx.scenario;
+    input.plan = &plan;
+    input.model = ctx.model;
+    input.compression = ctx.compression;
+    input.compute = ctx.compute;
+    core::Diagnostics diags;
+    const core::Fidelity f = sim::fidelity_for(input, {}, diags);
+    EXPECT_FALSE(diags.has_errors()) << diags.format();
+    return f;
+  };
+  const auto r = planner::plan(ctx, planner::Options{});
+  ASSERT_TRUE(r.best);
+  int screened = 0;
+  for (const auto& v : r.verified) {
+    if (!v.screened) continue;
+    ++screened;
+    EXPECT_EQ(v.fidelity, "folded");
+    EXPECT_EQ(run_fidelity(v.candidate.plan), core::Fidelity::full) << v.candidate.description;
+    EXPECT_GE(v.simulated_s, r.best->simulated_s) << v.candidate.description;
+  }
+  EXPECT_GE(screened, 1);
+  EXPECT_FALSE(r.best->screened);
+  core::Diagnostics diags;
+  const auto as_run = planner::simulate_candidate(ctx, r.best->candidate, diags);
+  ASSERT_TRUE(as_run) << diags.format();
+  EXPECT_EQ(as_run->fidelity, r.best->fidelity);
+  EXPECT_EQ(as_run->fidelity, core::to_string(run_fidelity(r.best->candidate.plan)));
+  EXPECT_NEAR(as_run->simulated_s, r.best->simulated_s, 1e-12 * as_run->simulated_s);
+}
+
 }  // namespace hgsim
