@@ -992,6 +992,19 @@ Verified verified(Candidate candidate, sim::Results result) {
   return v;
 }
 
+// Prepared candidates simulated side by side (Options::jobs child processes at a time).
+std::vector<std::optional<sim::Results>> simulate_prepared(
+    const std::vector<std::unique_ptr<Prepared>>& prepared, const Options& options,
+    std::vector<core::Diagnostics>& diags) {
+  std::vector<sim::SimulationInput> inputs;
+  std::vector<sim::SimulationOptions> sim_options;
+  for (const auto& p : prepared) {
+    inputs.push_back(p->in);
+    sim_options.push_back(p->options);
+  }
+  return sim::simulate_all(inputs, sim_options, diags, parallel_jobs(options));
+}
+
 }  // namespace
 
 std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& candidate,
@@ -1022,14 +1035,8 @@ std::vector<std::optional<Verified>> simulate_candidates(
       prepared.push_back(std::move(p));
       which.push_back(i);
     }
-  std::vector<sim::SimulationInput> inputs;
-  std::vector<sim::SimulationOptions> sim_options;
-  for (const auto& p : prepared) {
-    inputs.push_back(p->in);
-    sim_options.push_back(p->options);
-  }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options));
+  auto results = simulate_prepared(prepared, options, sim_diags);
   std::vector<std::optional<Verified>> out(candidates.size());
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
@@ -1083,14 +1090,8 @@ std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
     prepared.push_back(std::move(p));
     which.push_back(i);
   }
-  std::vector<sim::SimulationInput> inputs;
-  std::vector<sim::SimulationOptions> sim_options;
-  for (const auto& p : prepared) {
-    inputs.push_back(p->in);
-    sim_options.push_back(p->options);
-  }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options));
+  auto results = simulate_prepared(prepared, options, sim_diags);
   std::vector<std::optional<Verified>> out(candidates.size());
   std::vector<Candidate> unfolded;  // screened, but folding could not play them
   std::vector<std::size_t> unfolded_at;
