@@ -422,6 +422,7 @@ void search_plan(const planner::Context& ctx, const PlanCommandOptions& options,
   po.verify = options.verify;
   po.time_budget_s = options.time_budget_s;
   po.progress = &progress;
+  po.exhaustive = options.exhaustive;
   report.search = planner::plan(ctx, po);
   report.diloco = planner::diloco_decision(ctx, report.search);
   report.own_best = report.search.best;

@@ -21,6 +21,7 @@ struct PlanCommandOptions {
   double time_budget_s = 60;
   int verify = 3;
   bool no_compression = false;  // plan (and compare) with every codec off
+  bool exhaustive = false;      // planner::Options::exhaustive
   std::string evaluate_file;    // --evaluate PLAN: cost and simulate this plan only
 };
 

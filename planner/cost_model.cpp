@@ -312,9 +312,14 @@ Context make_context(const core::Scenario& s, const core::ModelConfig& model,
   return ctx;
 }
 
-LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch) {
-  return layer_cost_under(ctx, sim::scenario_choices(*ctx.scenario, ctx.compression), cluster, tp,
-                          dp, micro_batch);
+LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch,
+                     bool tp_comm_overlap, int cp) {
+  sim::PlanChoices choices = sim::scenario_choices(*ctx.scenario, ctx.compression);
+  choices.tp_comm_overlap = tp_comm_overlap;
+  sim::ContextRing ring;  // infinitely fast hops and no bytes: the exchanges cost nothing
+  ring.cp = cp;
+  ring.hops.inside.bytes_per_s = infinity;
+  return layer_cost_under(ctx, choices, cluster, tp, dp, micro_batch, ring);
 }
 
 double logits_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch) {

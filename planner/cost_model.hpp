@@ -101,13 +101,17 @@ Estimate estimate(const Context& ctx, const core::Plan& plan);
 // ---- pieces the search reuses -----------------------------------------------------------
 
 // Per-layer forward and backward (recompute included) of one micro-batch on a stage of
-// cluster c with this tp and dp, tensor-parallel all-reduces included.
+// cluster c with this tp and dp, tensor-parallel all-reduces included (overlapped with the
+// GEMMs under `tp_comm_overlap`). With cp > 1: the rank's 1 / cp of each sequence, without
+// the ring's exchanges (they depend on the placement; estimate() prices them), so a lower
+// bound on the stage's per-layer time.
 struct LayerCost {
   double forward_s = 0;
   double backward_s = 0;   // recomputation included
   double recompute_s = 0;  // the part of backward_s that recomputes the forward
 };
-LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch);
+LayerCost layer_cost(const Context& ctx, int cluster, int tp, int dp, int micro_batch,
+                     bool tp_comm_overlap = false, int cp = 1);
 // One hop between two GPUs of cluster c, as the collectives' closed forms take it: the
 // simulator's (sim/collectives.hpp), one definition for both.
 using sim::nic_hop;

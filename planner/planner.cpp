@@ -79,6 +79,10 @@ constexpr double list_verified_after_s = 2.0;
 // larger ones drop the longest pipelines across clusters first (said in the result's notes).
 // A cluster set is a vector of indices, not a bitmask, so that no cluster count wraps one.
 constexpr std::size_t max_cluster_sets = 1024;
+// --exhaustive: micro-batch sizes up to this (every divisor of the batch), configurations
+// kept per group for mixtures.
+constexpr int exhaustive_micro_batch = 64;
+constexpr int exhaustive_top_per_group = 8;
 // Explaining an infeasible scenario retries the search with full recomputation for at most
 // this long (a hint, not a plan).
 constexpr double recompute_retry_budget_s = 10.0;
@@ -272,51 +276,75 @@ class Search {
       int b = 0;
       const ClusterSet* set = nullptr;  // nullptr: the mixtures of b
     };
-    std::vector<Unit> units;  // in the order a one-thread search runs them
-    for (int b : options_.micro_batches) {
-      if (s.training.global_batch % b != 0) continue;
-      for (const ClusterSet& set : searched.sets) units.push_back({b, &set});
-      if (clusters > 1) units.push_back({b, nullptr});
-    }
-    // Each unit's results are merged as soon as it ends and the unit is dropped, so that only
-    // the units running hold their lists and memos; the merge ranks ties by the units' order
-    // (merge), so that the result is the one-thread search's, whatever order they end in.
-    std::mutex merging;
-    std::map<int, KeptMap> kept_of;  // per micro-batch size: every set's kept configurations
-    auto run_unit = [&](std::size_t k) {
-      const Unit& u = units[k];
-      auto unit = std::make_unique<Search>(ctx_, options_, shared_);
-      unit->largest_group_ = largest_group_;
-      const int total = s.training.global_batch / u.b;
-      if (u.set) {
-        if (!unit->stop()) unit->single_groups(*u.set, u.b, total);
-      } else {
-        {
-          std::lock_guard<std::mutex> lock(merging);
-          unit->kept_ = std::move(kept_of[u.b]);
-        }
-        unit->mixtures(u.b, total);
+    // Micro-batch sizes in rounds: Options::micro_batches first, then (grow_micro_batches)
+    // the next larger size of 1, 2, 3, 4, 6, 8, 12, ... that divides the global batch, one
+    // per round, while the best plan so far uses one of the two largest sizes tried: a
+    // larger micro-batch pays off until the pipeline's fewer micro-batches (a longer
+    // bubble) or memory (no stage shape fits) outweigh its faster kernels.
+    std::vector<int> tried;
+    for (int b : options_.micro_batches)
+      if (s.training.global_batch % b == 0) tried.push_back(b);
+    std::vector<int> round = tried;
+    std::size_t unit_base = 0;  // units of earlier rounds: the merge's order goes on
+    while (!round.empty()) {
+      std::vector<Unit> units;  // in the order a one-thread search runs them
+      for (int b : round) {
+        for (const ClusterSet& set : searched.sets) units.push_back({b, &set});
+        if (clusters > 1) units.push_back({b, nullptr});
       }
-      std::lock_guard<std::mutex> lock(merging);
-      merge(*unit, k);
-      if (u.set) kept_of[u.b].merge(unit->kept_);
-    };
-    std::vector<std::size_t> singles, mixes;
-    for (std::size_t k = 0; k < units.size(); ++k) (units[k].set ? singles : mixes).push_back(k);
-    // The single clusters first (the cheapest units, and what a time budget should see before
-    // it runs out), then the units of more clusters first (their paths have more orders and
-    // shapes: the longest units), so that no long one starts last while the other threads
-    // idle. The merge does not depend on this order.
-    auto first = [&](std::size_t k) {
-      const std::size_t size = units[k].set->size();
-      return size == 1 ? std::numeric_limits<std::size_t>::max() : size;
-    };
-    std::stable_sort(singles.begin(), singles.end(),
-                     [&](std::size_t a, std::size_t b) { return first(a) > first(b); });
-    run_side_by_side(singles.size(), parallel_jobs(options_),
-                     [&](std::size_t k) { run_unit(singles[k]); });
-    run_side_by_side(mixes.size(), parallel_jobs(options_),
-                     [&](std::size_t k) { run_unit(mixes[k]); });
+      // Each unit's results are merged as soon as it ends and the unit is dropped, so that only
+      // the units running hold their lists and memos; the merge ranks ties by the units' order
+      // (merge), so that the result is the one-thread search's, whatever order they end in.
+      std::mutex merging;
+      std::map<int, KeptMap> kept_of;  // per micro-batch size: every set's kept configurations
+      auto run_unit = [&](std::size_t k) {
+        const Unit& u = units[k];
+        auto unit = std::make_unique<Search>(ctx_, options_, shared_);
+        unit->largest_group_ = largest_group_;
+        const int total = s.training.global_batch / u.b;
+        if (u.set) {
+          if (!unit->stop()) unit->single_groups(*u.set, u.b, total);
+        } else {
+          {
+            std::lock_guard<std::mutex> lock(merging);
+            unit->kept_ = std::move(kept_of[u.b]);
+          }
+          unit->mixtures(u.b, total);
+        }
+        std::lock_guard<std::mutex> lock(merging);
+        merge(*unit, unit_base + k);
+        if (u.set) kept_of[u.b].merge(unit->kept_);
+      };
+      std::vector<std::size_t> singles, mixes;
+      for (std::size_t k = 0; k < units.size(); ++k) (units[k].set ? singles : mixes).push_back(k);
+      // The single clusters first (the cheapest units, and what a time budget should see before
+      // it runs out), then the units of more clusters first (their paths have more orders and
+      // shapes: the longest units), so that no long one starts last while the other threads
+      // idle. The merge does not depend on this order.
+      auto first = [&](std::size_t k) {
+        const std::size_t size = units[k].set->size();
+        return size == 1 ? std::numeric_limits<std::size_t>::max() : size;
+      };
+      std::stable_sort(singles.begin(), singles.end(),
+                       [&](std::size_t a, std::size_t b) { return first(a) > first(b); });
+      run_side_by_side(singles.size(), parallel_jobs(options_),
+                       [&](std::size_t k) { run_unit(singles[k]); });
+      run_side_by_side(mixes.size(), parallel_jobs(options_),
+                       [&](std::size_t k) { run_unit(mixes[k]); });
+      unit_base += units.size();
+      round.clear();
+      if (!options_.grow_micro_batches || ranked_.empty() || shared_.exhausted) break;
+      std::vector<int> sorted = tried;
+      std::sort(sorted.begin(), sorted.end());
+      const int best_b = ranked_.front().plan.micro_batch;
+      if (sorted.size() >= 2 && best_b < sorted[sorted.size() - 2]) break;
+      for (int b : replica_options(s.training.global_batch))
+        if (b > sorted.back() && s.training.global_batch % b == 0) {
+          round.push_back(b);
+          tried.push_back(b);
+          break;
+        }
+    }
     result_.search_s = seconds_since(shared_.start);
     result_.budget_exhausted = shared_.exhausted;
     // Outer-sync variants may fill the list: the best synchronous plan stays in it (last), so
@@ -480,6 +508,10 @@ class Search {
   // stage costs no estimate.
   std::optional<Estimate> cost(core::Plan& plan) {
     count_evaluated();
+    plan.tp_comm_overlap = false;
+    for (const auto& p : plan.pipelines)
+      for (const auto& st : p.stages)
+        plan.tp_comm_overlap = plan.tp_comm_overlap || (search_tp_comm_overlap && st.tp > 1);
     while (plan.zero <= most_zero && !stages_fit(ctx_, plan)) ++plan.zero;
     if (plan.zero > most_zero) {
       ++result_.rejected_memory;
@@ -506,18 +538,22 @@ class Search {
     for (int c : members) min_gpus = std::min(min_gpus, s.clusters[c].gpu_count());
     const int L = ctx_.model->layers;
     const bool long_path = members.size() > long_path_clusters;
-    const int orders = long_path ? long_path_orders : options_.orders_per_group;
+    const int orders =
+        long_path && !options_.exhaustive ? long_path_orders : options_.orders_per_group;
     for (const auto& order : pipeline_orders(ctx_, members, orders)) {
       for (int R : replica_options(min_gpus)) {
         if (R > total || stop()) break;
         const double combinations = long_path ? shape_combinations_long_path : shape_combinations;
-        const int per_cluster = std::clamp(
-            static_cast<int>(std::pow(combinations, 1.0 / static_cast<double>(order.size()))), 1,
-            options_.shapes_per_cluster);
+        const int per_cluster =
+            options_.exhaustive
+                ? options_.shapes_per_cluster
+                : std::clamp(static_cast<int>(
+                                 std::pow(combinations, 1.0 / static_cast<double>(order.size()))),
+                             1, options_.shapes_per_cluster);
         std::vector<std::vector<ClusterShape>> shapes;
         for (int c : order) {
-          shapes.push_back(
-              cluster_shapes(ctx_, c, s.clusters[c].gpu_count() / R, b, L, per_cluster));
+          shapes.push_back(cluster_shapes(ctx_, c, s.clusters[c].gpu_count() / R, b, L, per_cluster,
+                                          options_.exhaustive));
           if (shapes.back().empty()) break;
         }
         if (shapes.size() != order.size() || shapes.back().empty()) continue;
@@ -531,7 +567,8 @@ class Search {
             const ClusterShape& sh = shapes[k][pick[k]];
             g.path.push_back(sh);
             p += sh.stages;
-            const LayerCost lc = layer_cost(ctx_, sh.cluster, sh.tp, sh.dp, b);
+            const LayerCost lc =
+                layer_cost(ctx_, sh.cluster, sh.tp, sh.dp, b, search_tp_comm_overlap, sh.cp);
             rate += sh.stages / (lc.forward_s + lc.backward_s);
           }
           const int per_replica = (total + R - 1) / R;
@@ -809,9 +846,24 @@ core::Plan plan_skeleton(core::Schedule schedule, int micro_batch, int virtual_s
   return plan;
 }
 
+// The options --exhaustive searches under: no caps on shapes, orders and kept
+// configurations, every micro-batch size dividing the batch up to exhaustive_micro_batch.
+Options exhaustive_options(const Context& ctx, const Options& options) {
+  Options o = options;
+  o.shapes_per_cluster = std::numeric_limits<int>::max();
+  o.orders_per_group = std::numeric_limits<int>::max();
+  o.top_per_group = std::max(o.top_per_group, exhaustive_top_per_group);
+  o.micro_batches.clear();
+  for (int b = 1; b <= exhaustive_micro_batch; ++b)
+    if (ctx.scenario->training.global_batch % b == 0) o.micro_batches.push_back(b);
+  o.grow_micro_batches = false;
+  return o;
+}
+
 SearchResult search(const Context& ctx, const Options& options) {
-  SearchShared shared(options);
-  return Search(ctx, options, shared).run();
+  const Options o = options.exhaustive ? exhaustive_options(ctx, options) : options;
+  SearchShared shared(o);
+  return Search(ctx, o, shared).run();
 }
 
 namespace {
@@ -822,7 +874,8 @@ std::vector<bool> sequence_parallel_options(const Context& ctx, const core::Plan
   bool split = false;
   for (const auto& p : plan.pipelines)
     for (const auto& st : p.stages) {
-      if (st.tp > 1 && ctx.scenario->training.seq_len % st.tp != 0) return {plan.sequence_parallel};
+      if (st.tp > 1 && (ctx.scenario->training.seq_len / st.cp) % st.tp != 0)
+        return {plan.sequence_parallel};
       split = split || st.tp > 1;
     }
   if (!split) return {plan.sequence_parallel};
@@ -906,9 +959,6 @@ struct Prepared {
 
 std::unique_ptr<Prepared> prepare(const Context& ctx, const Candidate& candidate,
                                   core::Diagnostics& diags) {
-  if (!sim::check_and_resolve(*ctx.scenario, *ctx.model, ctx.compression, candidate.plan, "",
-                              diags))
-    return nullptr;
   auto p = std::make_unique<Prepared>();
   p->candidate = candidate;
   p->candidate.efficiency = token_efficiency(ctx, candidate.plan);
@@ -925,6 +975,10 @@ std::unique_ptr<Prepared> prepare(const Context& ctx, const Candidate& candidate
   p->in.model = ctx.model;
   p->in.compression = ctx.compression;
   p->in.compute = ctx.compute;
+  // Checked and resolved once, here: the simulation reads this (sim::SimulationInput::checked).
+  p->in.checked = sim::CheckedPlan::check(p->scenario, *ctx.model, ctx.compression,
+                                          p->candidate.plan, "", diags);
+  if (!p->in.checked) return nullptr;
   return p;
 }
 
@@ -936,6 +990,19 @@ Verified verified(Candidate candidate, sim::Results result) {
   v.iterations = result.iterations.value("iterations_simulated", 1);
   v.result = std::move(result);
   return v;
+}
+
+// Prepared candidates simulated side by side (Options::jobs child processes at a time).
+std::vector<std::optional<sim::Results>> simulate_prepared(
+    const std::vector<std::unique_ptr<Prepared>>& prepared, const Options& options,
+    std::vector<core::Diagnostics>& diags) {
+  std::vector<sim::SimulationInput> inputs;
+  std::vector<sim::SimulationOptions> sim_options;
+  for (const auto& p : prepared) {
+    inputs.push_back(p->in);
+    sim_options.push_back(p->options);
+  }
+  return sim::simulate_all(inputs, sim_options, diags, parallel_jobs(options));
 }
 
 }  // namespace
@@ -968,14 +1035,8 @@ std::vector<std::optional<Verified>> simulate_candidates(
       prepared.push_back(std::move(p));
       which.push_back(i);
     }
-  std::vector<sim::SimulationInput> inputs;
-  std::vector<sim::SimulationOptions> sim_options;
-  for (const auto& p : prepared) {
-    inputs.push_back(p->in);
-    sim_options.push_back(p->options);
-  }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options));
+  auto results = simulate_prepared(prepared, options, sim_diags);
   std::vector<std::optional<Verified>> out(candidates.size());
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
@@ -984,6 +1045,124 @@ std::vector<std::optional<Verified>> simulate_candidates(
   }
   return out;
 }
+
+namespace {
+
+// Whether a stage of the plan is tensor-parallel.
+bool tensor_parallel(const core::Plan& plan) {
+  for (const auto& p : plan.pipelines)
+    for (const auto& st : p.stages)
+      if (st.tp > 1) return true;
+  return false;
+}
+
+// Verification screens: a candidate that hgsim run would play at full fidelity is simulated
+// folded first (identical replicas and tensor-parallel groups once, their collectives in
+// closed form on the same links: tens of times faster on the tensor-parallel plans of the
+// paper scenarios, within 0.6% of full on them), and confirm() plays at full only those
+// that could still win. A candidate folding cannot play, or one with outer sync (full
+// fidelity only), is simulated as hgsim run would at once.
+std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
+                                                       const std::vector<Candidate>& candidates,
+                                                       const Options& options,
+                                                       std::vector<core::Diagnostics>& diags) {
+  diags.assign(candidates.size(), {});
+  std::vector<std::unique_ptr<Prepared>> prepared;
+  std::vector<std::size_t> which;
+  std::vector<bool> screened;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    auto p = prepare(ctx, candidates[i], diags[i]);
+    if (!p) continue;
+    // Folded where hgsim run might play full: fidelity auto (no fidelity of the scenario's),
+    // no more GPUs than full fidelity plays, no outer sync, and a tensor-parallel stage (the
+    // collectives full fidelity lowers per layer and micro-batch; a plan without one plays
+    // at full about as fast as a screen and a confirmation). Whether the run would play
+    // full (the full graph's count) is asked in confirm(), for the few that could win.
+    const bool may_be_full =
+        ctx.scenario->simulation.fidelity == core::Fidelity::automatic &&
+        sim::automatic_fidelity(sim::used_gpus(candidates[i].plan)) == core::Fidelity::full &&
+        !candidates[i].plan.outer_sync.enabled() && tensor_parallel(candidates[i].plan);
+    if (may_be_full) {
+      p->options.fidelity = core::Fidelity::folded;
+      p->options.fidelity_from_cli = true;
+    }
+    screened.push_back(p->options.fidelity_from_cli);
+    prepared.push_back(std::move(p));
+    which.push_back(i);
+  }
+  std::vector<core::Diagnostics> sim_diags;
+  auto results = simulate_prepared(prepared, options, sim_diags);
+  std::vector<std::optional<Verified>> out(candidates.size());
+  std::vector<Candidate> unfolded;  // screened, but folding could not play them
+  std::vector<std::size_t> unfolded_at;
+  for (std::size_t k = 0; k < prepared.size(); ++k) {
+    const std::size_t i = which[k];
+    if (screened[k] && !results[k]) {
+      unfolded.push_back(candidates[i]);
+      unfolded_at.push_back(i);
+      continue;
+    }
+    diags[i].append(sim_diags[k]);
+    if (!results[k]) continue;
+    out[i] = verified(prepared[k]->candidate, std::move(*results[k]));
+    out[i]->screened = screened[k];
+  }
+  if (unfolded.empty()) return out;
+  std::vector<core::Diagnostics> again;
+  auto played = simulate_candidates(ctx, unfolded, options, again);
+  for (std::size_t k = 0; k < unfolded.size(); ++k) {
+    diags[unfolded_at[k]] = std::move(again[k]);
+    out[unfolded_at[k]] = std::move(played[k]);
+  }
+  return out;
+}
+
+// The screened candidates of `verified` that `among` selects, simulated again at the fidelity
+// hgsim run plays them at, best screened time first, while one could still beat the best
+// time so played: its screened time over (1 + e) below it, e the most a screen
+// overestimated the time played (at least 0) on the candidates confirmed so far. One that
+// cannot be played so is dropped (`dropped` is told why).
+void confirm(const Context& ctx, const Options& options, std::vector<Verified>& verified,
+             const std::function<bool(const Verified&)>& among,
+             const std::function<void(const Candidate&, const core::Diagnostics&)>& dropped) {
+  double over = 0;
+  for (;;) {
+    double best = no_time_yet_s;
+    std::vector<std::size_t> open;
+    for (std::size_t k = 0; k < verified.size(); ++k) {
+      if (!among(verified[k])) continue;
+      if (verified[k].screened)
+        open.push_back(k);
+      else
+        best = std::min(best, verified[k].effective_s());
+    }
+    // One at a time: a second played beside the first is often one the first rules out, and
+    // a full simulation of a tensor-parallel plan takes seconds.
+    const auto next = std::min_element(open.begin(), open.end(), [&](std::size_t a, std::size_t b) {
+      return verified[a].effective_s() < verified[b].effective_s();
+    });
+    if (next == open.end() || verified[*next].effective_s() / (1 + over) >= best) return;
+    Verified& v = verified[*next];
+    // One that hgsim run plays folded too is confirmed by its screen as it is.
+    core::Diagnostics ignored;  // a plan that resolved for its screen resolves again
+    auto p = prepare(ctx, v.candidate, ignored);
+    if (p && sim::fidelity_for(p->in, {}, ignored) == core::Fidelity::folded) {
+      v.screened = false;
+      continue;
+    }
+    std::vector<core::Diagnostics> diags;
+    auto played = simulate_candidates(ctx, {v.candidate}, options, diags);
+    if (!played[0]) {
+      dropped(v.candidate, diags[0]);
+      verified.erase(verified.begin() + static_cast<std::ptrdiff_t>(*next));
+      continue;
+    }
+    over = std::max(over, v.simulated_s / played[0]->simulated_s - 1);
+    v = std::move(*played[0]);
+  }
+}
+
+}  // namespace
 
 SearchResult plan(const Context& ctx, const Options& options) {
   SearchResult r = search(ctx, options);
@@ -1077,7 +1256,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
     }
     if (batch.empty()) break;
     std::vector<core::Diagnostics> diags;
-    auto results = simulate_candidates(ctx, batch, options, diags);
+    auto results = screen_candidates(ctx, batch, options, diags);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!results[i]) {
         report_unsimulated(batch[i], diags[i]);
@@ -1094,6 +1273,36 @@ SearchResult plan(const Context& ctx, const Options& options) {
     if ((ranked_done >= want || next_ranked >= r.ranked.size()) &&
         (hedges_done >= want || next_hedge >= hedges.size()))
       break;
+  }
+  // --exhaustive: on down the ranking, a batch at a time, until no candidate left can beat
+  // the best simulated even if the model overestimates it as much as it overestimated any
+  // candidate simulated so far: a candidate of analytic time a simulates in at least
+  // a / (1 + e), e the largest analytic / simulated - 1 measured (at least 0).
+  if (options.exhaustive) {
+    auto bound_rules_out = [&](const Candidate& c) {
+      double best = no_time_yet_s, over = 0;
+      for (const auto* list : {&from_ranked, &from_hedges})
+        for (const Verified& v : *list) {
+          best = std::min(best, v.effective_s());
+          over = std::max(over, v.candidate.analytic_s / v.simulated_s - 1);
+        }
+      return c.effective_s() / (1 + over) >= best;
+    };
+    while (next_ranked < r.ranked.size() && !bound_rules_out(r.ranked[next_ranked])) {
+      std::vector<Candidate> batch;
+      while (next_ranked < r.ranked.size() &&
+             batch.size() < static_cast<std::size_t>(parallel_jobs(options)))
+        batch.push_back(r.ranked[next_ranked++]);
+      std::vector<core::Diagnostics> diags;
+      auto results = screen_candidates(ctx, batch, options, diags);
+      for (auto& v : results)
+        if (v) from_ranked.push_back(std::move(*v));
+    }
+    r.notes.push_back("exhaustive: " + std::to_string(r.evaluated) + " plans priced, " +
+                      std::to_string(from_ranked.size() + from_hedges.size()) + " simulated; " +
+                      (next_ranked < r.ranked.size()
+                           ? "the rest ruled out by the model's measured error"
+                           : "every ranked candidate simulated"));
   }
   for (auto& v : from_ranked) r.verified.push_back(std::move(v));
   for (auto& v : from_hedges) r.verified.push_back(std::move(v));
@@ -1138,6 +1347,14 @@ SearchResult plan(const Context& ctx, const Options& options) {
         report_unsimulated(*it, diags[0]);
     }
   }
+  // The screened candidates that could still win, played as hgsim run plays them: the best
+  // plan's time is always hgsim run's, and so is the synchronous plan's that DiLoCo is
+  // compared with.
+  confirm(
+      ctx, options, r.verified, [](const Verified&) { return true; }, report_unsimulated);
+  confirm(
+      ctx, options, r.verified, [&](const Verified& v) { return synchronous(v.candidate.plan); },
+      report_unsimulated);
   if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
     for (const Verified& v : r.verified)
       *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "

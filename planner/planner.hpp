@@ -28,6 +28,14 @@ struct Options {
   double time_budget_s = 60;         // for the enumeration (verification comes on top)
   std::ostream* progress = nullptr;  // progress lines on long searches
   std::vector<int> micro_batches{1, 2, 4};
+  // Then larger micro-batch sizes (Search::run: one per round while the best uses one of the
+  // two largest tried); the baselines use micro_batches alone.
+  bool grow_micro_batches = true;
+  // hgsim plan --exhaustive: every dp dividing the micro-batch and context parallelism in the
+  // stage shapes, every shape and order kept (no caps), every micro-batch size dividing the
+  // batch up to 64, and verification from the model's best down until the model's measured
+  // error rules out the rest (plan()).
+  bool exhaustive = false;
   int orders_per_group = 4;    // cluster orders tried per group
   int shapes_per_cluster = 8;  // stage shapes tried per cluster (tp x dp: 4 x 2 at most)
   int top_per_group = 3;       // configurations per group kept for mixtures
@@ -52,6 +60,9 @@ struct Verified {
   double simulated_s = 0;
   sim::Results result;  // the simulator's results
   std::string fidelity;
+  // Screened: simulated at folded fidelity where hgsim run would play it at full (plan():
+  // only the candidates that could still win are simulated again at full).
+  bool screened = false;
   int iterations = 1;  // simulated (a plan with outer sync: at least one round of H)
   double effective_s() const { return simulated_s / candidate.efficiency; }
 };

@@ -20,6 +20,22 @@ std::vector<int> tp_options(const Context& ctx, int cluster) {
   return out;
 }
 
+std::vector<int> cp_options(const Context& ctx) {
+  std::vector<int> out{1};
+  const auto& t = ctx.scenario->training;
+  if (t.attention != core::Attention::flash) return out;
+  for (int cp = 2; 2 * cp <= t.seq_len; cp *= 2)
+    if (t.seq_len % (2 * cp) == 0) out.push_back(cp);
+  return out;
+}
+
+std::vector<int> dp_options(int micro_batch) {
+  std::vector<int> out;
+  for (int dp = 1; dp <= micro_batch; ++dp)
+    if (micro_batch % dp == 0) out.push_back(dp);
+  return out;
+}
+
 // Powers of two and three times powers of two (1, 2, 3, 4, 6, 8, 12, ...): replica counts
 // that divide common node and cluster sizes; from 2 on each is at most 1.5x the one before.
 std::vector<int> replica_options(int max) {
@@ -112,20 +128,27 @@ std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vec
 }
 
 std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gpus, int micro_batch,
-                                         int max_stages, int limit) {
+                                         int max_stages, int limit, bool wide) {
   struct Scored {
     ClusterShape shape;
     double throughput;
   };
   std::vector<Scored> all;
+  const std::vector<int> cps = wide ? cp_options(ctx) : std::vector<int>{1};
+  std::vector<int> dps = dp_options(micro_batch);
+  if (!wide && dps.size() > 2) dps = {1, micro_batch};
   for (int tp : tp_options(ctx, cluster))
-    for (int dp : {1, micro_batch}) {
-      const int stages = gpus / (tp * dp);
-      if (stages < 1 || stages > max_stages) continue;
-      const LayerCost c = layer_cost(ctx, cluster, tp, dp, micro_batch);
-      all.push_back({{cluster, tp, dp, stages}, stages / (c.forward_s + c.backward_s)});
-      if (micro_batch == 1) break;
-    }
+    for (int dp : dps)
+      for (int cp : cps) {
+        // A ring inside one node (NVLink): a ring across nodes exposes its exchanges on the
+        // NIC, and the search does not try it.
+        if (tp * cp > ctx.scenario->clusters[cluster].gpus_per_node) break;
+        const int stages = gpus / (tp * dp * cp);
+        if (stages < 1 || stages > max_stages) continue;
+        const LayerCost c =
+            layer_cost(ctx, cluster, tp, dp, micro_batch, search_tp_comm_overlap, cp);
+        all.push_back({{cluster, tp, dp, stages, cp}, stages / (c.forward_s + c.backward_s)});
+      }
   if (all.empty()) return {};
   std::vector<ClusterShape> out;
   std::stable_sort(all.begin(), all.end(),
@@ -137,7 +160,9 @@ std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gp
                (a.shape.stages == b.shape.stages && a.throughput > b.throughput);
       });
   bool have = false;
-  for (const auto& s : out) have = have || (s.tp == fewest->shape.tp && s.dp == fewest->shape.dp);
+  for (const auto& s : out)
+    have =
+        have || (s.tp == fewest->shape.tp && s.dp == fewest->shape.dp && s.cp == fewest->shape.cp);
   if (!have) out.push_back(fewest->shape);
   return out;
 }
@@ -157,6 +182,7 @@ int MemoryLimits::max_layers(int cluster, const models::StageSpec& spec) {
   const Key key = {std::uint64_t(cluster),
                    std::uint64_t(spec.tp),
                    std::uint64_t(spec.dp),
+                   std::uint64_t(spec.cp),
                    std::uint64_t(spec.micro_batch),
                    std::uint64_t(spec.schedule),
                    std::uint64_t(spec.virtual_stages),
@@ -201,7 +227,8 @@ std::vector<PartitionedPipeline> make_pipelines(const Context& ctx, MemoryLimits
   shapes.reserve(p);
   const int v = schedule == core::Schedule::interleaved ? virtual_stages : 1;
   for (const auto& shape : group.path) {
-    const LayerCost c = layer_cost(ctx, shape.cluster, shape.tp, shape.dp, micro_batch);
+    const LayerCost c = layer_cost(ctx, shape.cluster, shape.tp, shape.dp, micro_batch,
+                                   search_tp_comm_overlap, shape.cp);
     for (int k = 0; k < shape.stages; ++k) {
       models::StageSpec spec;
       spec.schedule = schedule;
@@ -211,10 +238,11 @@ std::vector<PartitionedPipeline> make_pipelines(const Context& ctx, MemoryLimits
       spec.virtual_stages = v;
       spec.tp = shape.tp;
       spec.dp = shape.dp;
+      spec.cp = shape.cp;
       spec.micro_batch = micro_batch;
       // As plan_skeleton chooses: no sequence parallelism (choose_recompute_and_codecs tries
       // it on the best candidates); the ZeRO stage is set per partition below.
-      spec.zero_shards = group.replicas * shape.dp;
+      spec.zero_shards = group.replicas * shape.dp * shape.cp;
       StageShape s;
       s.per_layer_s = c.forward_s + c.backward_s;
       if (spec.stage_index == p - 1)
@@ -223,7 +251,7 @@ std::vector<PartitionedPipeline> make_pipelines(const Context& ctx, MemoryLimits
       specs.push_back(spec);
       clusters.push_back(shape.cluster);
       pipeline.stages.push_back(
-          {ctx.scenario->clusters[shape.cluster].name, shape.tp, shape.dp, 0});
+          {ctx.scenario->clusters[shape.cluster].name, shape.tp, shape.dp, 0, shape.cp});
     }
   }
   // Least sharding first: a higher stage's partition is kept only when its slowest stage

@@ -4,7 +4,8 @@
 // group stay idle). A group is a path of clusters along the WAN graph (the order of its
 // stages), a replica count R, and per cluster of the path a stage shape: tp (a divisor of
 // gpus_per_node that divides the model's heads, kv heads and FFN width), dp inside the
-// stage (1 or the micro-batch), and how many stages the cluster holds (its GPUs / R /
+// stage (a divisor of the micro-batch), cp (context
+// parallelism, cp_options), and how many stages the cluster holds (its GPUs / R /
 // (tp dp)). One group over every cluster is a pipeline across clusters; one group per
 // cluster is data parallelism across clusters (each with its own pipeline); anything
 // between is a mixture. Layers are partitioned per group by partition_layers (memory-
@@ -32,7 +33,21 @@ struct ClusterShape {
   int tp = 1;
   int dp = 1;
   int stages = 1;
+  int cp = 1;  // context parallelism: each sequence split over cp tensor-parallel groups
 };
+
+// Tensor-parallel collectives overlapped with their GEMMs (plan key tp_comm_overlap) in every
+// plan the search builds: a block then costs max(compute, collective) instead of their sum,
+// in the model (cost_model.cpp) and in the simulator (sim/workload.cpp) alike, and memory is
+// unchanged, so the key off can only lose (tests/test_planner.cpp
+// PlannerSearch.TpCommOverlapNeverLoses). Set where a stage has tp > 1 (search_plan_choices).
+constexpr bool search_tp_comm_overlap = true;
+// Context-parallel degrees a stage may use: 1, and powers of two with 2 cp dividing the
+// sequence when the attention is flash (core::check_plan's rules); cluster_shapes keeps
+// tp x cp within a node.
+std::vector<int> cp_options(const Context& ctx);
+// dp degrees inside a stage for this micro-batch: its divisors.
+std::vector<int> dp_options(int micro_batch);
 
 struct GroupConfig {
   std::vector<ClusterShape> path;  // clusters in pipeline order
@@ -50,8 +65,10 @@ std::vector<std::vector<int>> pipeline_orders(const Context& ctx, const std::vec
                                               int limit);
 // Stage shapes for `gpus` GPUs of cluster c per replica, at most `limit`: the ones with
 // the highest layer throughput (stages / per-layer time) and the one with fewest stages.
+// `wide` (hgsim plan --exhaustive): every dp dividing the micro-batch and every cp of
+// cp_options; else dp 1 or the micro-batch and cp 1 (the default search's pruning).
 std::vector<ClusterShape> cluster_shapes(const Context& ctx, int cluster, int gpus, int micro_batch,
-                                         int max_stages, int limit);
+                                         int max_stages, int limit, bool wide = false);
 
 // Largest layer count that fits a stage in memory, memoised.
 class MemoryLimits {
@@ -62,7 +79,7 @@ class MemoryLimits {
  private:
   // Everything of a stage that its memory depends on, besides its layer count: the exact
   // fields, so that two stage shapes can never share an entry.
-  using Key = std::array<std::uint64_t, 12>;
+  using Key = std::array<std::uint64_t, 13>;
   struct KeyHash {
     std::size_t operator()(const Key& key) const;
   };

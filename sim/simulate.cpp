@@ -69,6 +69,27 @@ std::vector<const kernels::GpuSpec*> cluster_gpus(const core::Scenario& s) {
   return gpus;
 }
 
+// The most nodes a full graph may have under fidelity auto.
+std::int64_t full_graph_budget() {
+  return std::min(full_fidelity_max_graph_nodes, core::limits().graph_nodes);
+}
+
+// Whether the full graph of `w` stays within full_graph_budget(): counted (nodes only:
+// nothing stored, linked or labelled, so a graph past the budget costs its count, not its
+// memory) before the fidelity the count chose is built.
+bool full_graph_fits(WorkloadInput w) {
+  w.folded = false;
+  w.max_graph_nodes = full_graph_budget();
+  w.count_only = true;
+  try {
+    core::Diagnostics reported_by_the_build;
+    build_workload(w, reported_by_the_build);
+  } catch (const GraphTooLarge&) {
+    return false;
+  }
+  return true;
+}
+
 // The workload, at the fidelity asked for (`fidelity` gets the one used). fidelity: auto is
 // full up to full_fidelity_max_gpus GPUs (automatic_fidelity) while the full graph stays
 // within full_fidelity_max_graph_nodes (or HGSIM_MAX_GRAPH_NODES, if lower), folded past either (a
@@ -114,21 +135,8 @@ Workload build_at_fidelity(const SimulationInput& in, const ResolvedPlan& r,
   }
   if (asked != core::Fidelity::automatic || w.folded || r.plan.outer_sync.enabled())
     return build_workload(w, diags);
-  const std::int64_t budget = std::min(full_fidelity_max_graph_nodes, core::limits().graph_nodes);
-  // The full graph is counted first (nodes only: nothing stored, linked or labelled, so a
-  // graph past the budget costs its count, not its memory), then the fidelity the count
-  // chose is built.
-  bool fits = true;
-  try {
-    WorkloadInput counting = w;
-    counting.max_graph_nodes = budget;
-    counting.count_only = true;
-    core::Diagnostics reported_by_the_build;
-    build_workload(counting, reported_by_the_build);
-  } catch (const GraphTooLarge&) {
-    fits = false;
-  }
-  if (fits) return build_workload(w, diags);
+  const std::int64_t budget = full_graph_budget();
+  if (full_graph_fits(w)) return build_workload(w, diags);
   core::Diagnostics folded_diags;
   w.folded = true;
   Workload folded = build_workload(w, folded_diags);
@@ -749,6 +757,23 @@ std::optional<Results> simulate(const SimulationInput& in, const SimulationOptio
     return std::nullopt;
   }
   return interpret(out, diags, stats);
+}
+
+core::Fidelity fidelity_for(const SimulationInput& in, const SimulationOptions& options,
+                            core::Diagnostics& diags) {
+  const auto resolved = resolve_for_simulation(in, options, diags);
+  if (!resolved) return core::Fidelity::automatic;
+  const ResolvedPlan& r = resolved->resolved();
+  const core::Fidelity asked =
+      options.fidelity_from_cli ? options.fidelity : r.scenario->simulation.fidelity;
+  if (asked != core::Fidelity::automatic) return asked;
+  if (automatic_fidelity(r.gpus_used) == core::Fidelity::folded) return core::Fidelity::folded;
+  if (r.plan.outer_sync.enabled()) return core::Fidelity::full;
+  WorkloadInput w;
+  w.plan = &r;
+  w.compute = in.compute;
+  w.gpus = cluster_gpus(*r.scenario);
+  return full_graph_fits(w) ? core::Fidelity::full : core::Fidelity::folded;
 }
 
 std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInput>& inputs,

@@ -78,6 +78,14 @@ std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<cor
 std::optional<Results> simulate(const SimulationInput& in, const SimulationOptions& options,
                                 core::Diagnostics& diags, SimulationStats* stats = nullptr);
 
+// The fidelity simulate() plays `in` at under `options`, decided as simulate() decides it
+// (the option's, else the scenario's, else automatic: full up to full_fidelity_max_gpus GPUs
+// while the full graph, counted, stays within full_fidelity_max_graph_nodes), without
+// building the workload it would play. Folded where the rule folds even if folding then
+// fails (simulate() falls back to full). automatic, with the problems in `diags`, when the
+// plan cannot be resolved.
+core::Fidelity fidelity_for(const SimulationInput& in, const SimulationOptions& options,
+                            core::Diagnostics& diags);
 // simulate() for several inputs at once, each in its own child process, at most `jobs` at a
 // time; `diags` gets one entry per input. The results are those simulate() gives.
 std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInput>& inputs,

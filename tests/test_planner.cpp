@@ -505,6 +505,147 @@ TEST(PlannerSearch, WithinTwoPercentOfTheLargerSpacesSimulatedBest) {
       r.best->candidate.description.c_str());
 }
 
+// ---- oracles: the true best of a space wider than the search's, found by simulation ----------
+
+// Every plan of exhaustive_space, each with tensor-parallel overlap on and off where a stage
+// has tp > 1 (the search turns it on; this space holds both), ranked by the model and
+// simulated from the top, a batch at a time, until no plan left can beat the best simulated
+// even if the model overestimates it by the most it overestimated any plan simulated (at
+// most `cap` simulations). Returns the best simulated time and its plan's description.
+std::pair<double, std::string> oracle_best(const apps::CheckedScenario& c,
+                                           const planner::Context& ctx, std::size_t cap,
+                                           std::size_t* space, std::size_t* simulated) {
+  auto all = exhaustive_space(c, ctx);
+  const std::size_t base = all.size();
+  for (std::size_t k = 0; k < base; ++k) {
+    bool tp = false;
+    for (const auto& p : all[k].plan.pipelines)
+      for (const auto& st : p.stages) tp = tp || st.tp > 1;
+    if (!tp) continue;
+    planner::Candidate flipped = all[k];
+    flipped.plan.tp_comm_overlap = !flipped.plan.tp_comm_overlap;
+    flipped.analytic_s = planner::estimate(ctx, flipped.plan).iteration_s;
+    all.push_back(flipped);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const auto& x, const auto& y) { return x.analytic_s < y.analytic_s; });
+  *space = all.size();
+  double best = 1e300, over = 0;
+  std::string what;
+  std::size_t next = 0;
+  planner::Options options;
+  while (next < all.size() && next < cap && all[next].analytic_s / (1 + over) < best) {
+    std::vector<planner::Candidate> batch;
+    while (next < all.size() && batch.size() < 16) batch.push_back(all[next++]);
+    std::vector<core::Diagnostics> diags;
+    const auto results = planner::simulate_candidates(ctx, batch, options, diags);
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      if (!results[k]) {
+        ADD_FAILURE() << diags[k].format();
+        continue;
+      }
+      over = std::max(over, batch[k].analytic_s / results[k]->simulated_s - 1);
+      if (results[k]->simulated_s < best) {
+        best = results[k]->simulated_s;
+        what = planner::describe(batch[k].plan);
+      }
+    }
+  }
+  EXPECT_TRUE(next >= all.size() || all[next].analytic_s / (1 + over) >= best)
+      << "the oracle's bound did not rule out the rest within " << cap << " simulations";
+  *simulated = next;
+  return {best, what};
+}
+
+// Small scenarios of two clusters of 4 GPUs each (as exhaustive_space's pipelines allow:
+// tp up to 2, dp up to 4, up to two stages per cluster, up to two replicas): A100 + V100
+// over a slow WAN, A100 + A10 over a fast asymmetric WAN with a WAN codec, and a model that
+// is tight in the V100s' memory. The planner's default search must be within 1% of the
+// oracle's best.
+const char* kOracleScenarios[] = {
+    R"(
+name: oracle-a100-v100-slow-wan
+model: {name: tiny, layers: 4, hidden: 2048, heads: 16, vocab: 8000}
+training: {global_batch: 8, seq_len: 2048, precision: bf16}
+clusters:
+  - {name: a100, gpu: A100-40GB-SXM, nodes: 1, gpus_per_node: 4,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+  - {name: v100, gpu: V100-32GB-SXM, nodes: 1, gpus_per_node: 4,
+     nvlink: {bandwidth: 150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}
+wan:
+  - {between: [a100, v100], bandwidth: 5Gbps, latency: 10ms}
+strategy: auto
+)",
+    R"(
+name: oracle-a100-a10-fast-asymmetric
+model: {name: tiny, layers: 4, hidden: 2048, heads: 16, vocab: 8000}
+training: {global_batch: 8, seq_len: 2048, precision: bf16}
+clusters:
+  - {name: a100, gpu: A100-40GB-SXM, nodes: 1, gpus_per_node: 4,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+  - {name: a10, gpu: A10-24GB, nodes: 2, gpus_per_node: 2,
+     nvlink: {bandwidth: 32GB/s, latency: 2us}, nic: {bandwidth: 100Gbps, latency: 2us}}
+wan:
+  - {between: [a100, a10], bandwidth: 100Gbps, reverse_bandwidth: 25Gbps, latency: 1ms}
+strategy: auto
+compression: {wan_activations: int8, wan_gradients: int8}
+)",
+    R"(
+name: oracle-memory-tight
+model: {name: tight, layers: 4, hidden: 6144, heads: 48, vocab: 32000}
+training: {global_batch: 8, seq_len: 4096, precision: bf16}
+clusters:
+  - {name: a100, gpu: A100-40GB-SXM, nodes: 1, gpus_per_node: 4,
+     nvlink: {bandwidth: 300GB/s, latency: 1us}, nic: {bandwidth: 200Gbps, latency: 2us}}
+  - {name: v100, gpu: V100-16GB-SXM, nodes: 1, gpus_per_node: 4,
+     nvlink: {bandwidth: 150GB/s, latency: 1us}, nic: {bandwidth: 100Gbps, latency: 2us}}
+wan:
+  - {between: [a100, v100], bandwidth: 25Gbps, latency: 5ms}
+strategy: auto
+)"};
+
+TEST(PlannerOracle, WithinOnePercentOfTheOraclesBestOnSmallScenarios) {
+  for (const char* yaml : kOracleScenarios) {
+    auto c = checked(yaml);
+    SCOPED_TRACE(c.scenario.name);
+    const kernels::KernelModel kernel_model;
+    const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+    std::size_t space = 0, simulated = 0;
+    const auto [best, what] = oracle_best(c, ctx, 400, &space, &simulated);
+    ASSERT_LT(best, 1e300);
+    const auto r = planner::plan(ctx, planner::Options{});
+    ASSERT_TRUE(r.best);
+    EXPECT_LE(r.best->simulated_s, 1.01 * best)
+        << "planner " << r.best->candidate.description << " vs the oracle's " << what;
+    std::printf("oracle %s: %zu plans, %zu simulated, best %.6f s (%s); planner %.6f s (%+.2f%%)\n",
+                c.scenario.name.c_str(), space, simulated, best, what.c_str(), r.best->simulated_s,
+                100 * (r.best->simulated_s / best - 1));
+  }
+}
+
+// tp_comm_overlap can only win: on every candidate of the search with a tensor-parallel
+// stage, turning it off is no faster, in the model and in the simulator (memory is the same),
+// which is why the search does not branch on it (planner/space.hpp search_tp_comm_overlap).
+TEST(PlannerOracle, TpCommOverlapNeverLoses) {
+  auto c = checked(kTwoClusters);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  const auto r = planner::search(ctx, planner::Options{});
+  int checked_plans = 0;
+  for (const auto& cand : r.ranked) {
+    if (!cand.plan.tp_comm_overlap || checked_plans >= 12) continue;
+    core::Plan off = cand.plan;
+    off.tp_comm_overlap = false;
+    const auto on_e = planner::estimate(ctx, cand.plan), off_e = planner::estimate(ctx, off);
+    EXPECT_LE(on_e.iteration_s, off_e.iteration_s) << planner::describe(cand.plan);
+    EXPECT_EQ(on_e.fits, off_e.fits);
+    EXPECT_LE(simulate(c, cand.plan, kernel_model), simulate(c, off, kernel_model) * (1 + 1e-9))
+        << planner::describe(cand.plan);
+    ++checked_plans;
+  }
+  EXPECT_GE(checked_plans, 3);
+}
+
 // ---- the ZeRO stage: as much sharding as memory needs, and no more ---------------------------
 
 // Megatron-LM's bytes per parameter for bf16 with Adam, by hand: 2 for the bf16 weights, 4
@@ -733,4 +874,48 @@ TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
 }
 
 }  // namespace
+// Verification screens the tensor-parallel candidates that hgsim run would play at full
+// fidelity at folded fidelity, and plays at full only those that could still win: on
+// metro-gpt3-6.7b (two 16-GPU clusters, tp 2 candidates whose full simulation takes seconds)
+// some verified rows stay folded although hgsim run plays them full, and the best plan's
+// time and fidelity are hgsim run's (simulate_candidate plays a plan as hgsim run does).
+TEST(PlannerVerify, ScreensFoldedAndPlaysTheBestAsHgsimRunDoes) {
+  std::ifstream in(std::string(HGSIM_SOURCE_DIR) + "/scenarios/paper/metro-gpt3-6.7b.yaml");
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  auto c = checked(yaml.str());
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  auto run_fidelity = [&](const core::Plan& plan) {
+    sim::SimulationInput input;
+    input.scenario = ctx.scenario;
+    input.plan = &plan;
+    input.model = ctx.model;
+    input.compression = ctx.compression;
+    input.compute = ctx.compute;
+    core::Diagnostics diags;
+    const core::Fidelity f = sim::fidelity_for(input, {}, diags);
+    EXPECT_FALSE(diags.has_errors()) << diags.format();
+    return f;
+  };
+  const auto r = planner::plan(ctx, planner::Options{});
+  ASSERT_TRUE(r.best);
+  int screened = 0;
+  for (const auto& v : r.verified) {
+    if (!v.screened) continue;
+    ++screened;
+    EXPECT_EQ(v.fidelity, "folded");
+    EXPECT_EQ(run_fidelity(v.candidate.plan), core::Fidelity::full) << v.candidate.description;
+    EXPECT_GE(v.simulated_s, r.best->simulated_s) << v.candidate.description;
+  }
+  EXPECT_GE(screened, 1);
+  EXPECT_FALSE(r.best->screened);
+  core::Diagnostics diags;
+  const auto as_run = planner::simulate_candidate(ctx, r.best->candidate, diags);
+  ASSERT_TRUE(as_run) << diags.format();
+  EXPECT_EQ(as_run->fidelity, r.best->fidelity);
+  EXPECT_EQ(as_run->fidelity, core::to_string(run_fidelity(r.best->candidate.plan)));
+  EXPECT_NEAR(as_run->simulated_s, r.best->simulated_s, 1e-12 * as_run->simulated_s);
+}
+
 }  // namespace hgsim

@@ -3,6 +3,7 @@
 // are compared (time to the same progress: iteration / token efficiency).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -317,11 +318,20 @@ TEST(PlannerOuterSync, ChoosesDiLoCoAboveTheCrossoverEfficiencyAndSynchronousBel
   ASSERT_LT(crossover, 0.9);  // DiLoCo's iteration is the shorter
   EXPECT_NEAR(high.best->effective_s(), t_diloco, 1e-12);
 
+  // Below the crossover DiLoCo's time to the same progress, t_diloco / (0.8 e*) = t_sync /
+  // 0.8, is longer than t_sync, so a synchronous plan wins. t_sync is the best synchronous
+  // plan the DiLoCo run simulated; this run simulates that plan too, among more synchronous
+  // candidates (DiLoCo's now rank lower), and keeps the fastest: t_sync or faster.
   const auto below = run(0.8 * crossover);
   ASSERT_TRUE(below.best);
   EXPECT_FALSE(below.best->candidate.plan.outer_sync.enabled())
       << below.best->candidate.description;
-  EXPECT_NEAR(below.best->simulated_s, t_sync, 1e-9 * t_sync);
+  EXPECT_LE(below.best->simulated_s, t_sync * (1 + 1e-9));
+  const bool reference_verified =
+      std::any_of(below.verified.begin(), below.verified.end(), [&](const auto& v) {
+        return v.candidate.plan == high.best_synchronous->candidate.plan;
+      });
+  EXPECT_TRUE(reference_verified) << high.best_synchronous->candidate.description;
 
   const double between = (crossover + 1) / 2;  // above the crossover, below 1
   const auto above = run(between);
