@@ -5,6 +5,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -952,15 +953,19 @@ std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& 
 std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,
                                                          const std::vector<Candidate>& candidates,
                                                          const Options& options,
-                                                         std::vector<core::Diagnostics>& diags) {
+                                                         std::vector<core::Diagnostics>& diags,
+                                                         const sim::StopRule& stop,
+                                                         std::vector<bool>* stopped) {
   return simulate_candidates(std::vector<const Context*>(candidates.size(), &ctx), candidates,
-                             options, diags);
+                             options, diags, stop, stopped);
 }
 
 std::vector<std::optional<Verified>> simulate_candidates(
     const std::vector<const Context*>& contexts, const std::vector<Candidate>& candidates,
-    const Options& options, std::vector<core::Diagnostics>& diags) {
+    const Options& options, std::vector<core::Diagnostics>& diags, const sim::StopRule& stop,
+    std::vector<bool>* stopped) {
   diags.assign(candidates.size(), {});
+  if (stopped) stopped->assign(candidates.size(), false);
   std::vector<std::unique_ptr<Prepared>> prepared;
   std::vector<std::size_t> which;
   for (std::size_t i = 0; i < candidates.size(); ++i)
@@ -975,11 +980,14 @@ std::vector<std::optional<Verified>> simulate_candidates(
     sim_options.push_back(p->options);
   }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options));
+  std::vector<bool> sim_stopped;
+  auto results = sim::simulate_all(inputs, sim_options, sim_diags, parallel_jobs(options), stop,
+                                   &sim_stopped);
   std::vector<std::optional<Verified>> out(candidates.size());
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
     diags[i].append(sim_diags[k]);
+    if (stopped) (*stopped)[i] = sim_stopped[k];
     if (results[k]) out[i] = verified(prepared[k]->candidate, std::move(*results[k]));
   }
   return out;
@@ -1032,6 +1040,42 @@ SearchResult plan(const Context& ctx, const Options& options) {
                       << "' could not be simulated (a planner bug):\n"
                       << d.format();
   };
+  // The time budget bounds verification's simulations too: past it, the simulations still
+  // running are stopped, except that one candidate is always simulated to its end (a plan is
+  // never returned unverified). `verified_so_far` of them have ended already.
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                  std::max(0.0, options.time_budget_s - r.search_s)));
+  std::size_t stopped_by_budget = 0;
+  auto budget_stop = [&](std::size_t verified_so_far) {
+    sim::StopRule stop;
+    stop.deadline = deadline;
+    stop.min_succeeded = verified_so_far > 0 ? 0 : 1;
+    char why[160];
+    std::snprintf(why, sizeof why,
+                  "the time budget of %g s was spent while it was simulated (raise --time-budget)",
+                  options.time_budget_s);
+    stop.why = why;
+    return stop;
+  };
+  // Reports a batch's candidates without a result: stopped by the budget, or a planner bug.
+  auto report_batch = [&](const std::vector<Candidate>& batch,
+                          const std::vector<std::optional<Verified>>& results,
+                          const std::vector<core::Diagnostics>& diags,
+                          const std::vector<bool>& stopped) {
+    std::size_t now_stopped = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (results[i]) continue;
+      if (stopped[i])
+        ++now_stopped;
+      else
+        report_unsimulated(batch[i], diags[i]);
+    }
+    if (now_stopped > 0 && options.progress)
+      *options.progress << "hgsim plan: time budget of " << options.time_budget_s
+                        << " s spent; " << now_stopped << " simulation(s) stopped\n";
+    stopped_by_budget += now_stopped;
+  };
   // The comparisons below (a DiLoCo plan beside a synchronous one) are simulations too: the
   // time budget bounds them as it bounds the rest of verification, and says so.
   auto budget_left = [&](const char* phase) {
@@ -1077,12 +1121,13 @@ SearchResult plan(const Context& ctx, const Options& options) {
     }
     if (batch.empty()) break;
     std::vector<core::Diagnostics> diags;
-    auto results = simulate_candidates(ctx, batch, options, diags);
+    std::vector<bool> stopped;
+    auto results = simulate_candidates(ctx, batch, options, diags,
+                                       budget_stop(from_ranked.size() + from_hedges.size()),
+                                       &stopped);
+    report_batch(batch, results, diags, stopped);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!results[i]) {
-        report_unsimulated(batch[i], diags[i]);
-        continue;
-      }
+      if (!results[i]) continue;
       if (is_hedge[i]) {
         from_hedges.push_back(std::move(*results[i]));
         ++hedges_done;
@@ -1094,6 +1139,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
     if ((ranked_done >= want || next_ranked >= r.ranked.size()) &&
         (hedges_done >= want || next_hedge >= hedges.size()))
       break;
+    if (std::count(stopped.begin(), stopped.end(), true) > 0) break;
   }
   for (auto& v : from_ranked) r.verified.push_back(std::move(v));
   for (auto& v : from_hedges) r.verified.push_back(std::move(v));
@@ -1113,11 +1159,11 @@ SearchResult plan(const Context& ctx, const Options& options) {
                                  [&](const Candidate& c) { return !synchronous(c.plan); });
     if (it != r.ranked.end() && budget_left("the best plan with outer sync")) {
       std::vector<core::Diagnostics> diags;
-      auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0])
-        r.verified.push_back(std::move(*results[0]));
-      else
-        report_unsimulated(*it, diags[0]);
+      std::vector<bool> stopped;
+      auto results =
+          simulate_candidates(ctx, {*it}, options, diags, budget_stop(r.verified.size()), &stopped);
+      report_batch({*it}, results, diags, stopped);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
     }
   }
   const bool any_outer = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
@@ -1131,11 +1177,11 @@ SearchResult plan(const Context& ctx, const Options& options) {
                                  [&](const Candidate& c) { return synchronous(c.plan); });
     if (it != r.ranked.end() && budget_left("the synchronous plan to compare DiLoCo with")) {
       std::vector<core::Diagnostics> diags;
-      auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0])
-        r.verified.push_back(std::move(*results[0]));
-      else
-        report_unsimulated(*it, diags[0]);
+      std::vector<bool> stopped;
+      auto results =
+          simulate_candidates(ctx, {*it}, options, diags, budget_stop(r.verified.size()), &stopped);
+      report_batch({*it}, results, diags, stopped);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
     }
   }
   if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
@@ -1159,6 +1205,14 @@ SearchResult plan(const Context& ctx, const Options& options) {
       r.best_synchronous = v;
   }
   if (r.best && synchronous(r.best->candidate.plan)) r.best_synchronous.reset();
+  if (stopped_by_budget > 0) {
+    char note[160];
+    std::snprintf(note, sizeof note,
+                  "%zu simulation(s) of verification stopped at the time budget of %g s (raise "
+                  "--time-budget to verify them)",
+                  stopped_by_budget, options.time_budget_s);
+    r.notes.push_back(note);
+  }
   r.verify_s = seconds_since(start);
   if (r.ranked.empty()) r.why_not = explain_infeasible(ctx, options, r);
   return r;
