@@ -747,7 +747,8 @@ CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
   plan->add_flag("--baselines", o.baselines,
                  "also plan and simulate megatron, dp-only, pipeline-uniform, metis-like, dtfm");
   plan->add_option("--time-budget", o.time_budget_s,
-                   "seconds for the enumeration (default 60); the best found is then verified")
+                   "seconds for the search and its verification (default 60); past it the "
+                   "simulations still running stop, but one candidate always ends")
       ->check(finite_positive(kMaxTimeBudgetS));
   plan->add_option("--verify", o.verify, "how many of the best candidates to simulate (default 3)")
       ->check(integer_in(1, 100));

@@ -438,7 +438,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       ->check(non_empty_path());
   sweep
       ->add_option("--time-budget", o.run.planner_time_budget_s,
-                   "seconds of planner search per point (strategy: auto; default 60)")
+                   "seconds of planner search and verification per point (strategy: auto; "
+                   "default 60)")
       ->check(finite_positive(kMaxTimeBudgetS));
   sweep
       ->add_option("--layer-profile", o.run.layer_profile,

@@ -5,6 +5,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -993,16 +994,18 @@ Verified verified(Candidate candidate, sim::Results result) {
 }
 
 // Prepared candidates simulated side by side (Options::jobs child processes at a time).
+// Under `stop`, those it stopped have no result and true in `stopped`.
 std::vector<std::optional<sim::Results>> simulate_prepared(
     const std::vector<std::unique_ptr<Prepared>>& prepared, const Options& options,
-    std::vector<core::Diagnostics>& diags) {
+    std::vector<core::Diagnostics>& diags, const sim::StopRule& stop,
+    std::vector<bool>& stopped) {
   std::vector<sim::SimulationInput> inputs;
   std::vector<sim::SimulationOptions> sim_options;
   for (const auto& p : prepared) {
     inputs.push_back(p->in);
     sim_options.push_back(p->options);
   }
-  return sim::simulate_all(inputs, sim_options, diags, parallel_jobs(options));
+  return sim::simulate_all(inputs, sim_options, diags, parallel_jobs(options), stop, &stopped);
 }
 
 }  // namespace
@@ -1019,15 +1022,19 @@ std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& 
 std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,
                                                          const std::vector<Candidate>& candidates,
                                                          const Options& options,
-                                                         std::vector<core::Diagnostics>& diags) {
+                                                         std::vector<core::Diagnostics>& diags,
+                                                         const sim::StopRule& stop,
+                                                         std::vector<bool>* stopped) {
   return simulate_candidates(std::vector<const Context*>(candidates.size(), &ctx), candidates,
-                             options, diags);
+                             options, diags, stop, stopped);
 }
 
 std::vector<std::optional<Verified>> simulate_candidates(
     const std::vector<const Context*>& contexts, const std::vector<Candidate>& candidates,
-    const Options& options, std::vector<core::Diagnostics>& diags) {
+    const Options& options, std::vector<core::Diagnostics>& diags, const sim::StopRule& stop,
+    std::vector<bool>* stopped) {
   diags.assign(candidates.size(), {});
+  if (stopped) stopped->assign(candidates.size(), false);
   std::vector<std::unique_ptr<Prepared>> prepared;
   std::vector<std::size_t> which;
   for (std::size_t i = 0; i < candidates.size(); ++i)
@@ -1036,11 +1043,13 @@ std::vector<std::optional<Verified>> simulate_candidates(
       which.push_back(i);
     }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = simulate_prepared(prepared, options, sim_diags);
+  std::vector<bool> sim_stopped;
+  auto results = simulate_prepared(prepared, options, sim_diags, stop, sim_stopped);
   std::vector<std::optional<Verified>> out(candidates.size());
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
     diags[i].append(sim_diags[k]);
+    if (stopped) (*stopped)[i] = sim_stopped[k];
     if (results[k]) out[i] = verified(prepared[k]->candidate, std::move(*results[k]));
   }
   return out;
@@ -1065,8 +1074,11 @@ bool tensor_parallel(const core::Plan& plan) {
 std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
                                                        const std::vector<Candidate>& candidates,
                                                        const Options& options,
-                                                       std::vector<core::Diagnostics>& diags) {
+                                                       std::vector<core::Diagnostics>& diags,
+                                                       const sim::StopRule& stop,
+                                                       std::vector<bool>& stopped) {
   diags.assign(candidates.size(), {});
+  stopped.assign(candidates.size(), false);
   std::vector<std::unique_ptr<Prepared>> prepared;
   std::vector<std::size_t> which;
   std::vector<bool> screened;
@@ -1091,12 +1103,18 @@ std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
     which.push_back(i);
   }
   std::vector<core::Diagnostics> sim_diags;
-  auto results = simulate_prepared(prepared, options, sim_diags);
+  std::vector<bool> sim_stopped;
+  auto results = simulate_prepared(prepared, options, sim_diags, stop, sim_stopped);
   std::vector<std::optional<Verified>> out(candidates.size());
   std::vector<Candidate> unfolded;  // screened, but folding could not play them
   std::vector<std::size_t> unfolded_at;
   for (std::size_t k = 0; k < prepared.size(); ++k) {
     const std::size_t i = which[k];
+    if (sim_stopped[k]) {
+      diags[i].append(sim_diags[k]);
+      stopped[i] = true;
+      continue;
+    }
     if (screened[k] && !results[k]) {
       unfolded.push_back(candidates[i]);
       unfolded_at.push_back(i);
@@ -1109,10 +1127,17 @@ std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
   }
   if (unfolded.empty()) return out;
   std::vector<core::Diagnostics> again;
-  auto played = simulate_candidates(ctx, unfolded, options, again);
+  std::vector<bool> again_stopped;
+  const std::size_t succeeded = std::count_if(out.begin(), out.end(), [](const auto& v) {
+    return v.has_value();
+  });
+  sim::StopRule rest = stop;
+  if (succeeded > 0) rest.min_succeeded = 0;
+  auto played = simulate_candidates(ctx, unfolded, options, again, rest, &again_stopped);
   for (std::size_t k = 0; k < unfolded.size(); ++k) {
     diags[unfolded_at[k]] = std::move(again[k]);
     out[unfolded_at[k]] = std::move(played[k]);
+    stopped[unfolded_at[k]] = again_stopped[k];
   }
   return out;
 }
@@ -1211,6 +1236,42 @@ SearchResult plan(const Context& ctx, const Options& options) {
                       << "' could not be simulated (a planner bug):\n"
                       << d.format();
   };
+  // The time budget bounds verification's simulations too: past it, the simulations still
+  // running are stopped, except that one candidate is always simulated to its end (a plan is
+  // never returned unverified). `verified_so_far` of them have ended already.
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                  std::max(0.0, options.time_budget_s - r.search_s)));
+  std::size_t stopped_by_budget = 0;
+  auto budget_stop = [&](std::size_t verified_so_far) {
+    sim::StopRule stop;
+    stop.deadline = deadline;
+    stop.min_succeeded = verified_so_far > 0 ? 0 : 1;
+    char why[160];
+    std::snprintf(why, sizeof why,
+                  "the time budget of %g s was spent while it was simulated (raise --time-budget)",
+                  options.time_budget_s);
+    stop.why = why;
+    return stop;
+  };
+  // Reports a batch's candidates without a result: stopped by the budget, or a planner bug.
+  auto report_batch = [&](const std::vector<Candidate>& batch,
+                          const std::vector<std::optional<Verified>>& results,
+                          const std::vector<core::Diagnostics>& diags,
+                          const std::vector<bool>& stopped) {
+    std::size_t now_stopped = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (results[i]) continue;
+      if (stopped[i])
+        ++now_stopped;
+      else
+        report_unsimulated(batch[i], diags[i]);
+    }
+    if (now_stopped > 0 && options.progress)
+      *options.progress << "hgsim plan: time budget of " << options.time_budget_s
+                        << " s spent; " << now_stopped << " simulation(s) stopped\n";
+    stopped_by_budget += now_stopped;
+  };
   // The comparisons below (a DiLoCo plan beside a synchronous one) are simulations too: the
   // time budget bounds them as it bounds the rest of verification, and says so.
   auto budget_left = [&](const char* phase) {
@@ -1256,12 +1317,12 @@ SearchResult plan(const Context& ctx, const Options& options) {
     }
     if (batch.empty()) break;
     std::vector<core::Diagnostics> diags;
-    auto results = screen_candidates(ctx, batch, options, diags);
+    std::vector<bool> stopped;
+    auto results = screen_candidates(
+        ctx, batch, options, diags, budget_stop(from_ranked.size() + from_hedges.size()), stopped);
+    report_batch(batch, results, diags, stopped);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!results[i]) {
-        report_unsimulated(batch[i], diags[i]);
-        continue;
-      }
+      if (!results[i]) continue;
       if (is_hedge[i]) {
         from_hedges.push_back(std::move(*results[i]));
         ++hedges_done;
@@ -1273,6 +1334,7 @@ SearchResult plan(const Context& ctx, const Options& options) {
     if ((ranked_done >= want || next_ranked >= r.ranked.size()) &&
         (hedges_done >= want || next_hedge >= hedges.size()))
       break;
+    if (std::count(stopped.begin(), stopped.end(), true) > 0) break;
   }
   // --exhaustive: on down the ranking, a batch at a time, until no candidate left can beat
   // the best simulated even if the model overestimates it as much as it overestimated any
@@ -1293,8 +1355,10 @@ SearchResult plan(const Context& ctx, const Options& options) {
       while (next_ranked < r.ranked.size() &&
              batch.size() < static_cast<std::size_t>(parallel_jobs(options)))
         batch.push_back(r.ranked[next_ranked++]);
+      // --exhaustive simulates until the bound rules the rest out, whatever the budget.
       std::vector<core::Diagnostics> diags;
-      auto results = screen_candidates(ctx, batch, options, diags);
+      std::vector<bool> stopped;
+      auto results = screen_candidates(ctx, batch, options, diags, {}, stopped);
       for (auto& v : results)
         if (v) from_ranked.push_back(std::move(*v));
     }
@@ -1322,11 +1386,11 @@ SearchResult plan(const Context& ctx, const Options& options) {
                                  [&](const Candidate& c) { return !synchronous(c.plan); });
     if (it != r.ranked.end() && budget_left("the best plan with outer sync")) {
       std::vector<core::Diagnostics> diags;
-      auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0])
-        r.verified.push_back(std::move(*results[0]));
-      else
-        report_unsimulated(*it, diags[0]);
+      std::vector<bool> stopped;
+      auto results =
+          simulate_candidates(ctx, {*it}, options, diags, budget_stop(r.verified.size()), &stopped);
+      report_batch({*it}, results, diags, stopped);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
     }
   }
   const bool any_outer = std::any_of(r.verified.begin(), r.verified.end(), [&](const Verified& v) {
@@ -1340,11 +1404,11 @@ SearchResult plan(const Context& ctx, const Options& options) {
                                  [&](const Candidate& c) { return synchronous(c.plan); });
     if (it != r.ranked.end() && budget_left("the synchronous plan to compare DiLoCo with")) {
       std::vector<core::Diagnostics> diags;
-      auto results = simulate_candidates(ctx, {*it}, options, diags);
-      if (results[0])
-        r.verified.push_back(std::move(*results[0]));
-      else
-        report_unsimulated(*it, diags[0]);
+      std::vector<bool> stopped;
+      auto results =
+          simulate_candidates(ctx, {*it}, options, diags, budget_stop(r.verified.size()), &stopped);
+      report_batch({*it}, results, diags, stopped);
+      if (results[0]) r.verified.push_back(std::move(*results[0]));
     }
   }
   // The screened candidates that could still win, played as hgsim run plays them: the best
@@ -1376,6 +1440,14 @@ SearchResult plan(const Context& ctx, const Options& options) {
       r.best_synchronous = v;
   }
   if (r.best && synchronous(r.best->candidate.plan)) r.best_synchronous.reset();
+  if (stopped_by_budget > 0) {
+    char note[160];
+    std::snprintf(note, sizeof note,
+                  "%zu simulation(s) of verification stopped at the time budget of %g s (raise "
+                  "--time-budget to verify them)",
+                  stopped_by_budget, options.time_budget_s);
+    r.notes.push_back(note);
+  }
   r.verify_s = seconds_since(start);
   if (r.ranked.empty()) r.why_not = explain_infeasible(ctx, options, r);
   return r;

@@ -20,6 +20,7 @@
 #include "core/scenario.hpp"
 #include "planner/cost_model.hpp"
 #include "sim/results.hpp"
+#include "sim/simulate.hpp"
 
 namespace hgsim::planner {
 
@@ -123,15 +124,19 @@ std::optional<Verified> simulate_candidate(const Context& ctx, const Candidate& 
                                            core::Diagnostics& diags);
 
 // simulate_candidate() for several candidates side by side (options.jobs child processes at
-// a time); `diags` gets one entry per candidate.
+// a time); `diags` gets one entry per candidate. Under `stop` (sim::StopRule) the candidates
+// it stopped have no result and true in `stopped` (when given).
 std::vector<std::optional<Verified>> simulate_candidates(const Context& ctx,
                                                          const std::vector<Candidate>& candidates,
                                                          const Options& options,
-                                                         std::vector<core::Diagnostics>& diags);
+                                                         std::vector<core::Diagnostics>& diags,
+                                                         const sim::StopRule& stop = {},
+                                                         std::vector<bool>* stopped = nullptr);
 // The same, each candidate with its own context (baselines simulate under their own codecs).
 std::vector<std::optional<Verified>> simulate_candidates(
     const std::vector<const Context*>& contexts, const std::vector<Candidate>& candidates,
-    const Options& options, std::vector<core::Diagnostics>& diags);
+    const Options& options, std::vector<core::Diagnostics>& diags,
+    const sim::StopRule& stop = {}, std::vector<bool>* stopped = nullptr);
 
 // A line for people: "2 pipelines: beijing(tp2 x4) > shanghai(tp4 x2), 8 replicas, ..."
 std::string describe(const core::Plan& plan);

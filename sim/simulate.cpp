@@ -685,28 +685,50 @@ core::Json run_isolated(const std::function<core::Json()>& body) {
 }
 
 std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
-                                             int jobs) {
+                                             int jobs, const StopRule& stop) {
   std::vector<IsolatedResult> results(bodies.size());
-  // A slot goes to the next body as soon as any child in flight ends, not when the one
-  // started first does: a long simulation never holds the slots the short ones free.
-  core::run_children(
-      bodies.size(), jobs,
-      [&](std::size_t i) -> std::optional<core::Child> {
-        try {
-          return start_isolated(bodies[i]);
-        } catch (const std::exception& e) {
-          results[i].failure = e.what();
-          return std::nullopt;
-        }
-      },
-      [&](std::size_t i, core::Child child, std::string text) {
-        try {
-          results[i].value =
-              isolated_value([&] { return core::reap_child(child, std::move(text)); });
-        } catch (const std::exception& e) {
-          results[i].failure = e.what();
-        }
-      });
+  std::vector<bool> ended(bodies.size(), false);
+  std::size_t succeeded = 0;
+  // Thrown by the tick to end run_children early (it kills the children in flight).
+  struct Stop {};
+  const bool may_stop = stop.deadline.has_value();
+  const auto tick = [&] {
+    if (succeeded >= stop.min_succeeded && std::chrono::steady_clock::now() >= *stop.deadline)
+      throw Stop{};
+  };
+  try {
+    // A slot goes to the next body as soon as any child in flight ends, not when the one
+    // started first does: a long simulation never holds the slots the short ones free.
+    core::run_children(
+        bodies.size(), jobs,
+        [&](std::size_t i) -> std::optional<core::Child> {
+          if (may_stop) tick();
+          try {
+            return start_isolated(bodies[i]);
+          } catch (const std::exception& e) {
+            results[i].failure = e.what();
+            ended[i] = true;
+            return std::nullopt;
+          }
+        },
+        [&](std::size_t i, core::Child child, std::string text) {
+          ended[i] = true;
+          try {
+            results[i].value =
+                isolated_value([&] { return core::reap_child(child, std::move(text)); });
+            ++succeeded;
+          } catch (const std::exception& e) {
+            results[i].failure = e.what();
+          }
+        },
+        may_stop ? std::function<void()>(tick) : std::function<void()>(), may_stop ? 200 : -1);
+  } catch (const Stop&) {
+    for (std::size_t i = 0; i < bodies.size(); ++i)
+      if (!ended[i]) {
+        results[i].failure = stop.why;
+        results[i].stopped = true;
+      }
+  }
   return results;
 }
 
@@ -778,8 +800,10 @@ core::Fidelity fidelity_for(const SimulationInput& in, const SimulationOptions& 
 
 std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInput>& inputs,
                                                  const std::vector<SimulationOptions>& options,
-                                                 std::vector<core::Diagnostics>& diags, int jobs) {
+                                                 std::vector<core::Diagnostics>& diags, int jobs,
+                                                 const StopRule& stop, std::vector<bool>* stopped) {
   diags.resize(inputs.size());
+  if (stopped) stopped->assign(inputs.size(), false);
   std::vector<std::optional<Results>> results(inputs.size());
   std::vector<std::shared_ptr<const CheckedPlan>> resolved(inputs.size());
   std::vector<std::function<core::Json()>> bodies;
@@ -790,9 +814,14 @@ std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInp
     bodies.push_back([&, i] { return run_child(inputs[i], *resolved[i], options[i]); });
     which.push_back(i);
   }
-  const auto outs = run_isolated_all(bodies, jobs);
+  const auto outs = run_isolated_all(bodies, jobs, stop);
   for (std::size_t k = 0; k < outs.size(); ++k) {
     const std::size_t i = which[k];
+    if (outs[k].stopped) {
+      diags[i].error({}, "", "not simulated: " + outs[k].failure);
+      if (stopped) (*stopped)[i] = true;
+      continue;
+    }
     if (!outs[k].failure.empty()) {
       diags[i].error({}, "", "simulation failed: " + outs[k].failure);
       continue;

@@ -3,6 +3,7 @@
 // The results are sim::Results (sim/results.hpp): one struct, its JSON form and its table.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -64,12 +65,22 @@ core::Json run_isolated(const std::function<core::Json()>& body);
 struct IsolatedResult {
   core::Json value;
   std::string failure;  // empty when it succeeded
+  bool stopped = false;  // not run to its end: the StopRule stopped it (or it never started)
+};
+// When a batch of isolated runs may stop early: past `deadline`, as soon as `min_succeeded`
+// bodies have succeeded, the children still running are killed and the bodies not started
+// are not; each of them fails with `why` and is marked stopped. Without a deadline every
+// body runs to its end.
+struct StopRule {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::size_t min_succeeded = 1;
+  std::string why = "stopped";
 };
 // Runs every body in its own child process, at most `jobs` at once, and returns their
 // results in order (the children are independent: on a machine with several cores they
 // run side by side).
 std::vector<IsolatedResult> run_isolated_all(const std::vector<std::function<core::Json()>>& bodies,
-                                             int jobs);
+                                             int jobs, const StopRule& stop = {});
 
 // Simulates one iteration in a child process (SimGrid allows one engine per process).
 // Returns the results; problems (a plan that does not fit in memory without
@@ -88,8 +99,12 @@ core::Fidelity fidelity_for(const SimulationInput& in, const SimulationOptions& 
                             core::Diagnostics& diags);
 // simulate() for several inputs at once, each in its own child process, at most `jobs` at a
 // time; `diags` gets one entry per input. The results are those simulate() gives.
+// Under `stop`, an input it stopped has no result, its reason in `diags`, and true in
+// `stopped` (when given).
 std::vector<std::optional<Results>> simulate_all(const std::vector<SimulationInput>& inputs,
                                                  const std::vector<SimulationOptions>& options,
-                                                 std::vector<core::Diagnostics>& diags, int jobs);
+                                                 std::vector<core::Diagnostics>& diags, int jobs,
+                                                 const StopRule& stop = {},
+                                                 std::vector<bool>* stopped = nullptr);
 
 }  // namespace hgsim::sim

@@ -284,6 +284,33 @@ TEST(PlannerSearch, ParallelSearchAndVerificationEqualSequential) {
   EXPECT_EQ(a.best->simulated_s, b.best->simulated_s);
 }
 
+// The time budget bounds verification too: past it, one candidate is simulated to its end
+// (a plan is never returned unverified) and the rest are stopped, which the notes say. With
+// one simulation at a time and a budget spent before verification starts, that is exactly
+// one verified candidate.
+TEST(PlannerSearch, TheTimeBudgetStopsVerificationAfterOneSimulatedPlan) {
+  auto c = checked(kTwoClusters);
+  const kernels::KernelModel kernel_model;
+  const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
+  planner::Options unbounded;
+  unbounded.jobs = 1;
+  const auto whole = planner::plan(ctx, unbounded);
+  ASSERT_GE(whole.verified.size(), 2u);
+  planner::Options tight = unbounded;
+  tight.time_budget_s = 1e-9;
+  const auto r = planner::plan(ctx, tight);
+  ASSERT_GE(r.ranked.size(), 2u);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.verified.size(), 1u);
+  EXPECT_TRUE(r.verified[0].candidate.plan == r.ranked[0].plan);
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("stopped at the time budget") != std::string::npos;
+  }));
+  EXPECT_FALSE(std::any_of(whole.notes.begin(), whole.notes.end(), [](const std::string& n) {
+    return n.find("stopped at the time budget") != std::string::npos;
+  }));
+}
+
 TEST(PlannerSearch, EveryCandidatePassesThePlanChecks) {
   auto c = checked(kTwoClusters);
   const kernels::KernelModel roofline;

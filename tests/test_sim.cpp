@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -142,6 +143,57 @@ TEST(SimIsolation, AFinishedChildsSlotGoesToTheNextBodyWhileALongerOneRuns) {
   EXPECT_TRUE(out[0].failure.empty()) << out[0].failure;
   EXPECT_EQ(out[0].value, Json("waited"));
   for (int i = 1; i <= 5; ++i) EXPECT_EQ(out[i].value, Json(i));
+}
+
+// Past a StopRule's deadline, once enough bodies have succeeded, the children still running
+// are killed and the bodies not started never start; each is marked stopped with the rule's
+// reason. Body 1 would sleep a minute: the test ending well before shows it was killed.
+TEST(SimIsolation, PastTheDeadlineTheChildrenStillRunningAreStopped) {
+  std::vector<std::function<Json()>> bodies;
+  bodies.push_back([]() -> Json { return Json("quick"); });
+  bodies.push_back([]() -> Json {
+    ::sleep(60);
+    return Json("slept");
+  });
+  bodies.push_back([]() -> Json { return Json("never started"); });
+  sim::StopRule stop;
+  stop.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  stop.min_succeeded = 1;
+  stop.why = "out of time";
+  const auto began = std::chrono::steady_clock::now();
+  // Two slots: bodies 0 and 1 start; body 0's slot goes to body 2 only if it starts before
+  // the deadline, so body 2 is either done or stopped, never both.
+  const auto out = sim::run_isolated_all(bodies, 2, stop);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].value, Json("quick"));
+  EXPECT_FALSE(out[0].stopped);
+  EXPECT_TRUE(out[1].stopped);
+  EXPECT_EQ(out[1].failure, "out of time");
+  EXPECT_TRUE(out[2].stopped || out[2].value == Json("never started"));
+  EXPECT_LT(took, 30.0);
+}
+
+// However early the deadline, `min_succeeded` bodies run to their end (the planner's one
+// verified plan); with none required, a deadline already past starts nothing.
+TEST(SimIsolation, TheBodiesAStopRuleRequiresRunToTheirEnd) {
+  std::vector<std::function<Json()>> bodies;
+  bodies.push_back([]() -> Json {
+    ::usleep(400000);
+    return Json("first");
+  });
+  bodies.push_back([]() -> Json { return Json("second"); });
+  sim::StopRule stop;
+  stop.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  stop.min_succeeded = 1;
+  auto out = sim::run_isolated_all(bodies, 1, stop);
+  EXPECT_EQ(out[0].value, Json("first"));
+  EXPECT_FALSE(out[0].stopped);
+  EXPECT_TRUE(out[1].stopped);
+  stop.min_succeeded = 0;
+  out = sim::run_isolated_all(bodies, 2, stop);
+  EXPECT_TRUE(out[0].stopped && out[1].stopped);
+  EXPECT_TRUE(out[0].value.is_null() && out[1].value.is_null());
 }
 
 // run_isolated_all: every body in its own process, results in the bodies' order whatever
