@@ -552,7 +552,12 @@ int run_chakra(const core::Scenario& scenario, const RunOptions& options, bool j
       << " send/receive pairs";
   if (options.reprice) out << ", " << (*result)["repriced"] << " compute nodes repriced";
   out << "\niteration time "
-      << core::format_duration(core::Seconds((*result)["iteration_time_s"].get<double>())) << "\n";
+      << core::human_duration(core::Seconds(result->at("iteration_time_s").get<double>()))
+      << " (simulated by SimGrid " << result->at("simulator").at("simgrid").get<std::string>()
+      << ", every rank, collectives as "
+      << result->at("simulator").at("collectives").get<std::string>()
+      << " on the scenario's links; compute: "
+      << result->at("compute_provenance").get<std::string>() << ")\n";
   return kSuccess;
 }
 

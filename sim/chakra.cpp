@@ -949,7 +949,13 @@ std::optional<core::Json> simulate_chakra(const core::Scenario& scenario, const 
       return {{"iteration_time_s", times.makespan}, {"ranks", ranks},
               {"chakra_nodes", trace.nodes},        {"collectives", trace.collectives},
               {"transfers", trace.transfers},       {"repriced", trace.repriced},
-              {"graph_nodes", trace.graph.size()},  {"devices", devices}};
+              {"graph_nodes", trace.graph.size()},  {"devices", devices},
+              {"simulator", {{"simgrid", simgrid_version().text()},
+                             {"collectives", core::to_string(options.granularity)}}},
+              {"compute_provenance",
+               reprice ? "the trace's durations, and its nodes with FLOPs repriced by the "
+                         "kernel model's roofline on datasheet peaks"
+                       : "the trace's durations"}};
     });
     return out;
   } catch (const std::exception& e) {
