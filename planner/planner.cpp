@@ -61,6 +61,14 @@ constexpr std::size_t mixture_groups_all = 3;
 // pays the ring's 2(k - 1) WAN round trips, so larger buckets amortise them (25 MB is
 // PyTorch DDP's default bucket; 250 MB and 2.5 GB are one and two decades larger).
 constexpr double mixture_bucket_bytes[] = {25e6, 250e6, 2.5e9};
+// The mixtures of one micro-batch size are searched in up to max_mixture_slices units of at
+// least mixtures_per_slice labellings each (units run side by side: a slice per thread and
+// some to spare, so that slices of unequal cost even out).
+constexpr std::size_t mixtures_per_slice = 8;
+constexpr std::size_t max_mixture_slices = 16;
+// Past this many labellings (many clusters: their count grows faster than exponentially) the
+// mixtures stay one unit, cut by the time budget as they come; counting them costs nothing.
+constexpr std::size_t max_sliced_mixtures = 100000;
 // The hedge: the best plan of each other family (set of clusters) is simulated too when its
 // analytic time is within this factor of the best's. The model's error on the simulated
 // candidates of the paper scenarios reaches tens of percent where many small transfers over
@@ -275,7 +283,8 @@ class Search {
           "across more clusters was not searched (hgsim run SCENARIO --plan FILE runs one)");
     struct Unit {
       int b = 0;
-      const ClusterSet* set = nullptr;  // nullptr: the mixtures of b
+      const ClusterSet* set = nullptr;  // nullptr: the mixtures of b numbered [from, to)
+      std::size_t from = 0, to = 0;
     };
     // Micro-batch sizes in rounds: Options::micro_batches first, then (grow_micro_batches)
     // the next larger size of 1, 2, 3, 4, 6, 8, 12, ... that divides the global batch, one
@@ -291,7 +300,19 @@ class Search {
       std::vector<Unit> units;  // in the order a one-thread search runs them
       for (int b : round) {
         for (const ClusterSet& set : searched.sets) units.push_back({b, &set});
-        if (clusters > 1) units.push_back({b, nullptr});
+        if (clusters == 1) continue;
+        // The mixtures of b in consecutive slices, one unit each, so that they run side by side
+        // (one unit of them all was the search's longest, alone on one core at the end); the
+        // merge in the units' order makes the result the one unit's.
+        Search counter(ctx_, options_, shared_);
+        counter.largest_group_ = largest_group_;
+        const std::size_t labellings = counter.mixture_count();
+        const std::size_t slices =
+            labellings > max_sliced_mixtures
+                ? 1
+                : std::clamp<std::size_t>(labellings / mixtures_per_slice, 1, max_mixture_slices);
+        for (std::size_t k = 0; k < slices; ++k)
+          units.push_back({b, nullptr, labellings * k / slices, labellings * (k + 1) / slices});
       }
       // Each unit's results are merged as soon as it ends and the unit is dropped, so that only
       // the units running hold their lists and memos; the merge ranks ties by the units' order
@@ -308,9 +329,9 @@ class Search {
         } else {
           {
             std::lock_guard<std::mutex> lock(merging);
-            unit->kept_ = std::move(kept_of[u.b]);
+            unit->kept_ = kept_of[u.b];
           }
-          unit->mixtures(u.b, total);
+          unit->mixtures(u.b, total, u.from, u.to);
         }
         std::lock_guard<std::mutex> lock(merging);
         merge(*unit, unit_base + k);
@@ -649,12 +670,25 @@ class Search {
     }
   }
 
-  // Two or more groups over disjoint sets of clusters, each from its best configurations.
-  void mixtures(int b, int total) {
+  // Two or more groups over disjoint sets of clusters, each from its best configurations:
+  // the labellings numbered [from, to) in the order partitions() meets them.
+  void mixtures(int b, int total, std::size_t from, std::size_t to) {
     const int n = static_cast<int>(ctx_.scenario->clusters.size());
     std::vector<int> label(n, 0);      // 0 = idle, 1.. = group, numbered by first appearance
     std::vector<int> sizes(n + 1, 0);  // clusters per group so far
+    mixtures_from_ = from;
+    mixtures_to_ = to;
+    mixtures_seen_ = 0;
     partitions(label, sizes, 0, 0, b, total);
+  }
+
+  // How many labellings mixtures() meets (none is costed), counted up to one more than
+  // max_sliced_mixtures.
+  std::size_t mixture_count() {
+    counting_mixtures_ = true;
+    mixtures(0, 0, 0, 0);
+    counting_mixtures_ = false;
+    return mixtures_seen_;
   }
 
   // Every labelling of the clusters whose groups are sets the search ran (searched_sets: at
@@ -662,9 +696,12 @@ class Search {
   // kept configurations, so its labellings are not enumerated.
   void partitions(std::vector<int>& label, std::vector<int>& sizes, int c, int groups, int b,
                   int total) {
-    if (stop()) return;
+    if (counting_mixtures_ ? mixtures_seen_ > max_sliced_mixtures : stop()) return;
     if (c == static_cast<int>(label.size())) {
-      if (groups >= 2) mixture(label, groups, b, total);
+      if (groups < 2) return;
+      const std::size_t index = mixtures_seen_++;
+      if (!counting_mixtures_ && index >= mixtures_from_ && index < mixtures_to_)
+        mixture(label, groups, b, total);
       return;
     }
     for (int g = 0; g <= groups + 1; ++g) {
@@ -752,6 +789,9 @@ class Search {
   Order best_sync_order_, best_outer_order_;
   std::map<ClusterSet, Order> family_order_;
   int largest_group_ = 1;  // clusters in the largest set searched as one group
+  // mixtures(): the slice of labellings this unit costs, and how many it has met.
+  std::size_t mixtures_from_ = 0, mixtures_to_ = 0, mixtures_seen_ = 0;
+  bool counting_mixtures_ = false;
 };
 
 // "1, 2 or 4".
@@ -1145,11 +1185,13 @@ std::vector<std::optional<Verified>> screen_candidates(const Context& ctx,
 // The screened candidates of `verified` that `among` selects, simulated again at the fidelity
 // hgsim run plays them at, best screened time first, while one could still beat the best
 // time so played: its screened time over (1 + e) below it, e the most a screen
-// overestimated the time played (at least 0) on the candidates confirmed so far. One that
-// cannot be played so is dropped (`dropped` is told why).
+// overestimated the time played (at least 0) on the candidates confirmed so far. One that cannot be played so is dropped
+// (`dropped` is told why). Under `stop` (the time budget) a confirmation that does not end in
+// time is stopped and the candidate keeps its screen; the count goes to `stopped`.
 void confirm(const Context& ctx, const Options& options, std::vector<Verified>& verified,
              const std::function<bool(const Verified&)>& among,
-             const std::function<void(const Candidate&, const core::Diagnostics&)>& dropped) {
+             const std::function<void(const Candidate&, const core::Diagnostics&)>& dropped,
+             const sim::StopRule& stop, std::size_t& stopped) {
   double over = 0;
   for (;;) {
     double best = no_time_yet_s;
@@ -1176,7 +1218,12 @@ void confirm(const Context& ctx, const Options& options, std::vector<Verified>& 
       continue;
     }
     std::vector<core::Diagnostics> diags;
-    auto played = simulate_candidates(ctx, {v.candidate}, options, diags);
+    std::vector<bool> was_stopped;
+    auto played = simulate_candidates(ctx, {v.candidate}, options, diags, stop, &was_stopped);
+    if (was_stopped[0]) {
+      ++stopped;
+      return;  // past the budget: the rest keep their screens too
+    }
     if (!played[0]) {
       dropped(v.candidate, diags[0]);
       verified.erase(verified.begin() + static_cast<std::ptrdiff_t>(*next));
@@ -1414,11 +1461,25 @@ SearchResult plan(const Context& ctx, const Options& options) {
   // The screened candidates that could still win, played as hgsim run plays them: the best
   // plan's time is always hgsim run's, and so is the synchronous plan's that DiLoCo is
   // compared with.
+  // Under the time budget as the rest of verification is (nothing here must end: every
+  // candidate has its screen).
+  sim::StopRule confirm_stop = budget_stop(1);
+  std::size_t confirm_stopped = 0;
   confirm(
-      ctx, options, r.verified, [](const Verified&) { return true; }, report_unsimulated);
+      ctx, options, r.verified, [](const Verified&) { return true; }, report_unsimulated,
+      confirm_stop, confirm_stopped);
   confirm(
       ctx, options, r.verified, [&](const Verified& v) { return synchronous(v.candidate.plan); },
-      report_unsimulated);
+      report_unsimulated, confirm_stop, confirm_stopped);
+  if (confirm_stopped > 0) {
+    if (options.progress)
+      *options.progress << "hgsim plan: time budget of " << options.time_budget_s
+                        << " s spent; a confirmation at the fidelity hgsim run plays was stopped\n";
+    r.notes.push_back(
+        "the time budget was spent before the best candidates were confirmed at the fidelity "
+        "hgsim run plays them at: their times are folded screens (within 0.6% of full on the "
+        "paper scenarios; raise --time-budget to confirm them)");
+  }
   if (options.progress && r.search_s + seconds_since(start) > list_verified_after_s)
     for (const Verified& v : r.verified)
       *options.progress << "hgsim plan: verified: " << v.simulated_s << " s simulated, "

@@ -299,7 +299,10 @@ std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& group
     const int per_replica = (q + groups[g].replicas - 1) / groups[g].replicas;
     return fill[g] + (per_replica - 1) * period[g];
   };
-  // One micro-batch at a time to the group that would still end first.
+  // One micro-batch at a time to the group that would still end first (the first such group
+  // among equals). The group chosen keeps that end for its next micro-batches until each of
+  // its replicas has one more, and stays the first group of the least end meanwhile, so the
+  // loop gives it that whole row at once: the same shares, one step per row.
   while (given < total) {
     std::size_t best = 0;
     double best_end = std::numeric_limits<double>::infinity();
@@ -310,9 +313,10 @@ std::vector<core::Pipeline> share_batch(const std::vector<core::Pipeline>& group
         best = g;
       }
     }
-    // Fill a group's replicas evenly: jump to the next multiple when it costs nothing more.
-    ++share[best];
-    ++given;
+    const int row_left = groups[best].replicas - share[best] % groups[best].replicas;
+    const int step = std::min(row_left, total - given);
+    share[best] += step;
+    given += step;
   }
   std::vector<core::Pipeline> out;
   for (std::size_t g = 0; g < n; ++g) {
