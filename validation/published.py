@@ -337,7 +337,7 @@ def main():
         out.write("\n".join(lines) + "\n")
         out.write("\n## Where each run's iteration goes\n\n"
                   "hgsim's breakdown of the predicted iteration (`hgsim run --json`, "
-                  "`stages[].breakdown`; the README's 'Where the time goes'), in percent of "
+                  "`stages[].breakdown`; docs/simulator.md, 'Where the time goes'), in percent of "
                   "the iteration, averaged over the run's pipeline stages. Compute is split "
                   "by kernel class as the compute model priced it; communication counts only "
                   "where the stage computes nothing (exposed); the bubble is the rest. "
