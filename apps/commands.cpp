@@ -763,7 +763,8 @@ CLI::App* add_plan_command(CLI::App& app, CliArgs& args) {
       ->check(non_empty_path());
   plan->add_flag("--exhaustive", o.exhaustive,
                  "search every dp, cp, shape, order and micro-batch size, and simulate from the "
-                 "model's best until its measured error rules out the rest (docs/planner.md)");
+                 "model's best until its measured error rules out the rest, past --time-budget if need be "
+                 "(docs/planner.md)");
   plan->add_flag("--no-compression", o.no_compression,
                  "plan with every WAN codec off (for comparisons; hgsim run uses the scenario's)");
   return plan;
