@@ -2,6 +2,7 @@
 // validation/kernel_collectives.py: the closed forms every fidelity and the planner use
 // (sim/collectives.hpp), never a Python copy of them.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "kernels/gpu_catalog.hpp"
 #include "python/bindings.hpp"
 #include "sim/collectives.hpp"
+#include "sim/trace.hpp"
 
 namespace hgsim::python {
 namespace {
@@ -91,6 +93,37 @@ double collective_time(
 }  // namespace
 
 void bind_collectives(py::module_& m) {
+  // The trace's lane rule (sim::TrackLanes), for the live runner's Chrome trace
+  // (runtime/hgsim_runtime/trace.py), so that both traces lay overlapping slices out alike.
+  m.def(
+      "trace_lanes",
+      [](const std::vector<std::pair<int, int>>& tracks, const std::vector<double>& starts,
+         const std::vector<double>& ends) {
+        if (tracks.size() != starts.size() || tracks.size() != ends.size())
+          throw Error("trace_lanes: tracks, starts and ends need one entry per slice");
+        sim::TrackLanes lanes;
+        std::vector<std::pair<std::size_t, bool>> out;
+        out.reserve(tracks.size());
+        for (std::size_t i = 0; i < tracks.size(); ++i) {
+          if (!std::isfinite(starts[i]) || !std::isfinite(ends[i]) || ends[i] < starts[i])
+            throw Error("trace_lanes: slice " + std::to_string(i) +
+                        " needs finite times with its end at or after its start");
+          bool opened = false;
+          const std::size_t lane =
+              lanes.place(tracks[i].first, tracks[i].second, starts[i], ends[i], opened);
+          out.emplace_back(lane, opened);
+        }
+        return out;
+      },
+      py::arg("tracks"), py::arg("starts"), py::arg("ends"),
+      "(lane, opened) of each slice (tracks: (pid, tid) pairs), the slices given in order of "
+      "their starts: the first lane of its track whose last slice ends by its start, a new one "
+      "(opened) when none does (sim::TrackLanes).");
+  m.def("lane_thread", &sim::lane_thread, py::arg("tid"), py::arg("lane"),
+        "The thread of lane `lane` of track `tid`: tid + lane x 2^20 (sim::lane_thread).");
+  m.def("lane_name", &sim::lane_name, py::arg("track_name"), py::arg("lane"),
+        "The name of lane `lane` of a track: '<track> (lane k+1)' past the first "
+        "(sim::lane_name).");
   // The hierarchical all-reduce's lane rule, for the live runner (runtime/hgsim_runtime/comm.py
   // and outer.py move the bytes as the simulator does).
   m.def(

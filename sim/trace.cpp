@@ -12,8 +12,6 @@ namespace hgsim::sim {
 
 namespace {
 
-// Lane k >= 1 of a track is thread tid + k * kLaneStride of the same process.
-constexpr int kLaneStride = 1 << 20;
 
 std::string quoted(const std::string& text) {
   return core::Json(text).dump();
@@ -216,19 +214,32 @@ void ChromeTraceWriter::slice(const std::string& name, const std::string& catego
                               int tid, long long start_ns, long long end_ns,
                               const std::string& args_json) {
   // Slices arrive as they complete, so in order of their ends: a slice that starts after
-  // the last end on a lane is disjoint from every slice on it.
-  auto& ends = lane_ends_[{pid, tid}];
+  // the last end on a lane is disjoint from every slice on it. Integer nanoseconds are exact
+  // as doubles (below 2^53 ns, 104 days).
+  bool opened = false;
+  const std::size_t lane = lanes_.place(pid, tid, static_cast<double>(start_ns),
+                                        static_cast<double>(end_ns), opened);
+  if (opened && lane > 0)
+    meta("thread_name", pid, lane_thread(tid, lane), lane_name(track_names_[{pid, tid}], lane));
+  write(name, category, pid, lane_thread(tid, lane), start_ns, end_ns, args_json);
+}
+
+std::size_t TrackLanes::place(int pid, int tid, double start, double end, bool& opened) {
+  auto& ends = ends_[{pid, tid}];
   std::size_t lane = 0;
-  while (lane < ends.size() && ends[lane] > start_ns) ++lane;
-  if (lane == ends.size()) {
-    ends.push_back(start_ns);
-    if (lane > 0)
-      meta("thread_name", pid, tid + static_cast<int>(lane) * kLaneStride,
-           track_names_[{pid, tid}] + " (lane " + std::to_string(lane + 1) + ")");
-  }
-  ends[lane] = end_ns;
-  write(name, category, pid, tid + static_cast<int>(lane) * kLaneStride, start_ns, end_ns,
-        args_json);
+  while (lane < ends.size() && ends[lane] > start) ++lane;
+  opened = lane == ends.size();
+  if (opened) ends.push_back(start);
+  ends[lane] = end;
+  return lane;
+}
+
+int lane_thread(int tid, std::size_t lane) {
+  return tid + static_cast<int>(lane) * kLaneStride;
+}
+
+std::string lane_name(const std::string& track_name, std::size_t lane) {
+  return lane == 0 ? track_name : track_name + " (lane " + std::to_string(lane + 1) + ")";
 }
 
 void ChromeTraceWriter::completed(NodeId id, double start_s, double end_s) {

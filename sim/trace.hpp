@@ -23,6 +23,24 @@
 
 namespace hgsim::sim {
 
+// The lanes of a trace's tracks, the one rule of the simulator's trace and the live runner's
+// (runtime/hgsim_runtime/trace.py, through _hgsim.trace_lanes): each slice goes to the first
+// lane of its track whose last slice ends at or before the slice starts, and opens a new lane
+// when none does. Given the slices of a track in order of their starts (or, as the simulator
+// streams them, of their ends), no two slices of a lane overlap. Lane k >= 1 of track (pid,
+// tid) is thread lane_thread(tid, k) of the same process, named lane_name(track name, k).
+class TrackLanes {
+ public:
+  // The lane of slice [start, end) on track (pid, tid); `opened` is set when it is a new one.
+  std::size_t place(int pid, int tid, double start, double end, bool& opened);
+
+ private:
+  std::map<std::pair<int, int>, std::vector<double>> ends_;  // per track, per lane
+};
+constexpr int kLaneStride = 1 << 20;
+int lane_thread(int tid, std::size_t lane);
+std::string lane_name(const std::string& track_name, std::size_t lane);
+
 // `--trace-filter cluster=beijing,stage=0,kind=pp_comm`: keeps the slices of devices in one
 // of the named clusters, working for one of the named stages, of one of the named kinds
 // (forward, backward, recompute, optimizer, codec, tp_comm, cp_comm, pp_comm, dp_comm,
@@ -88,7 +106,7 @@ class ChromeTraceWriter final : public CompletionSink {
   TraceFilter filter_;
   std::vector<int> wan_track_;  // link -> track in the WAN process, -1 if not a WAN link
   std::map<std::pair<int, int>, std::string> track_names_;           // (pid, tid) -> name
-  std::map<std::pair<int, int>, std::vector<long long>> lane_ends_;  // per track, per lane
+  TrackLanes lanes_;
   std::size_t events_ = 0;
   bool first_ = true;
 };

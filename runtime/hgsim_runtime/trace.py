@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 
+import hgsim
 from hgsim.files import atomic_open
 
 
@@ -65,28 +66,26 @@ class Discard(Recorder):
         pass
 
 
-# sim/trace.cpp's kLaneStride: lane k of a track is thread tid + k * LANE_STRIDE.
-LANE_STRIDE = 1 << 20
+# sim::kLaneStride: lane k of a track is thread tid + k * LANE_STRIDE (sim::lane_thread).
+LANE_STRIDE = hgsim._hgsim.lane_thread(0, 1)
 
 
 def _lanes(events, names):
-    """Moves each slice of `events` to the first lane of its track where it overlaps no
-    other (slices taken in order of their starts), and returns the thread_name events of the
-    lanes it opened; `names` maps (pid, tid) to the track's name."""
-    ends = {}
+    """Moves each slice of `events` to its lane by the simulator's rule (sim::TrackLanes,
+    through the module: the first lane of its track where it overlaps no other, slices taken
+    in order of their starts), and returns the thread_name events of the lanes it opened;
+    `names` maps (pid, tid) to the track's name."""
+    slices = sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["ts"], e["dur"]))
+    placed = hgsim._hgsim.trace_lanes([(e["pid"], e["tid"]) for e in slices],
+                                      [e["ts"] for e in slices],
+                                      [e["ts"] + e["dur"] for e in slices])
     extra = []
-    for event in sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["ts"], e["dur"])):
-        track = (event["pid"], event["tid"])
-        lanes = ends.setdefault(track, [])
-        start, end = event["ts"], event["ts"] + event["dur"]
-        lane = next((k for k, last in enumerate(lanes) if last <= start), len(lanes))
-        if lane == len(lanes):
-            lanes.append(end)
-            if lane > 0:
-                extra.append(_meta("thread_name", track[0], track[1] + lane * LANE_STRIDE,
-                                   f"{names.get(track, '')} (lane {lane + 1})"))
-        lanes[lane] = end
-        event["tid"] = track[1] + lane * LANE_STRIDE
+    for event, (lane, opened) in zip(slices, placed):
+        pid, tid = event["pid"], event["tid"]
+        if opened and lane > 0:
+            extra.append(_meta("thread_name", pid, hgsim._hgsim.lane_thread(tid, lane),
+                               hgsim._hgsim.lane_name(names.get((pid, tid), ""), lane)))
+        event["tid"] = hgsim._hgsim.lane_thread(tid, lane)
     return extra
 
 
