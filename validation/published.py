@@ -27,8 +27,19 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from source_tree import cli, files as _files  # noqa: E402
 
-# Datasheet dense bf16/fp16 peaks (kernels/gpus.yaml), for MFU.
-PEAK = {"A100-80GB-SXM": 312e12, "A100-40GB-SXM": 312e12, "H100-80GB-SXM": 989.4e12}
+# Datasheet dense bf16 peaks, for MFU: hgsim's own catalog (kernels/gpus.yaml, read through
+# `hgsim gpus --json` by gpu_peaks in main), not a copy of it.
+PEAK = {}
+
+
+def gpu_peaks(hgsim):
+    """Each catalogued GPU's dense bf16 peak (FLOP/s), as `hgsim gpus --json` gives it."""
+    out = subprocess.run([hgsim, "gpus", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise cli.ScriptError(f"{cli.quoted(hgsim)} gpus --json failed: "
+                              + (out.stderr.strip() or f"exit {out.returncode}"))
+    return {g["name"]: g["peak_flops_per_s"]["bf16"] for g in json.loads(out.stdout)["gpus"]
+            if g["peak_flops_per_s"]["bf16"]}
 
 # DGX A100 / DGX H100 nodes: 8 GPUs on NVSwitch, one NIC per GPU. Per GPU and direction:
 # NVLink 3 300 GB/s (600 GB/s total), NVLink 4 450 GB/s; HDR 200 Gbit/s, NDR 400 Gbit/s.
@@ -272,6 +283,7 @@ def main():
                     help="machine-readable summary of the errors, per provenance class and group")
     args = ap.parse_args()
     cli.executable(args.hgsim, "--hgsim")
+    PEAK.update(gpu_peaks(args.hgsim))
     cli.input_file(args.csv, "--csv")
     cli.output_file(args.out, "--out")
     cli.output_file(args.json, "--json")
