@@ -113,7 +113,9 @@ std::optional<sim::Results> simulate_point(const CheckedScenario& c, const RunOp
   in.model = &c.model;
   in.compression = c.compression;
   in.compute = compute.get();
-  in.checked = chosen->checked;
+  // The check's resolved plan reads the scenario it was checked with; a --collectives
+  // override lives in this copy alone, so the plan is resolved again against it.
+  if (options.collectives.empty()) in.checked = chosen->checked;
   sim::SimulationStats stats;
   auto result = sim::simulate(in, sim_options, diags, &stats);
   if (result && options.report_stats)

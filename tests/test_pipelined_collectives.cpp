@@ -4,9 +4,15 @@
 // model gives (its ring pays the latency of every step and runs at the slowest link's rate).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.hpp"
 #include "kernels/gpu_catalog.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
@@ -211,6 +217,45 @@ TEST(SimPipelinedCollectives, TheScenarioKeyReadsBothGranularities) {
     auto c = checked(nodes_scenario(2) + "simulation: {collectives: " + name + "}\n");
     EXPECT_EQ(core::to_string(c.scenario.simulation.collectives), name);
   }
+}
+
+// `hgsim run --collectives G` plays what `simulation: {collectives: G}` plays: the same
+// iteration and the same activity count (a pipelined ring is a few activities where steps
+// are 2n(n - 1)), on the inline example (4 replicas: data-parallel rings at full fidelity).
+TEST(SimPipelinedCollectives, TheCliFlagPlaysWhatTheScenarioKeyPlays) {
+  const std::string example =
+      std::string(HGSIM_SOURCE_DIR) + "/scenarios/examples/inline-model.yaml";
+  std::ifstream in(example);
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto dir = std::filesystem::temp_directory_path() / "hgsim_test_cli_collectives";
+  std::filesystem::create_directories(dir);
+  auto with_key = [&](const std::string& g) {
+    std::string yaml = text.str();
+    const std::string key = "strategy:";
+    yaml.insert(yaml.find("\n" + key) + 1, "simulation: {collectives: " + g + "}\n");
+    const auto path = (dir / (g + ".yaml")).string();
+    std::ofstream(path) << yaml;
+    return path;
+  };
+  auto run = [](const std::string& scenario, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"hgsim", "run", scenario, "--json", "--fidelity", "full"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    std::ostringstream out, err;
+    const int status = apps::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+    EXPECT_EQ(status, 0) << out.str() << err.str();
+    return status == 0 ? Json::parse(out.str()) : Json();
+  };
+  const Json steps = run(example, {"--collectives", "steps"});
+  const Json flag = run(example, {"--collectives", "pipelined"});
+  const Json key = run(with_key("pipelined"), {});
+  ASSERT_TRUE(steps.is_object() && flag.is_object() && key.is_object());
+  EXPECT_EQ(flag.at("iteration_time_s"), key.at("iteration_time_s"));
+  EXPECT_EQ(flag.at("simulator").at("activities"), key.at("simulator").at("activities"));
+  EXPECT_LT(flag.at("simulator").at("activities").get<double>(),
+            steps.at("simulator").at("activities").get<double>());
 }
 
 }  // namespace
