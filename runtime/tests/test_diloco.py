@@ -258,9 +258,15 @@ def test_streaming_transfers_overlap_the_inner_steps_over_a_shaped_link(tmp_path
             for k in range(sync["start_after"], sync["applies_after"] - 1):
                 assert sync["start"] <= steps[k]["start"] < steps[k]["end"] <= sync["end"], (
                     k, steps[k]["start"], steps[k]["end"], sync)
-            # The wait began before the transfer ended, after the window's steps.
+            # The wait began after the window's steps, and the step ended once the transfer
+            # had. On a loaded machine the window's steps can outlast the transfer: then the
+            # step found it done and nothing is exposed; else it waited for what was left.
             last = steps[sync["applies_after"] - 1]
-            assert last["start"] < sync["wait_start"] < sync["end"] <= last["end"], sync
+            assert last["start"] < sync["wait_start"] and sync["end"] <= last["end"], sync
+            if sync["wait_start"] < sync["end"]:
+                assert sync["exposed_s"] >= sync["end"] - sync["wait_start"] - 1e-3, sync
+            else:
+                assert sync["exposed_s"] < 0.25, sync
     for row in rows:
         assert row["exposed_s"] < row["seconds"], row
 
